@@ -1,0 +1,1 @@
+"""gradkit: a differentiable kernel framework."""

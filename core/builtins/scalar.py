@@ -1,0 +1,248 @@
+"""Scalar primitives: arithmetic, comparisons, logic, math functions and casts.
+
+Each entry states its partial derivatives right beside it. Arithmetic and
+`min`/`max`/`abs`/`where` also accept vectors and matrices elementwise (with
+scalar broadcasting); the scalarize pass splits those into scalar calls.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..types import Type, bool_
+from . import Builtin, BuiltinTypeError, register
+
+
+# --------------------------------------------------------------------------- type rules
+
+def _name(t: Type) -> str:
+    return getattr(t, "name", repr(t))
+
+
+def _elementwise(name: str, *, float_only: bool = False, allow_bool: bool = False, broadcast: bool = True):
+    """Type rule for an elementwise op: equal types, or vector/matrix with scalar broadcast."""
+
+    def rule(types: list[Type], attrs: dict) -> Type:
+        composite = [t for t in types if not t.is_scalar]
+        if any(t.is_array for t in types):
+            raise BuiltinTypeError(f"{name}() cannot take an array; index it first")
+        scalars = {t.scalar for t in types}
+        if len(scalars) != 1:
+            raise BuiltinTypeError(
+                f"{name}() argument types differ: {', '.join(map(_name, types))}; cast with gk.float32(...) etc.")
+        (s,) = scalars
+        if s.is_bool and not allow_bool:
+            raise BuiltinTypeError(f"{name}() does not take bool arguments")
+        if float_only and not s.is_float:
+            raise BuiltinTypeError(f"{name}() needs float arguments, got {', '.join(map(_name, types))}")
+        if not composite:
+            return types[0]
+        shapes = {t for t in composite}
+        if len(shapes) != 1:
+            raise BuiltinTypeError(f"{name}() argument types differ: {', '.join(map(_name, types))}")
+        if len(composite) != len(types) and not broadcast:
+            raise BuiltinTypeError(f"{name}() cannot mix {', '.join(map(_name, types))}")
+        return composite[0]
+
+    return rule
+
+
+def _elementwise_decompose(b, args, comps, out_type, attrs, name):
+    n = out_type.ncomp if not out_type.is_scalar else 1
+    cols = [c if len(c) == n else c * n for c in comps]
+    return [b.prim(name, *(col[k] for col in cols), **attrs) for k in range(n)]
+
+
+def _decomposer(name):
+    return lambda b, args, comps, out_type, attrs: _elementwise_decompose(b, args, comps, out_type, attrs, name)
+
+
+def _cmp_rule(name):
+    def rule(types, attrs):
+        if not all(t.is_scalar for t in types):
+            raise BuiltinTypeError(f"comparison '{name}' needs scalars, got {', '.join(map(_name, types))}")
+        if types[0] is not types[1]:
+            raise BuiltinTypeError(f"comparison '{name}' of different types {types[0].name} and {types[1].name}")
+        return bool_
+    return rule
+
+
+def _bool_rule(name):
+    def rule(types, attrs):
+        if not all(t is bool_ for t in types):
+            raise BuiltinTypeError(f"'{name}' needs bool operands, got {', '.join(map(_name, types))}")
+        return bool_
+    return rule
+
+
+# --------------------------------------------------------------------------- helpers for partials
+
+def _c(b, x, value):
+    """A constant of x's type."""
+    return b.const(float(value) if x.type.is_float else int(value), x.type.scalar)
+
+
+def _ind(b, cond, like):
+    """1 where cond holds else 0, in like's type."""
+    return b.select(cond, _c(b, like, 1), _c(b, like, 0))
+
+
+def _floats(partials):
+    """Only float results have derivatives; integer-valued ops get None partials."""
+    def wrapped(b, args, out, attrs):
+        if not out.type.is_float:
+            return [None] * len(args)
+        return partials(b, args, out, attrs)
+    return wrapped
+
+
+# --------------------------------------------------------------------------- declarations
+
+def elementwise(name, np_fn, partials=None, *, arity=2, float_only=False, linear=False, doc="", **kw):
+    return register(Builtin(
+        name, _elementwise(name, float_only=float_only, **kw), eval=np_fn,
+        partials=_floats(partials) if partials else None, decompose=_decomposer(name), arity=arity,
+        differentiable=partials is not None, doc=doc))
+
+
+def unary_math(name, np_fn, deriv, doc=""):
+    """A float → float function with derivative deriv(b, x, y) = dy/dx."""
+    return register(Builtin(
+        name, _elementwise(name, float_only=True), eval=np_fn, arity=1,
+        partials=lambda b, a, out, at: [deriv(b, a[0], out)], decompose=_decomposer(name), doc=doc))
+
+
+def _py_floordiv(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind == "f":
+        return np.floor(a / b).astype(a.dtype)
+    return np.floor_divide(a, b)
+
+
+def _py_mod(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind == "f":
+        return (a - b * np.floor(a / b)).astype(a.dtype)
+    return np.mod(a, b)
+
+
+def _round_half_away(x):
+    x = np.asarray(x)
+    return (np.sign(x) * np.floor(np.abs(x) + 0.5)).astype(x.dtype)
+
+
+elementwise("add", np.add, lambda b, a, o, at: [1, 1], linear=True, doc="a + b")
+elementwise("sub", np.subtract, lambda b, a, o, at: [1, _c(b, a[1], -1)],
+            linear=True, doc="a - b")
+elementwise("mul", np.multiply, lambda b, a, o, at: [a[1], a[0]], doc="a * b")
+elementwise("div", np.divide, lambda b, a, o, at: [b.div(_c(b, a[1], 1), a[1]), b.neg(b.div(o, a[1]))],
+            float_only=True, doc="a / b (true division, floats)")
+elementwise("floordiv", _py_floordiv, lambda b, a, o, at: [None, None], doc="a // b, Python (floor) semantics")
+elementwise("mod", _py_mod, lambda b, a, o, at: [1, b.neg(b.prim("floor", b.div(a[0], a[1])))],
+            doc="a % b, Python (floored) semantics")
+elementwise("pow", np.power,
+            lambda b, a, o, at: [
+                b.mul(a[1], b.prim("pow", a[0], b.sub(a[1], _c(b, a[1], 1)))),
+                b.select(b.prim("gt", a[0], _c(b, a[0], 0)), b.mul(b.prim("log", a[0]), o), _c(b, o, 0))],
+            float_only=True, doc="a ** b")
+elementwise("min", np.minimum,
+            lambda b, a, o, at: [_ind(b, b.prim("le", a[0], a[1]), o), _ind(b, b.prim("gt", a[0], a[1]), o)],
+            doc="smaller of a, b (ties: gradient to a)")
+elementwise("max", np.maximum,
+            lambda b, a, o, at: [_ind(b, b.prim("ge", a[0], a[1]), o), _ind(b, b.prim("lt", a[0], a[1]), o)],
+            doc="larger of a, b (ties: gradient to a)")
+elementwise("atan2", np.arctan2,
+            lambda b, a, o, at: [
+                b.div(a[1], b.add(b.mul(a[0], a[0]), b.mul(a[1], a[1]))),
+                b.neg(b.div(a[0], b.add(b.mul(a[0], a[0]), b.mul(a[1], a[1]))))],
+            float_only=True, doc="atan2(y, x)")
+elementwise("neg", np.negative, lambda b, a, o, at: [_c(b, a[0], -1)], arity=1, linear=True, doc="-a")
+elementwise("abs", np.abs, lambda b, a, o, at: [b.prim("sign", a[0])], arity=1, doc="|a|")
+elementwise("sign", lambda x: np.sign(x).astype(np.asarray(x).dtype), lambda b, a, o, at: [None],
+            arity=1, doc="-1, 0 or 1")
+elementwise("floor", np.floor, lambda b, a, o, at: [None], arity=1, float_only=True)
+elementwise("ceil", np.ceil, lambda b, a, o, at: [None], arity=1, float_only=True)
+elementwise("round", _round_half_away, lambda b, a, o, at: [None], arity=1, float_only=True,
+            doc="round half away from zero (C round)")
+elementwise("clamp", lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi),
+            lambda b, a, o, at: [
+                _ind(b, b.prim("and", b.prim("ge", a[0], a[1]), b.prim("le", a[0], a[2])), o),
+                _ind(b, b.prim("lt", a[0], a[1]), o),
+                _ind(b, b.prim("and", b.prim("ge", a[0], a[1]), b.prim("gt", a[0], a[2])), o)],
+            arity=3, doc="min(max(x, lo), hi)")
+
+LN2, LN10 = math.log(2.0), math.log(10.0)
+unary_math("sqrt", np.sqrt, lambda b, x, y: b.div(_c(b, x, 0.5), y))
+unary_math("exp", np.exp, lambda b, x, y: y)
+unary_math("log", np.log, lambda b, x, y: b.div(_c(b, x, 1), x))
+unary_math("log2", np.log2, lambda b, x, y: b.div(_c(b, x, 1), b.mul(x, _c(b, x, LN2))))
+unary_math("log10", np.log10, lambda b, x, y: b.div(_c(b, x, 1), b.mul(x, _c(b, x, LN10))))
+unary_math("sin", np.sin, lambda b, x, y: b.prim("cos", x))
+unary_math("cos", np.cos, lambda b, x, y: b.neg(b.prim("sin", x)))
+unary_math("tan", np.tan, lambda b, x, y: b.add(_c(b, x, 1), b.mul(y, y)))
+unary_math("asin", np.arcsin, lambda b, x, y: b.div(_c(b, x, 1), b.prim("sqrt", b.sub(_c(b, x, 1), b.mul(x, x)))))
+unary_math("acos", np.arccos,
+           lambda b, x, y: b.neg(b.div(_c(b, x, 1), b.prim("sqrt", b.sub(_c(b, x, 1), b.mul(x, x))))))
+unary_math("atan", np.arctan, lambda b, x, y: b.div(_c(b, x, 1), b.add(_c(b, x, 1), b.mul(x, x))))
+unary_math("sinh", np.sinh, lambda b, x, y: b.prim("cosh", x))
+unary_math("cosh", np.cosh, lambda b, x, y: b.prim("sinh", x))
+unary_math("tanh", np.tanh, lambda b, x, y: b.sub(_c(b, x, 1), b.mul(y, y)))
+
+
+# where(cond, a, b): a where cond holds, else b. Elementwise over vectors with a scalar condition.
+def _where_rule(types, attrs):
+    c, a, bt = types
+    if c is not bool_:
+        raise BuiltinTypeError(f"where() condition must be bool, got {_name(c)}")
+    if a is not bt:
+        raise BuiltinTypeError(f"where() branches differ in type: {_name(a)} and {_name(bt)}")
+    return a
+
+
+register(Builtin(
+    "where", _where_rule, eval=lambda c, a, b: np.where(c, a, b), arity=3,
+    jvp=lambda b, a, t, o, at: None if t[1] is None and t[2] is None else b.select(
+        a[0], t[1] if t[1] is not None else _c(b, o, 0), t[2] if t[2] is not None else _c(b, o, 0)),
+    vjp=lambda b, a, o, adj, at: [None, b.select(a[0], adj, _c(b, adj, 0)), b.select(a[0], _c(b, adj, 0), adj)],
+    decompose=lambda b, a, comps, ot, at: [b.prim("where", comps[0][0], x, y) for x, y in zip(comps[1], comps[2])],
+    doc="a where cond else b (Warp's where)"))
+
+# Comparisons and logic: no derivative.
+for _n, _f in (("lt", np.less), ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal),
+               ("eq", np.equal), ("ne", np.not_equal)):
+    register(Builtin(_n, _cmp_rule(_n), eval=_f, arity=2, differentiable=False))
+register(Builtin("and", _bool_rule("and"), eval=np.logical_and, arity=2, differentiable=False))
+register(Builtin("or", _bool_rule("or"), eval=np.logical_or, arity=2, differentiable=False))
+register(Builtin("not", _bool_rule("not"), eval=np.logical_not, arity=1, differentiable=False))
+
+
+# cast(x, to=T): scalar conversion; float→float casts pass derivatives through.
+def _cast_rule(types, attrs):
+    (src,) = types
+    to = attrs["to"]
+    if src.is_scalar and to.is_scalar:
+        return to
+    if not src.is_scalar and not to.is_scalar and src.shape == to.shape:
+        return to
+    raise BuiltinTypeError(f"cannot cast {_name(src)} to {_name(to)}")
+
+
+def _cast_eval(x, to):
+    x = np.asarray(x)
+    if to.is_int and x.dtype.kind == "f":
+        x = np.trunc(x)
+    return x.astype(to.np_dtype if to.is_scalar else to.scalar.np_dtype)
+
+
+def _both_float(a, to):
+    return a.type.is_float and to.is_float
+
+
+register(Builtin(
+    "cast", _cast_rule, eval=_cast_eval, arity=1,
+    jvp=lambda b, a, t, o, at: b.cast(t[0], at["to"]) if t[0] is not None and _both_float(a[0], at["to"]) else None,
+    vjp=lambda b, a, o, adj, at: [b.cast(adj, a[0].type) if _both_float(a[0], at["to"]) else None],
+    decompose=lambda b, a, comps, ot, at: [b.prim("cast", c, to=ot.scalar) for c in comps[0]],
+    doc="convert to another scalar type (float→int truncates toward zero)"))

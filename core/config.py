@@ -1,0 +1,24 @@
+"""Global settings (`gk.config`): caching, debug checks, value-stack size."""
+
+from __future__ import annotations
+
+import os
+
+
+class Config:
+    """Mutable process-wide settings; read at compile or launch time."""
+
+    def __init__(self) -> None:
+        self.cache: bool = os.environ.get("GRADKIT_CACHE", "1") != "0"
+        self.debug: bool = False           # bounds checks in generated code
+        self.check_nan: bool = False       # NaN/Inf scan after every launch
+        self.check_ad: bool = False        # gradient rule checks on every tape
+        self.adjoint_stack_size: int = 4096  # per-thread value-stack slots of the reverse pass
+        self.verbose: bool = False
+        self.snapshot_max_bytes: int = 16 << 20  # debug bundles: cap per array snapshot
+
+    def __repr__(self) -> str:
+        return "Config(" + ", ".join(f"{k}={v!r}" for k, v in vars(self).items()) + ")"
+
+
+config = Config()

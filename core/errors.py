@@ -1,0 +1,76 @@
+"""The gradkit exception hierarchy (every error derives from GradkitError)."""
+
+from __future__ import annotations
+
+
+class GradkitError(Exception):
+    """Base class of every error gradkit raises."""
+
+
+class CompileError(GradkitError, SyntaxError):
+    """Kernel source gradkit cannot compile; the message shows file:line:col and a caret."""
+
+    def __init__(self, message: str):
+        # SyntaxError's own formatting would re-render location fields; keep our message whole.
+        Exception.__init__(self, message)
+        self.msg = message
+
+    def __str__(self) -> str:
+        return self.msg
+
+
+class DeviceError(GradkitError, RuntimeError):
+    """A device or backend plugin is missing or unusable."""
+
+
+class GradientRuleError(GradkitError, RuntimeError):
+    """A recorded launch breaks a rule the backward pass relies on."""
+
+
+class GradientRuleWarning(UserWarning):
+    """A kernel certainly breaks a gradient rule (found from source alone)."""
+
+
+class GradientCheckError(GradkitError, AssertionError):
+    """Analytic and finite-difference gradients disagree."""
+
+
+class NaNError(GradkitError, FloatingPointError):
+    """A launch produced a NaN or Inf in an array."""
+
+
+class StackOverflowError(GradkitError, RuntimeError):
+    """The reverse pass's per-thread value stack ran out of room."""
+
+
+class SourceLoc:
+    """Where an IR instruction came from: file, line, column (1-based line, 0-based col)."""
+
+    __slots__ = ("file", "line", "col", "text", "func")
+
+    def __init__(self, file: str, line: int, col: int, text: str = "", func: str = ""):
+        self.file, self.line, self.col, self.text, self.func = file, line, col, text, func
+
+    def __repr__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col + 1}"
+
+    def render(self) -> str:
+        """'file:line:col' then the source line with a caret under the column."""
+        out = f"{self.file}:{self.line}:{self.col + 1}"
+        if self.text:
+            line = self.text.rstrip("\n")
+            stripped = line.lstrip()
+            shift = len(line) - len(stripped)
+            out += f"\n    {stripped}\n    {' ' * max(self.col - shift, 0)}^"
+        return out
+
+
+def compile_error(kernel: str, loc: SourceLoc | None, message: str) -> CompileError:
+    """Build a CompileError naming the kernel, with the location and caret when known."""
+    text = f"in kernel '{kernel}': {message}"
+    if loc is not None:
+        text = f"{loc.render().splitlines()[0]}: {text}"
+        rest = loc.render().splitlines()[1:]
+        if rest:
+            text += "\n" + "\n".join(rest)
+    return CompileError(text)

@@ -1,0 +1,275 @@
+"""The typed core IR: SSA values, instructions and structured regions.
+
+A kernel or function is a `Function` whose body is a `Region` (a list of
+`Instr`). Control flow is structured (MLIR `scf` style), loop-carried values
+are explicit region parameters, and every instruction keeps its `SourceLoc`.
+
+Instruction ops (the whole vocabulary; `prim` names come from core/builtins.py):
+
+    const                      attrs{value}                    -> scalar
+    prim   *args               attrs{name}                     -> one value
+    tid                        attrs{axis, ndim}               -> int32 (thread coordinate)
+    shape  arr                 attrs{axis}                     -> int32 (array extent)
+    load   arr, *idx           attrs{comp}                     -> element (scalar after scalarize)
+    store  arr, *idx, value    attrs{comp}                     -> ()
+    atomic arr, *idx, value    attrs{kind: add|sub|min|max, comp, exclusive} -> old element value
+    if     cond                regions[then, else]; each yields len(results) values
+    for    start, stop, step, *init   regions[body]; body.params = [iv, *carried];
+                               body yields new carried; results = final carried.
+                               Python range semantics (step may be negative, never 0).
+    while  *init               regions[cond, body]; cond.params = carried, cond yields [bool];
+                               body.params = carried, body yields new carried; results = final carried
+    call   *args               attrs{func: Function}           -> func's results (removed by inlining)
+    push   value               attrs{stack}                    -> ()   reverse-pass value stack
+    pop                        attrs{stack}                    -> value (LIFO partner of push)
+
+`comp` on load/store/atomic is None for whole-element access (before
+scalarize) or the flat component index into a vector/matrix element (after
+scalarize, where every value is a scalar). `exclusive` on atomic marks an
+update no other thread touches (a plain read-modify-write is enough).
+Functions end by yielding their return values (`body.yields`); kernels yield nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Iterable, Iterator
+
+from .errors import SourceLoc
+from .types import ArrayType, Type
+
+_ids = itertools.count()
+
+
+class Value:
+    """An SSA value: produced once by an instruction or a region parameter."""
+
+    __slots__ = ("type", "id", "hint", "const_value")
+
+    def __init__(self, type: Type, hint: str = ""):
+        self.type, self.hint, self.id = type, hint, next(_ids)
+        self.const_value = None   # set for results of `const`, so passes can fold
+
+    def __repr__(self) -> str:
+        return f"%{self.hint}{self.id}" if self.hint else f"%{self.id}"
+
+
+class Instr:
+    """One IR instruction: op name, operands, results, attributes, nested regions, location."""
+
+    __slots__ = ("op", "args", "results", "attrs", "regions", "loc")
+
+    def __init__(self, op: str, args: list[Value], results: list[Value], attrs: dict | None = None,
+                 regions: list[Region] | None = None, loc: SourceLoc | None = None):
+        self.op, self.args, self.results = op, list(args), list(results)
+        self.attrs, self.regions, self.loc = attrs or {}, regions or [], loc
+
+    @property
+    def result(self) -> Value:
+        assert len(self.results) == 1, f"{self.op} has {len(self.results)} results"
+        return self.results[0]
+
+    @property
+    def name(self) -> str:
+        """The prim name for `prim`, else the op itself."""
+        return self.attrs["name"] if self.op == "prim" else self.op
+
+    def __repr__(self) -> str:
+        return format_instr(self, 0).strip()
+
+
+class Region:
+    """A block of instructions with parameters (block arguments) and yielded values."""
+
+    __slots__ = ("params", "body", "yields")
+
+    def __init__(self, params: list[Value] | None = None, body: list[Instr] | None = None,
+                 yields: list[Value] | None = None):
+        self.params = params or []
+        self.body = body or []
+        self.yields = yields or []
+
+    def walk(self) -> Iterator[Instr]:
+        """Every instruction in this region and nested regions, in program order."""
+        for ins in self.body:
+            yield ins
+            for r in ins.regions:
+                yield from r.walk()
+
+
+class Param:
+    """A kernel or function parameter: name, type and the SSA value standing for it."""
+
+    __slots__ = ("name", "type", "value")
+
+    def __init__(self, name: str, type: Type):
+        self.name, self.type = name, type
+        self.value = Value(type, name)
+
+    def __repr__(self) -> str:
+        return f"{self.name}: {self.type.name}"
+
+
+class Function:
+    """A kernel (`kind='kernel'`) or device function (`kind='func'`) in core IR."""
+
+    def __init__(self, name: str, params: list[Param], body: Region, ret_types: list[Type],
+                 kind: str = "kernel", loc: SourceLoc | None = None):
+        self.name, self.params, self.body = name, params, body
+        self.ret_types, self.kind, self.loc = ret_types, kind, loc
+        self.attrs: dict = {}   # pass-specific notes, e.g. {"adjoint_of": name}
+
+    @property
+    def array_params(self) -> list[Param]:
+        return [p for p in self.params if isinstance(p.type, ArrayType)]
+
+    def walk(self) -> Iterator[Instr]:
+        return self.body.walk()
+
+    def __str__(self) -> str:
+        return format_function(self)
+
+
+class Builder:
+    """Appends instructions to a region; the one way passes and the frontend create IR."""
+
+    def __init__(self, region: Region, loc: SourceLoc | None = None):
+        self.region, self.loc = region, loc
+
+    def at(self, region: Region) -> Builder:
+        """A builder for another region sharing this builder's current location."""
+        return Builder(region, self.loc)
+
+    def emit(self, op: str, args: Iterable[Value], result_types: Iterable[Type], attrs: dict | None = None,
+             regions: list[Region] | None = None, hint: str = "") -> Instr:
+        ins = Instr(op, list(args), [Value(t, hint) for t in result_types], attrs, regions, self.loc)
+        self.region.body.append(ins)
+        return ins
+
+    def const(self, value, type: Type) -> Value:
+        v = self.emit("const", [], [type], {"value": value}).result
+        v.const_value = value
+        return v
+
+    def prim(self, name: str, *args: Value, **attrs) -> Value:
+        """Apply a builtin from the table; its type rule gives the result type."""
+        from .builtins import BUILTINS  # builtins build IR with this builder: import lazily
+        rtype = BUILTINS[name].result_type([a.type for a in args], attrs)
+        return self.emit("prim", args, [rtype], {"name": name, **attrs}).result
+
+    # Short forms used throughout the passes.
+    def add(self, a, b): return self.prim("add", a, b)
+    def sub(self, a, b): return self.prim("sub", a, b)
+    def mul(self, a, b): return self.prim("mul", a, b)
+    def div(self, a, b): return self.prim("div", a, b)
+    def neg(self, a): return self.prim("neg", a)
+    def select(self, c, a_true, b_false): return self.prim("where", c, a_true, b_false)
+    def cast(self, a, to: Type): return a if a.type is to else self.prim("cast", a, to=to)
+
+    def zero(self, type: Type) -> Value:
+        return self.const(0 if not type.is_float else 0.0, type)
+
+    def load(self, arr: Value, idx: list[Value], comp: int | None = None, type: Type | None = None) -> Value:
+        rtype = type or (arr.type.dtype if comp is None else arr.type.dtype.scalar)
+        return self.emit("load", [arr, *idx], [rtype], {"comp": comp}).result
+
+    def store(self, arr: Value, idx: list[Value], value: Value, comp: int | None = None) -> None:
+        self.emit("store", [arr, *idx, value], [], {"comp": comp})
+
+    def atomic(self, kind: str, arr: Value, idx: list[Value], value: Value, comp: int | None = None,
+               exclusive: bool = False) -> Value:
+        return self.emit("atomic", [arr, *idx, value], [value.type],
+                         {"kind": kind, "comp": comp, "exclusive": exclusive}).result
+
+
+# --------------------------------------------------------------------------- printing
+
+def _fmt_attrs(ins: Instr) -> str:
+    shown = {k: v for k, v in ins.attrs.items() if v is not None and k != "name" and v is not False}
+    if ins.op == "call":
+        shown["func"] = ins.attrs["func"].name
+    if "to" in shown:
+        shown["to"] = shown["to"].name
+    return "[" + ", ".join(f"{k}={v}" for k, v in shown.items()) + "]" if shown else ""
+
+
+def _line(ins: Instr) -> str:
+    return f"  # line {ins.loc.line}" if ins.loc is not None else ""
+
+
+def format_instr(ins: Instr, depth: int) -> str:
+    pad = "  " * depth
+    res = ", ".join(f"{r}: {r.type.name}" for r in ins.results)
+    lhs = f"{res} = " if res else ""
+    if ins.op == "const":
+        return f"{pad}{lhs}const {ins.attrs['value']!r}{_line(ins)}\n"
+    args = ", ".join(map(repr, ins.args))
+    head = f"{pad}{lhs}{ins.name}{_fmt_attrs(ins)} {args}".rstrip()
+    if not ins.regions:
+        return head + _line(ins) + "\n"
+    out = head + " {" + _line(ins) + "\n"
+    for k, r in enumerate(ins.regions):
+        if k:
+            out += f"{pad}}} {{\n"
+        if r.params:
+            out += f"{pad}  ^(" + ", ".join(f"{p}: {p.type.name}" for p in r.params) + "):\n"
+        for sub in r.body:
+            out += format_instr(sub, depth + 1)
+        if r.yields or ins.op in ("if", "for", "while"):
+            out += f"{pad}  yield " + ", ".join(map(repr, r.yields)) + "\n"
+    return out + f"{pad}}}\n"
+
+
+def format_function(fn: Function) -> str:
+    params = ", ".join(map(repr, fn.params))
+    rets = f" -> ({', '.join(t.name for t in fn.ret_types)})" if fn.ret_types else ""
+    out = f"{fn.kind} {fn.name}({params}){rets}:\n"
+    for p in fn.params:
+        out += f"  # {p.value} = {p.name}\n"
+    for ins in fn.body.body:
+        out += format_instr(ins, 1)
+    if fn.body.yields:
+        out += "  return " + ", ".join(map(repr, fn.body.yields)) + "\n"
+    return out
+
+
+# --------------------------------------------------------------------------- verification
+
+class IRError(AssertionError):
+    """The IR broke an invariant: a bug in a pass, never the user's fault."""
+
+
+def verify(fn: Function, scalar_only: bool = False) -> None:
+    """Check SSA dominance, region arity and (optionally) that every value is scalar."""
+    defined: set[int] = {p.value.id for p in fn.params}
+
+    def check_use(v: Value, ins: Instr | None, visible: set[int]) -> None:
+        if v.id not in visible:
+            raise IRError(f"{fn.name}: {v} used before definition in {ins!r}")
+
+    def walk(region: Region, visible: set[int]) -> None:
+        visible = visible | {p.id for p in region.params}
+        for ins in region.body:
+            for a in ins.args:
+                check_use(a, ins, visible)
+            if ins.op == "if":
+                if len(ins.regions) != 2 or any(len(r.yields) != len(ins.results) for r in ins.regions):
+                    raise IRError(f"{fn.name}: malformed if {ins!r}")
+            elif ins.op == "for":
+                (body,) = ins.regions
+                if len(body.params) != len(ins.results) + 1 or len(body.yields) != len(ins.results):
+                    raise IRError(f"{fn.name}: malformed for {ins!r}")
+            elif ins.op == "while":
+                cond, body = ins.regions
+                if len(cond.yields) != 1 or len(body.yields) != len(ins.results):
+                    raise IRError(f"{fn.name}: malformed while {ins!r}")
+            for r in ins.regions:
+                walk(r, visible)
+            for res in ins.results:
+                if scalar_only and not res.type.is_scalar:
+                    raise IRError(f"{fn.name}: non-scalar value {res} after scalarize in {ins!r}")
+                visible.add(res.id)
+        for y in region.yields:
+            check_use(y, None, visible)
+
+    walk(fn.body, defined)
