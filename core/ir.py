@@ -184,12 +184,29 @@ class Builder:
 
 # --------------------------------------------------------------------------- printing
 
+class _Names:
+    """Value names for printing: `%hint.N` numbered per function, so text is stable across processes."""
+
+    def __init__(self) -> None:
+        self.map: dict[int, str] = {}
+
+    def __call__(self, v: Value) -> str:
+        name = self.map.get(v.id)
+        if name is None:
+            name = f"%{v.hint}.{len(self.map)}" if v.hint else f"%{len(self.map)}"
+            self.map[v.id] = name
+        return name
+
+
 def _fmt_attrs(ins: Instr) -> str:
     shown = {k: v for k, v in ins.attrs.items() if v is not None and k != "name" and v is not False}
-    if ins.op == "call":
-        shown["func"] = ins.attrs["func"].name
-    if "to" in shown:
-        shown["to"] = shown["to"].name
+    for k, v in list(shown.items()):
+        if isinstance(v, Function):
+            shown[k] = v.name
+        elif isinstance(v, Type):
+            shown[k] = v.name
+        elif isinstance(v, SourceLoc):
+            shown[k] = f"line {v.line}"
     return "[" + ", ".join(f"{k}={v}" for k, v in shown.items()) + "]" if shown else ""
 
 
@@ -197,40 +214,47 @@ def _line(ins: Instr) -> str:
     return f"  # line {ins.loc.line}" if ins.loc is not None else ""
 
 
-def format_instr(ins: Instr, depth: int) -> str:
+def format_instr(ins: Instr, depth: int, names: _Names | None = None, locs: bool = True) -> str:
+    names = names or _Names()
     pad = "  " * depth
-    res = ", ".join(f"{r}: {r.type.name}" for r in ins.results)
+    line = _line(ins) if locs else ""
+    res = ", ".join(f"{names(r)}: {r.type.name}" for r in ins.results)
     lhs = f"{res} = " if res else ""
     if ins.op == "const":
-        return f"{pad}{lhs}const {ins.attrs['value']!r}{_line(ins)}\n"
-    args = ", ".join(map(repr, ins.args))
+        return f"{pad}{lhs}const {ins.attrs['value']!r}{line}\n"
+    args = ", ".join(map(names, ins.args))
     head = f"{pad}{lhs}{ins.name}{_fmt_attrs(ins)} {args}".rstrip()
     if not ins.regions:
-        return head + _line(ins) + "\n"
-    out = head + " {" + _line(ins) + "\n"
+        return head + line + "\n"
+    out = head + " {" + line + "\n"
     for k, r in enumerate(ins.regions):
         if k:
             out += f"{pad}}} {{\n"
         if r.params:
-            out += f"{pad}  ^(" + ", ".join(f"{p}: {p.type.name}" for p in r.params) + "):\n"
+            out += f"{pad}  ^(" + ", ".join(f"{names(p)}: {p.type.name}" for p in r.params) + "):\n"
         for sub in r.body:
-            out += format_instr(sub, depth + 1)
-        if r.yields or ins.op in ("if", "for", "while"):
-            out += f"{pad}  yield " + ", ".join(map(repr, r.yields)) + "\n"
+            out += format_instr(sub, depth + 1, names, locs)
+        out += f"{pad}  yield " + ", ".join(map(names, r.yields)) + "\n"
     return out + f"{pad}}}\n"
 
 
-def format_function(fn: Function) -> str:
-    params = ", ".join(map(repr, fn.params))
+def format_function(fn: Function, locs: bool = True) -> str:
+    """The readable text of a function (what `kernel.ir()` prints)."""
+    names = _Names()
+    params = ", ".join(f"{names(p.value)}: {p.type.name}" for p in fn.params)
     rets = f" -> ({', '.join(t.name for t in fn.ret_types)})" if fn.ret_types else ""
     out = f"{fn.kind} {fn.name}({params}){rets}:\n"
-    for p in fn.params:
-        out += f"  # {p.value} = {p.name}\n"
     for ins in fn.body.body:
-        out += format_instr(ins, 1)
+        out += format_instr(ins, 1, names, locs)
     if fn.body.yields:
-        out += "  return " + ", ".join(map(repr, fn.body.yields)) + "\n"
+        out += "  return " + ", ".join(map(names, fn.body.yields)) + "\n"
     return out
+
+
+def fingerprint(fn: Function) -> str:
+    """A SHA-256 of the function's text without source locations: stable across processes, for cache keys."""
+    import hashlib
+    return hashlib.sha256(format_function(fn, locs=False).encode()).hexdigest()
 
 
 # --------------------------------------------------------------------------- verification
