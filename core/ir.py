@@ -297,3 +297,37 @@ def verify(fn: Function, scalar_only: bool = False) -> None:
             check_use(y, None, visible)
 
     walk(fn.body, defined)
+
+
+# --------------------------------------------------------------------------- copying
+
+def copy_instr(ins: Instr, mapping: dict[int, Value]) -> Instr:
+    """A deep copy of `ins` with operands renamed through `mapping` (id → Value); records new results in it."""
+    regions = []
+    for r in ins.regions:
+        params = [Value(p.type, p.hint) for p in r.params]
+        for old, new in zip(r.params, params):
+            mapping[old.id] = new
+        body = [copy_instr(sub, mapping) for sub in r.body]
+        regions.append(Region(params, body, [mapping.get(y.id, y) for y in r.yields]))
+    results = []
+    for res in ins.results:
+        new = Value(res.type, res.hint)
+        new.const_value = res.const_value
+        mapping[res.id] = new
+        results.append(new)
+    return Instr(ins.op, [mapping.get(a.id, a) for a in ins.args], results, dict(ins.attrs), regions, ins.loc)
+
+
+def copy_function(fn: Function, name: str | None = None) -> Function:
+    """An independent copy of a function (fresh values), so passes may rewrite it in place."""
+    mapping: dict[int, Value] = {}
+    params = []
+    for p in fn.params:
+        q = Param(p.name, p.type)
+        mapping[p.value.id] = q.value
+        params.append(q)
+    body = Region([], [copy_instr(i, mapping) for i in fn.body.body], [mapping.get(y.id, y) for y in fn.body.yields])
+    out = Function(name or fn.name, params, body, list(fn.ret_types), fn.kind, fn.loc)
+    out.attrs = dict(fn.attrs)
+    return out

@@ -1,0 +1,125 @@
+"""Python source → typed core IR.
+
+`lower_function(pyfunc, kind)` parses a kernel or device function and builds its
+IR in one typed walk (context.py: environment and coercions; exprs.py:
+expressions; stmts.py: statements and control flow).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import typing
+
+from .. import types as T
+from ..errors import CompileError
+from ..ir import Function, Param, Value, verify
+from .context import LoweringContext
+from .exprs import ExprLowering
+from .source import SourceInfo
+from .stmts import StmtLowering, _contains
+
+
+class Lowerer(LoweringContext, ExprLowering, StmtLowering):
+    """Lowers one kernel or @gk.func to IR."""
+
+    def __init__(self, pyfunc, kind: str, building: tuple = (), max_unroll: int | None = None):
+        super().__init__(pyfunc, SourceInfo(pyfunc), kind, building)
+        self.max_unroll = max_unroll
+        self.ret_flag: str | None = None
+        self.retval_names: list[str] = []
+        self.final_returns: list[Value] | None = None
+
+    def call_func(self, func, node):
+        try:
+            callee = func.ir_function(self.building)
+        except CompileError as exc:
+            if "recursion" in str(exc):
+                raise self.error(node, str(exc).split(": ", 1)[-1]) from None
+            raise
+        args = self.call_args(node, None, func.__name__)
+        if len(args) != len(callee.params):
+            raise self.error(node, f"{func.__name__}() takes {len(callee.params)} argument"
+                                   f"{'s' * (len(callee.params) != 1)}, got {len(args)}")
+        vals = [self.coerce(a, p.type, node, f"argument '{p.name}' of {func.__name__}()")
+                for a, p in zip(args, callee.params)]
+        ins = self.b.emit("call", vals, callee.ret_types, {"func": callee, "callee": func})
+        if not ins.results:
+            return None
+        return ins.results[0] if len(ins.results) == 1 else tuple(ins.results)
+
+    def static_annotation(self, ann_node):
+        code = compile(ast.Expression(ann_node), self.src.file, "eval")
+        try:
+            return eval(code, self.static_ns)  # noqa: S307 - the user's own annotation
+        except Exception as exc:
+            raise self.error(ann_node, f"cannot evaluate annotation: {exc}") from None
+
+    def param_type(self, name: str, ann, node) -> T.Type:
+        if ann is inspect.Parameter.empty:
+            raise self.error(node, f"parameter '{name}' needs a type annotation")
+        if isinstance(ann, str):
+            ann = self.static_annotation(ast.parse(ann, mode="eval").body)
+        try:
+            return T.as_type(ann)
+        except TypeError as exc:
+            raise self.error(node, f"parameter '{name}': {exc}") from None
+
+    def return_types(self, ann, node) -> list[T.Type] | None:
+        if ann is inspect.Signature.empty or ann is None:
+            return None
+        if isinstance(ann, str):
+            ann = self.static_annotation(ast.parse(ann, mode="eval").body)
+        if typing.get_origin(ann) is tuple:
+            return [T.as_type(a) for a in typing.get_args(ann)]
+        if isinstance(ann, tuple):
+            return [T.as_type(a) for a in ann]
+        return [T.as_type(ann)]
+
+    def run(self) -> Function:
+        tree = self.src.tree
+        sig = inspect.signature(self.pyfunc)
+        params = []
+        for arg_node, (name, p) in zip(tree.args.args, sig.parameters.items()):
+            t = self.param_type(name, p.annotation, arg_node)
+            param = Param(name, t)
+            params.append(param)
+            self.params[name] = param
+            self.env[name] = param.value
+        if tree.args.vararg or tree.args.kwarg or tree.args.kwonlyargs:
+            raise self.error(tree, "star-arguments and keyword-only parameters are not supported in kernels")
+        if self.kind == "func":
+            self.ret_types = self.return_types(sig.return_annotation, tree)
+        body = tree.body
+        last_return = body and isinstance(body[-1], ast.Return)
+        nested = _contains(body[:-1] if last_return else body, (ast.Return,), False)
+        if nested:
+            self.ret_flag = "__ret"
+            self.env[self.ret_flag] = False
+            if self.kind == "func":
+                if self.ret_types is None:
+                    raise self.error(tree, f"function '{self.name}' returns from inside a branch or loop; "
+                                           "give it a return annotation (e.g. '-> float')")
+                self.retval_names = [f"__retval{k}" for k in range(len(self.ret_types))]
+                for rv, t in zip(self.retval_names, self.ret_types):
+                    self.env[rv] = self.materialize(0, t, tree)
+        self.block(body)
+        fn = Function(self.name, params, self.body, [], self.kind, self.src.loc(tree))
+        if self.kind == "func":
+            if self.ret_flag is not None:
+                fn.body.yields = [self.materialize(self.env[rv], t, tree)
+                                  for rv, t in zip(self.retval_names, self.ret_types)]
+            else:
+                fn.body.yields = self.final_returns or []
+                if self.ret_types and not self.final_returns:
+                    raise self.error(tree, f"function '{self.name}' is declared to return a value but does not")
+            fn.ret_types = list(self.ret_types or [])
+        fn.attrs["tid_ndim"] = self.tid_ndim or 1
+        fn.attrs["source_name"] = self.name
+        verify(fn)
+        return fn
+
+
+def lower_function(pyfunc, kind: str = "kernel", building: tuple = (), **options) -> Function:
+    """Parse `pyfunc` and build its typed IR (kind 'kernel' or 'func')."""
+    return Lowerer(pyfunc, kind, building, max_unroll=options.get("max_unroll")).run()

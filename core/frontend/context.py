@@ -1,0 +1,151 @@
+"""State shared by the expression and statement lowerings: the builder, the
+environment of locals, name resolution and value coercions (weak literals)."""
+
+from __future__ import annotations
+
+import ast
+import builtins as py_builtins
+
+from .. import types as T
+from ..builtins import BuiltinTypeError
+from ..ir import Builder, Param, Region, Value
+from .source import SourceInfo
+
+NUMBER = (bool, int, float)
+
+
+class ShapeOf:
+    """`arr.shape` inside a kernel: indexing it gives the extent."""
+
+    def __init__(self, arr: Value):
+        self.arr = arr
+
+
+class TidCall:
+    """The result of `gk.tid()` before it is unpacked into coordinates."""
+
+
+class LoweringContext:
+    """Environment, builder and coercion helpers for one function being lowered."""
+
+    def __init__(self, pyfunc, src: SourceInfo, kind: str, building: tuple):
+        self.pyfunc, self.src, self.kind, self.building = pyfunc, src, kind, building
+        self.name = pyfunc.__name__
+        self.static_ns: dict = dict(pyfunc.__globals__)
+        if pyfunc.__closure__:
+            for var, cell in zip(pyfunc.__code__.co_freevars, pyfunc.__closure__):
+                try:
+                    self.static_ns[var] = cell.cell_contents
+                except ValueError:
+                    pass
+        self.env: dict[str, object] = {}
+        self.maybe_undefined: set[str] = set()
+        self.params: dict[str, Param] = {}
+        self.body = Region()
+        self.b = Builder(self.body)
+        self.tid_ndim: int | None = None
+        self.ret_types: list[T.Type] | None = None
+        self.node: ast.AST | None = None
+        self.flag_count = 0
+        self.loops: list[dict] = []     # innermost last: {"brk": name, "cont": name}
+        self.returns_nested = False
+
+    # ------------------------------------------------------------------ errors and locations
+    def error(self, node, message: str):
+        return self.src.error(node if node is not None else self.node, message)
+
+    def set_node(self, node: ast.AST) -> None:
+        self.node = node
+        self.b.loc = self.src.loc(node)
+
+    # ------------------------------------------------------------------ names
+    def lookup(self, name: str, node: ast.AST):
+        if name in self.env:
+            return self.env[name]
+        if name in self.maybe_undefined:
+            raise self.error(node, f"local '{name}' may be undefined here (assigned only on some paths, "
+                                   "or only inside a loop body); assign it before the branch or loop")
+        if name in self.static_ns:
+            return self.static_ns[name]
+        if hasattr(py_builtins, name):
+            return getattr(py_builtins, name)
+        raise self.error(node, f"unknown name '{name}'")
+
+    def new_flag(self, what: str) -> str:
+        self.flag_count += 1
+        return f"__{what}{self.flag_count}"
+
+    # ------------------------------------------------------------------ values
+    def materialize(self, x, like: T.Type | None = None, node=None) -> Value:
+        """A Value for x: Values pass through; Python numbers become constants of `like` (or default)."""
+        if isinstance(x, Value):
+            return x
+        if isinstance(x, NUMBER) or hasattr(x, "dtype") and getattr(x, "shape", None) == ():
+            if hasattr(x, "item"):
+                x = x.item()
+            t = like.scalar if like is not None and not like.is_array else None
+            if t is None:
+                t = T.bool_ if isinstance(x, bool) else T.int32 if isinstance(x, int) else T.float32
+            if isinstance(x, float) and not t.is_float:
+                if like is not None and like.scalar.is_int and float(x).is_integer():
+                    x = int(x)
+                else:
+                    raise self.error(node, f"cannot use the float constant {x!r} as {t.name}")
+            value = bool(x) if t.is_bool else float(x) if t.is_float else int(x)
+            c = self.b.const(value, t)
+            if like is not None and (like.is_vector or like.is_matrix):
+                return self.b.prim("construct", *([c] * like.ncomp), type=like)
+            return c
+        if isinstance(x, TidCall):
+            return self.tid_values(1, node)[0]
+        if isinstance(x, tuple):
+            raise self.error(node, "a tuple cannot be used as a value here")
+        raise self.error(node, f"{_describe(x)} is not a value usable in a kernel")
+
+    def tid_values(self, n: int, node) -> list[Value]:
+        if self.kind != "kernel":
+            raise self.error(node, "gk.tid() can only be used in a kernel, not in a @gk.func")
+        if self.tid_ndim is not None and self.tid_ndim != n:
+            raise self.error(node, f"gk.tid() unpacked into {n} values here but {self.tid_ndim} elsewhere")
+        self.tid_ndim = n
+        return [self.b.emit("tid", [], [T.int32], {"axis": k, "ndim": n}, hint="tid").result for k in range(n)]
+
+    def prim(self, name: str, *args: Value, node=None, **attrs) -> Value:
+        try:
+            return self.b.prim(name, *args, **attrs)
+        except BuiltinTypeError as exc:
+            raise self.error(node, str(exc)) from None
+
+    def coerce(self, x, to: T.Type, node, what: str) -> Value:
+        """x converted to type `to` where that is lossless-by-intent (weak literals; exact types)."""
+        if not isinstance(x, Value):
+            return self.materialize(x, to, node)
+        if x.type is to:
+            return x
+        if x.type.is_scalar and to.is_scalar and x.type.is_int and to.is_float and x.const_value is not None:
+            return self.b.const(float(x.const_value), to)
+        raise self.error(node, f"{what}: expected {to.name}, got {x.type.name}")
+
+    def unify(self, a, b, node):
+        """Bring two operands to a common type: Python literals adopt the other side's type."""
+        if not isinstance(a, Value) and not isinstance(b, Value):
+            return self.materialize(a, None, node), self.materialize(b, None, node)
+        if not isinstance(a, Value):
+            return self._weak(a, b, node), b
+        if not isinstance(b, Value):
+            return a, self._weak(b, a, node)
+        return a, b
+
+    def _weak(self, lit, other: Value, node) -> Value:
+        t = other.type
+        if isinstance(lit, float) and not isinstance(lit, bool) and t.scalar.is_int and not float(lit).is_integer():
+            # int value op float literal: Python semantics give a float; promote the int side later.
+            return self.materialize(lit, T.float32, node)
+        if t.is_vector or t.is_matrix:
+            return self.materialize(lit, t.scalar, node)
+        return self.materialize(lit, t, node)
+
+
+def _describe(x) -> str:
+    name = getattr(x, "__name__", None)
+    return f"'{name}' ({type(x).__name__})" if name else f"a {type(x).__name__} object"

@@ -1,0 +1,461 @@
+"""Lowering of Python expressions to IR values (or compile-time Python objects)."""
+
+from __future__ import annotations
+
+import ast
+import builtins as py_builtins
+import math
+import operator
+
+from .. import types as T
+from ..ir import Region, Value
+from ..lang import LangFunction, NAMES
+from .context import NUMBER, ShapeOf, TidCall
+
+BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
+          ast.Mod: "mod", ast.Pow: "pow", ast.MatMult: "matmul"}
+PY_BINOPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+             "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow}
+CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+PY_CMPOPS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
+             "eq": operator.eq, "ne": operator.ne}
+SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3}
+PY_ALIASES = {py_builtins.abs: "abs", py_builtins.min: "min", py_builtins.max: "max", py_builtins.round: "round",
+              math.sqrt: "sqrt", math.sin: "sin", math.cos: "cos", math.exp: "exp", math.log: "log",
+              math.tan: "tan", math.floor: "floor", math.ceil: "ceil", math.atan2: "atan2", math.pow: "pow"}
+PURE_OPS = {"const", "prim", "tid", "shape"}
+UNSUPPORTED_EXPR = {ast.Lambda: "lambda", ast.ListComp: "list comprehensions", ast.SetComp: "set comprehensions",
+                    ast.DictComp: "dict comprehensions", ast.GeneratorExp: "generator expressions",
+                    ast.Starred: "star-arguments", ast.Await: "await", ast.Yield: "yield",
+                    ast.YieldFrom: "yield", ast.JoinedStr: "f-strings", ast.Dict: "dicts", ast.Set: "sets",
+                    ast.List: "lists", ast.NamedExpr: "the walrus operator", ast.Slice: "slices"}
+
+
+class ExprLowering:
+    """Mixin: `expr(node)` returns a Value, a Python constant, or a compile-time object."""
+
+    def expr(self, node: ast.expr):
+        prev = self.node
+        self.set_node(node)
+        try:
+            kind = type(node)
+            if kind in UNSUPPORTED_EXPR:
+                raise self.error(node, f"{UNSUPPORTED_EXPR[kind]} are not supported in kernels")
+            method = getattr(self, "expr_" + kind.__name__, None)
+            if method is None:
+                raise self.error(node, f"unsupported expression '{kind.__name__}' in a kernel")
+            return method(node)
+        finally:
+            self.node = prev
+            if prev is not None:
+                self.b.loc = self.src.loc(prev)
+
+    def value(self, node: ast.expr, like: T.Type | None = None) -> Value:
+        return self.materialize(self.expr(node), like, node)
+
+    # ------------------------------------------------------------------ leaves
+    def expr_Constant(self, node):
+        if isinstance(node.value, NUMBER) or node.value is None or isinstance(node.value, str):
+            return node.value
+        raise self.error(node, f"unsupported constant {node.value!r}")
+
+    def expr_Name(self, node):
+        return self.lookup(node.id, node)
+
+    def expr_Tuple(self, node):
+        return tuple(self.expr(e) for e in node.elts)
+
+    def expr_Attribute(self, node):
+        base = self.expr(node.value)
+        if isinstance(base, Value):
+            t = base.type
+            if t.is_array and node.attr == "shape":
+                return ShapeOf(base)
+            if t.is_vector and node.attr in SWIZZLE and SWIZZLE[node.attr] < t.length:
+                return self.prim("extract", base, self.b.const(SWIZZLE[node.attr], T.int32), node=node)
+            raise self.error(node, f"{t.name} has no attribute '{node.attr}'")
+        try:
+            return getattr(base, node.attr)
+        except AttributeError:
+            raise self.error(node, f"{_name(base)} has no attribute '{node.attr}'") from None
+
+    def expr_Subscript(self, node):
+        base = self.expr(node.value)
+        idx_node = node.slice
+        items = idx_node.elts if isinstance(idx_node, ast.Tuple) else [idx_node]
+        if isinstance(base, ShapeOf):
+            k = self.static_int(idx_node)
+            if not 0 <= k < base.arr.type.ndim:
+                raise self.error(idx_node, f"shape index {k} out of range for a {base.arr.type.ndim}-D array")
+            return self.b.emit("shape", [base.arr], [T.int32], {"axis": k}).result
+        if isinstance(base, tuple):
+            return base[self.static_int(idx_node)]
+        if not isinstance(base, Value):
+            raise self.error(node, f"cannot index {_name(base)}")
+        idx = [self.index(e) for e in items]
+        t = base.type
+        if t.is_array:
+            if len(idx) != t.ndim:
+                raise self.error(node, f"array '{base.hint}' has {t.ndim} dimensions but is indexed with {len(idx)}"
+                                       + (f"; write {base.hint}[i, j]" if t.ndim > 1 and len(idx) == 1 else ""))
+            return self.b.load(base, idx)
+        return self.prim("extract", base, *idx, node=node)
+
+    def index(self, node) -> Value:
+        if isinstance(node, ast.Constant) and node.value is None:
+            return self.b.const(0, T.int32)          # a[None]: the single element
+        v = self.expr(node)
+        if isinstance(v, TidCall):
+            v = self.tid_values(1, node)[0]
+        if isinstance(v, Value):
+            if not (v.type.is_scalar and v.type.is_int):
+                raise self.error(node, f"index must be an integer, got {v.type.name}")
+            return v
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self.error(node, f"index must be an integer, got {v!r}")
+        return self.b.const(v, T.int32)
+
+    def static_int(self, node) -> int:
+        v = self.expr(node)
+        if isinstance(v, Value) and v.const_value is not None:
+            v = v.const_value
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self.error(node, "expected a compile-time integer here")
+        return v
+
+    # ------------------------------------------------------------------ operators
+    def expr_BinOp(self, node):
+        op = BINOPS.get(type(node.op))
+        if op is None:
+            raise self.error(node, f"operator '{type(node.op).__name__}' is not supported")
+        return self.binop(op, self.expr(node.left), self.expr(node.right), node)
+
+    def binop(self, op: str, a, b, node):
+        if isinstance(a, TidCall):
+            a = self.tid_values(1, node)[0]
+        if isinstance(b, TidCall):
+            b = self.tid_values(1, node)[0]
+        if not isinstance(a, Value) and not isinstance(b, Value):
+            if isinstance(a, NUMBER) and isinstance(b, NUMBER) and op in PY_BINOPS:
+                try:
+                    return PY_BINOPS[op](a, b)
+                except ZeroDivisionError:
+                    raise self.error(node, "division by zero in a constant expression") from None
+            raise self.error(node, f"cannot apply '{op}' to {_name(a)} and {_name(b)}")
+        if op == "pow" and not isinstance(b, Value) and isinstance(a, Value):
+            special = self.small_pow(a, b, node)
+            if special is not None:
+                return special
+        a, b = self.unify(a, b, node)
+        ta, tb = a.type, b.type
+        if op == "div" and ta.scalar.is_int and tb.scalar.is_int:
+            a, b = self.prim("cast", a, to=_float_like(ta)), self.prim("cast", b, to=_float_like(tb))
+        elif ta.is_scalar and tb.is_scalar and ta is not tb and {ta.is_int, tb.is_int} == {True, False}:
+            # Python semantics: int op float → float, when the int side is a literal or the float is weak.
+            if ta.is_int and a.const_value is not None:
+                a = self.b.const(float(a.const_value), tb)
+            elif tb.is_int and b.const_value is not None:
+                b = self.b.const(float(b.const_value), ta)
+        if op == "mul" and (ta.is_matrix and not tb.is_scalar or tb.is_matrix and not ta.is_scalar):
+            raise self.error(node, f"'*' of {ta.name} and {tb.name}: use '@' for matrix products")
+        if op == "pow" and a.type.scalar.is_int:
+            raise self.error(node, "'**' on integers needs a constant non-negative integer exponent; "
+                                   "cast to float for a general power")
+        return self.prim(op, a, b, node=node)
+
+    def small_pow(self, a: Value, e, node):
+        if not isinstance(e, NUMBER) or isinstance(e, bool) or a.type.is_array:
+            return None
+        if float(e).is_integer() and 0 <= e <= 8:
+            e = int(e)
+            if e == 0:
+                return self.materialize(1, a.type, node)
+            result = a
+            for _ in range(e - 1):
+                result = self.prim("mul", result, a, node=node)
+            return result
+        if a.type.scalar.is_float and e == 0.5:
+            return self.prim("sqrt", a, node=node)
+        if a.type.scalar.is_float and e == -1:
+            return self.prim("div", self.materialize(1.0, a.type, node), a, node=node)
+        return None
+
+    def expr_UnaryOp(self, node):
+        v = self.expr(node.operand)
+        if isinstance(node.op, ast.UAdd):
+            return v
+        if isinstance(node.op, ast.Not):
+            if not isinstance(v, Value):
+                return not v
+            return self.prim("not", self.truth(v, node), node=node)
+        if isinstance(node.op, ast.USub):
+            if not isinstance(v, Value):
+                if isinstance(v, NUMBER):
+                    return -v
+                raise self.error(node, f"cannot negate {_name(v)}")
+            return self.prim("neg", v, node=node)
+        raise self.error(node, "bitwise '~' is not supported")
+
+    def truth(self, v, node) -> Value:
+        """A bool Value for v (`if x:` on numbers means x != 0)."""
+        v = self.materialize(v, None, node)
+        if v.type is T.bool_:
+            return v
+        if v.type.is_scalar:
+            return self.prim("ne", v, self.b.zero(v.type), node=node)
+        raise self.error(node, f"a {v.type.name} has no truth value")
+
+    def expr_Compare(self, node):
+        left, result = self.expr(node.left), None
+        for op_node, right_node in zip(node.ops, node.comparators):
+            op = CMPOPS.get(type(op_node))
+            if op is None:
+                raise self.error(node, f"comparison '{type(op_node).__name__}' is not supported")
+            right = self.expr(right_node)
+            if not isinstance(left, Value) and not isinstance(right, Value):
+                r = PY_CMPOPS[op](left, right)
+            else:
+                a, b = self.unify(left, right, node)
+                if a.type is not b.type and a.type.is_scalar and b.type.is_scalar and a.type.is_int != b.type.is_int:
+                    a, b = self.prim("cast", a, to=T.float32) if a.type.is_int else a, \
+                        self.prim("cast", b, to=T.float32) if b.type.is_int else b
+                r = self.prim(op, a, b, node=node)
+            result = r if result is None else self.logical("and", result, r, node)
+            left = right
+        return result
+
+    def logical(self, op: str, a, b, node):
+        if not isinstance(a, Value) and not isinstance(b, Value):
+            return (a and b) if op == "and" else (a or b)
+        return self.prim(op, self.truth(a, node), self.truth(b, node), node=node)
+
+    def expr_BoolOp(self, node):
+        op = "and" if isinstance(node.op, ast.And) else "or"
+        result = self.expr(node.values[0])
+        for rhs_node in node.values[1:]:
+            if not isinstance(result, Value):   # compile-time short circuit
+                if (op == "and" and not result) or (op == "or" and result):
+                    return result
+                result = self.expr(rhs_node)
+                continue
+            cond = self.truth(result, node)
+            region, rhs = self.in_region(lambda: self.expr(rhs_node))
+            if self.pure(region):
+                self.b.region.body.extend(region.body)
+                result = self.logical(op, cond, rhs, node)
+            else:
+                region.yields = [self.in_region_truth(region, rhs, node)]
+                other = Region(yields=[self.b.const(op == "or", T.bool_)])
+                regions = [other, region] if op == "or" else [region, other]
+                result = self.b.emit("if", [cond], [T.bool_], regions=regions).result
+        return result
+
+    def expr_IfExp(self, node):
+        test = self.expr(node.test)
+        if not isinstance(test, Value):
+            return self.expr(node.body if test else node.orelse)
+        cond = self.truth(test, node)
+        r1, a = self.in_region(lambda: self.expr(node.body))
+        r2, b = self.in_region(lambda: self.expr(node.orelse))
+        if isinstance(a, Value) or isinstance(b, Value):
+            like = a.type if isinstance(a, Value) else b.type
+            a = self.in_region_value(r1, a, like, node)
+            b = self.in_region_value(r2, b, like, node)
+            if a.type is not b.type:
+                raise self.error(node, f"conditional expression branches differ: {a.type.name} and {b.type.name}")
+        else:
+            a, b = self.in_region_value(r1, a, None, node), self.in_region_value(r2, b, None, node)
+        if self.pure(r1) and self.pure(r2):
+            self.b.region.body.extend(r1.body + r2.body)
+            return self.prim("where", cond, a, b, node=node)
+        r1.yields, r2.yields = [a], [b]
+        return self.b.emit("if", [cond], [a.type], regions=[r1, r2]).result
+
+    def in_region(self, fn):
+        """Run fn with the builder pointed at a fresh region; returns (region, fn's result)."""
+        region = Region()
+        saved, self.b = self.b, self.b.at(region)
+        try:
+            return region, fn()
+        finally:
+            self.b = saved
+
+    def in_region_truth(self, region: Region, x, node) -> Value:
+        saved, self.b = self.b, self.b.at(region)
+        try:
+            return self.truth(x, node)
+        finally:
+            self.b = saved
+
+    def in_region_value(self, region: Region, x, like, node) -> Value:
+        saved, self.b = self.b, self.b.at(region)
+        try:
+            return self.materialize(x, like, node)
+        finally:
+            self.b = saved
+
+    @staticmethod
+    def pure(region: Region) -> bool:
+        return all(ins.op in PURE_OPS for ins in region.body)
+
+    # ------------------------------------------------------------------ calls
+    def expr_Call(self, node):
+        callee = self.expr(node.func)
+        if isinstance(callee, LangFunction):
+            return self.call_lang(callee, node)
+        if isinstance(callee, T.Type):
+            return self.call_type(callee, node)
+        if callee in PY_ALIASES:
+            return self.call_lang(NAMES[PY_ALIASES[callee]], node)
+        if callee is py_builtins.float or callee is py_builtins.int or callee is py_builtins.bool:
+            return self.call_type(T.as_type(callee), node)
+        if callee is py_builtins.len:
+            (arg,) = self.call_args(node, 1, "len")
+            if not (isinstance(arg, Value) and arg.type.is_array):
+                raise self.error(node, "len() needs an array")
+            return self.b.emit("shape", [arg], [T.int32], {"axis": 0}).result
+        if callee is py_builtins.range:
+            raise self.error(node, "range() can only be used as the iterable of a for loop")
+        if getattr(callee, "_gk_func", False):
+            return self.call_func(callee, node)
+        if getattr(callee, "_gk_kernel", False):
+            raise self.error(node, f"cannot call kernel '{callee.key}' from a kernel; make it a @gk.func")
+        raise self.error(node, f"cannot call {_name(callee)} inside a kernel; "
+                               "only gradkit builtins, types and @gk.func functions can be called")
+
+    def call_args(self, node, arity: int | None, name: str) -> list:
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            raise self.error(node, "star-arguments are not supported in kernels")
+        if arity is not None and len(node.args) != arity:
+            raise self.error(node, f"{name}() takes {arity} argument{'s' * (arity != 1)}, got {len(node.args)}")
+        return [self.expr(a) for a in node.args]
+
+    def call_lang(self, fn: LangFunction, node):
+        if fn.kind == "static":
+            return self.static_eval(node)
+        if fn.kind == "tid":
+            self.call_args(node, 0, "tid")
+            return TidCall()
+        if fn.kind == "atomic":
+            args = self.call_args(node, None, fn.name)
+            if len(args) < 3 or not (isinstance(args[0], Value) and args[0].type.is_array):
+                raise self.error(node, f"{fn.name}(array, index..., value) needs an array, its indices and a value")
+            arr, idx_nodes = args[0], node.args[1:-1]
+            if len(idx_nodes) != arr.type.ndim:
+                raise self.error(node, f"{fn.name}: array '{arr.hint}' has {arr.type.ndim} dimensions but "
+                                       f"{len(idx_nodes)} indices were given")
+            idx = [self.index(n) for n in idx_nodes]
+            val = self.coerce(args[-1], arr.type.dtype, node.args[-1], f"{fn.name} value for array '{arr.hint}'")
+            return self.atomic(fn.prim, arr, idx, val, node)
+        kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
+        args = self.call_args(node, None, fn.name)
+        if fn.prim == "identity":
+            if args or set(kwargs) - {"n", "dtype"} or "n" not in kwargs:
+                raise self.error(node, "identity(n=N, dtype=gk.float32) takes keyword arguments")
+            return self.prim("identity", n=kwargs["n"], dtype=T.as_type(kwargs.get("dtype", T.float32)), node=node)
+        if kwargs:
+            raise self.error(node, f"{fn.name}() takes no keyword arguments")
+        if fn.name == "select":
+            if len(args) != 3:
+                raise self.error(node, f"select() takes 3 arguments, got {len(args)}")
+            args = [args[0], args[2], args[1]]
+        return self.call_prim(fn.prim, args, node)
+
+    def call_prim(self, name: str, args: list, node):
+        from ..builtins import BUILTINS
+        entry = BUILTINS[name]
+        if entry.arity is not None and len(args) != entry.arity:
+            shown = "select" if name == "where" and isinstance(node, ast.Call) and _callee_name(node) == "select" \
+                else _callee_name(node) or name
+            raise self.error(node, f"{shown}() takes {entry.arity} arguments, got {len(args)}")
+        if all(not isinstance(a, Value) for a in args) and entry.eval is not None and \
+                all(isinstance(a, NUMBER) for a in args) and name not in ("where",):
+            return entry.eval(*args).item() if hasattr(entry.eval(*args), "item") else entry.eval(*args)
+        if name == "where":
+            cond = self.truth(args[0], node)
+            a, b = self.unify(args[1], args[2], node)
+            return self.prim("where", cond, a, b, node=node)
+        like = next((a.type for a in args if isinstance(a, Value)), None)
+        vals = []
+        for a in args:
+            if isinstance(a, Value):
+                vals.append(a)
+            else:
+                tgt = like.scalar if like is not None and (like.is_vector or like.is_matrix) else like
+                vals.append(self.materialize(a, tgt, node))
+        if vals and all(v.type.is_scalar and v.type.is_int for v in vals) and name in _FLOAT_ONLY:
+            vals = [self.prim("cast", v, to=T.float32) for v in vals]
+        return self.prim(name, *vals, node=node)
+
+    def call_type(self, t: T.Type, node):
+        args = self.call_args(node, None, t.name)
+        if t.is_scalar:
+            if len(args) != 1:
+                raise self.error(node, f"{t.name}() takes 1 argument, got {len(args)}")
+            (x,) = args
+            if not isinstance(x, Value):
+                return t(x).item() if t.is_float or t.is_int else bool(x)
+            if t is T.bool_ and not x.type.is_bool:
+                return self.truth(x, node)
+            return self.prim("cast", x, to=t, node=node)
+        if t.is_array:
+            raise self.error(node, "arrays cannot be created inside kernels")
+        comps: list[Value] = []
+        if not args:
+            return self.materialize(0, t, node)
+        if len(args) == 1 and not isinstance(args[0], Value):
+            return self.materialize(args[0], t, node)
+        if len(args) == 1 and isinstance(args[0], Value) and not args[0].type.is_scalar:
+            src = args[0]
+            if src.type.shape != t.shape:
+                raise self.error(node, f"cannot convert {src.type.name} to {t.name}")
+            return self.prim("cast", src, to=t, node=node)
+        for a in args:
+            if isinstance(a, Value) and a.type.is_vector:
+                comps.extend(self.prim("extract", a, self.b.const(k, T.int32)) for k in range(a.type.length))
+            else:
+                comps.append(self.coerce(a, t.scalar, node, f"{t.name} component"))
+        if len(comps) == 1 and t.ncomp > 1:
+            comps = comps * t.ncomp
+        if len(comps) != t.ncomp:
+            raise self.error(node, f"{t.name} takes {t.ncomp} components, got {len(comps)}")
+        return self.prim("construct", *comps, type=t, node=node)
+
+    def static_eval(self, node):
+        if len(node.args) != 1 or node.keywords:
+            raise self.error(node, "gk.static() takes exactly one expression")
+        code = compile(ast.Expression(node.args[0]), self.src.file, "eval")
+        ns = dict(self.static_ns)
+        for name, v in self.env.items():
+            if isinstance(v, Value):
+                ns.pop(name, None)
+            else:
+                ns[name] = v
+        for name in code.co_names:
+            if isinstance(self.env.get(name), Value):
+                raise self.error(node, f"gk.static() needs a compile-time expression, but '{name}' is a run-time "
+                                       "value (a kernel local or parameter)")
+        try:
+            return eval(code, ns)  # noqa: S307 - evaluating the user's own kernel source at compile time
+        except Exception as exc:   # the user's expression failed: report it at its location
+            raise self.error(node, f"gk.static() expression failed: {type(exc).__name__}: {exc}") from None
+
+
+_FLOAT_ONLY = {"sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
+               "cosh", "tanh", "atan2", "pow", "floor", "ceil", "round"}
+
+
+def _float_like(t: T.Type) -> T.Type:
+    return T.float32 if t.is_scalar else (T.vector(t.length, T.float32) if t.is_vector else t)
+
+
+def _callee_name(node) -> str | None:
+    f = getattr(node, "func", None)
+    return getattr(f, "attr", None) or getattr(f, "id", None)
+
+
+def _name(x) -> str:
+    if isinstance(x, Value):
+        return f"a {x.type.name} value"
+    n = getattr(x, "__name__", None)
+    return f"'{n}'" if n else repr(x)

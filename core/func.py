@@ -1,0 +1,37 @@
+"""`@gk.func`: a device function callable from kernels and other functions."""
+
+from __future__ import annotations
+
+from .errors import CompileError
+
+
+class Func:
+    """A Python function compiled as a gradkit device function (typed from its annotations)."""
+
+    _gk_func = True
+
+    def __init__(self, pyfunc, **options):
+        self.pyfunc, self.options = pyfunc, options
+        self.key = getattr(pyfunc, "__qualname__", pyfunc.__name__)
+        self.__name__ = pyfunc.__name__
+        self.__doc__ = pyfunc.__doc__
+        self._ir = None
+        self.custom_grad = None     # a Func set by @gk.func_grad
+        self.custom_replay = None   # a Func set by @gk.func_replay
+        self.native = None          # snippets set by @gk.func_native
+
+    def ir_function(self, building: tuple = ()):
+        """The typed IR of this function (built once, then cached)."""
+        if self in building:
+            chain = " -> ".join(f.__name__ for f in (*building[building.index(self):], self))
+            raise CompileError(f"in function '{self.__name__}': recursion is not supported ({chain})")
+        if self._ir is None:
+            from .frontend import lower_function
+            self._ir = lower_function(self.pyfunc, "func", building + (self,), **self.options)
+        return self._ir
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"@gk.func '{self.__name__}' can only be called inside a kernel or another @gk.func")
+
+    def __repr__(self) -> str:
+        return f"<gk.func {self.key}>"

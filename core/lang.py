@@ -1,0 +1,50 @@
+"""Python-side names of the kernel language: `gk.sin`, `gk.tid`, `gk.static`, `gk.atomic_add`, ...
+
+Inside kernels the frontend recognises these objects and emits IR. Called from
+plain Python, math builtins evaluate with NumPy (handy for references);
+kernel-only functions raise a clear error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .builtins import BUILTINS
+
+
+class LangFunction:
+    """A name of the kernel language; `kind` tells the frontend how to lower a call of it."""
+
+    def __init__(self, name: str, kind: str, prim: str | None = None, doc: str = ""):
+        self.name, self.kind, self.prim = name, kind, prim or name
+        self.__name__ = name
+        self.__doc__ = doc or (BUILTINS[self.prim].doc if self.prim in BUILTINS else "")
+
+    def __call__(self, *args, **kwargs):
+        if self.kind == "prim" and BUILTINS[self.prim].eval is not None:
+            if self.name == "select":           # Warp order: select(cond, value_if_false, value_if_true)
+                args = (args[0], args[2], args[1])
+            return BUILTINS[self.prim].eval(*[np.asarray(a) for a in args], **kwargs)
+        if self.kind == "static":
+            return args[0]
+        raise RuntimeError(f"gk.{self.name}() can only be called inside a @gk.kernel or @gk.func")
+
+    def __repr__(self) -> str:
+        return f"<gradkit builtin {self.name}>"
+
+
+PUBLIC_PRIMS = """sin cos tan asin acos atan atan2 sinh cosh tanh exp log log2 log10 sqrt pow abs min max
+clamp floor ceil round sign where dot cross length length_sq normalize outer transpose determinant
+inverse trace identity""".split()
+
+NAMES: dict[str, LangFunction] = {n: LangFunction(n, "prim") for n in PUBLIC_PRIMS}
+NAMES["select"] = LangFunction("select", "prim", "where",
+                               doc="select(cond, value_if_false, value_if_true) — Warp's argument order")
+NAMES["mul"] = LangFunction("mul", "prim", "matmul", doc="matrix product (same as @)")
+for _kind in ("add", "sub", "min", "max"):
+    NAMES[f"atomic_{_kind}"] = LangFunction(f"atomic_{_kind}", "atomic", _kind,
+                                            doc=f"atomic {_kind} into arr[idx...]; returns the old value")
+NAMES["tid"] = LangFunction("tid", "tid", doc="the thread index (a tuple for multi-dimensional launches)")
+NAMES["static"] = LangFunction("static", "static", doc="evaluate an expression at compile time")
+
+globals().update(NAMES)

@@ -1,0 +1,45 @@
+"""Inline every `call` of a @gk.func (except those with custom gradients or native code)."""
+
+from __future__ import annotations
+
+from ..ir import Function, Instr, Region, Value, copy_instr
+
+
+def _keep(ins: Instr) -> bool:
+    callee = ins.attrs.get("callee")
+    return callee is not None and (callee.native is not None or callee.custom_grad is not None
+                                   or callee.custom_replay is not None)
+
+
+def _inline_region(region: Region, renames: dict[int, Value]) -> None:
+    out: list[Instr] = []
+    for ins in region.body:
+        ins.args = [_resolve(a, renames) for a in ins.args]
+        for r in ins.regions:
+            _inline_region(r, renames)
+        if ins.op != "call" or _keep(ins):
+            out.append(ins)
+            continue
+        callee: Function = ins.attrs["func"]
+        mapping: dict[int, Value] = {p.value.id: a for p, a in zip(callee.params, ins.args)}
+        body = Region([], [copy_instr(sub, mapping) for sub in callee.body.body])
+        _inline_region(body, renames)
+        for sub in body.walk():
+            sub.loc = sub.loc or ins.loc
+        out.extend(body.body)
+        for res, y in zip(ins.results, callee.body.yields):
+            renames[res.id] = _resolve(mapping.get(y.id, y), renames)
+    region.body = out
+    region.yields = [_resolve(y, renames) for y in region.yields]
+
+
+def _resolve(v: Value, renames: dict[int, Value]) -> Value:
+    while v.id in renames:
+        v = renames[v.id]
+    return v
+
+
+def inline_calls(fn: Function) -> Function:
+    """Replace calls by the callee's body (program order guarantees results are renamed before use)."""
+    _inline_region(fn.body, {})
+    return fn

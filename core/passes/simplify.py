@@ -1,0 +1,139 @@
+"""Constant folding, algebraic identities, common-subexpression elimination and
+dead-code elimination on lowered (scalar) IR."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..builtins import BUILTINS
+from ..ir import Builder, Function, Instr, Region, Value
+
+PURE = {"const", "prim", "tid", "shape", "load"}
+EFFECTS = {"store", "atomic", "push", "pop"}
+_NO_FOLD = {"div", "floordiv", "mod"}   # integer division by zero must keep backend semantics
+
+
+def _const(v: Value):
+    return v.const_value
+
+
+def _fold(ins: Instr, b: Builder) -> Value | None:
+    """A replacement for a prim whose operands are constants, or an identity (x*1, x+0, ...)."""
+    name = ins.attrs["name"]
+    args = ins.args
+    t = ins.result.type
+    consts = [_const(a) for a in args]
+    if all(c is not None for c in consts) and name not in ("construct", "extract", "insert", "identity"):
+        if name in _NO_FOLD and t.is_int:
+            return None
+        entry = BUILTINS[name]
+        attrs = {k: v for k, v in ins.attrs.items() if k != "name"}
+        with np.errstate(all="ignore"):
+            vals = [np.asarray(c, dtype=a.type.np_dtype) for c, a in zip(consts, args)]
+            r = np.asarray(entry.eval(*vals, **attrs)).astype(t.np_dtype)
+        return b.const(r.item(), t)
+    if name == "where" and consts[0] is not None:
+        return args[1] if consts[0] else args[2]
+    if name == "where" and args[1] is args[2]:
+        return args[1]
+    if name == "mul":
+        for x, c in ((args[0], consts[1]), (args[1], consts[0])):
+            if c is not None and c == 1:
+                return x
+            if c is not None and c == 0 and t.is_int:
+                return b.const(0, t)
+    if name == "add":
+        for x, c in ((args[0], consts[1]), (args[1], consts[0])):
+            if c is not None and c == 0 and t.is_int:
+                return x
+    if name == "sub" and consts[1] is not None and consts[1] == 0 and t.is_int:
+        return args[0]
+    if name == "cast" and args[0].type is ins.attrs["to"]:
+        return args[0]
+    if name == "not" and isinstance(getattr(args[0], "_def", None), Instr):
+        pass
+    return None
+
+
+class Simplifier:
+    def __init__(self) -> None:
+        self.rename: dict[int, Value] = {}
+
+    def r(self, v: Value) -> Value:
+        while v.id in self.rename:
+            v = self.rename[v.id]
+        return v
+
+    def region(self, region: Region, cse: dict) -> None:
+        cse = dict(cse)
+        out = Region(region.params)
+        b = Builder(out)
+        for ins in region.body:
+            ins.args = [self.r(a) for a in ins.args]
+            b.loc = ins.loc
+            if ins.op == "prim":
+                rep = _fold(ins, b)
+                if rep is not None:
+                    self.rename[ins.result.id] = rep
+                    continue
+            if ins.op == "if" and _const(ins.args[0]) is not None:
+                taken = ins.regions[0 if ins.args[0].const_value else 1]
+                self.region(taken, cse)
+                out.body.extend(taken.body)
+                for res, y in zip(ins.results, taken.yields):
+                    self.rename[res.id] = self.r(y)
+                continue
+            for sub in ins.regions:
+                self.region(sub, cse)
+            if ins.op in ("const", "prim", "tid", "shape"):
+                key = (ins.op, tuple(sorted((k, _hashable(v)) for k, v in ins.attrs.items())),
+                       ins.result.type, tuple(a.id for a in ins.args))
+                hit = cse.get(key)
+                if hit is not None:
+                    self.rename[ins.result.id] = hit
+                    continue
+                cse[key] = ins.result
+            out.body.append(ins)
+        region.body = out.body
+        region.yields = [self.r(y) for y in region.yields]
+
+
+def _hashable(v):
+    try:
+        hash(v)
+        return (type(v).__name__, v)
+    except TypeError:
+        return id(v)
+
+
+def _has_effects(ins: Instr) -> bool:
+    return ins.op in EFFECTS or any(_has_effects(s) for r in ins.regions for s in r.body)
+
+
+def dce(region: Region, used: set[int]) -> None:
+    """Remove instructions whose results are unused and that have no side effects (backwards walk)."""
+    for y in region.yields:
+        used.add(y.id)
+    keep = []
+    for ins in reversed(region.body):
+        live = any(r.id in used for r in ins.results) or _has_effects(ins) or ins.op == "call"
+        if not live:
+            continue
+        if ins.op in ("for", "while"):
+            # Loop regions see their own yields as uses on the next iteration: mark everything they yield.
+            for r in ins.regions:
+                dce(r, used)
+        else:
+            for r in ins.regions:
+                dce(r, used)
+        keep.append(ins)
+        for a in ins.args:
+            used.add(a.id)
+    region.body = keep[::-1]
+
+
+def simplify(fn: Function) -> Function:
+    s = Simplifier()
+    s.region(fn.body, {})
+    dce(fn.body, set())
+    return fn
