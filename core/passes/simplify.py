@@ -48,10 +48,10 @@ def _fold(ins: Instr, b: Builder) -> Value | None:
                 return x
     if name == "sub" and consts[1] is not None and consts[1] == 0 and t.is_int:
         return args[0]
+    if name == "floordiv" and consts[1] is not None and consts[1] == 1 and t.is_int:
+        return args[0]
     if name == "cast" and args[0].type is ins.attrs["to"]:
         return args[0]
-    if name == "not" and isinstance(getattr(args[0], "_def", None), Instr):
-        pass
     return None
 
 
@@ -83,8 +83,22 @@ class Simplifier:
                 for res, y in zip(ins.results, taken.yields):
                     self.rename[res.id] = self.r(y)
                 continue
-            for sub in ins.regions:
-                self.region(sub, cse)
+            if ins.regions:
+                written = _written_arrays(ins)
+                if ins.op in ("for", "while"):
+                    _invalidate(cse, written)
+                for sub in ins.regions:
+                    self.region(sub, cse)
+                _invalidate(cse, written)
+            if ins.op in ("store", "atomic"):
+                _invalidate(cse, {ins.args[0].id})
+            if ins.op == "load":
+                key = ("load", ins.args[0].id, ins.attrs["comp"], tuple(a.id for a in ins.args[1:]))
+                hit = cse.get(key)
+                if hit is not None:
+                    self.rename[ins.result.id] = hit
+                    continue
+                cse[key] = ins.result
             if ins.op in ("const", "prim", "tid", "shape"):
                 key = (ins.op, tuple(sorted((k, _hashable(v)) for k, v in ins.attrs.items())),
                        ins.result.type, tuple(a.id for a in ins.args))
@@ -96,6 +110,17 @@ class Simplifier:
             out.body.append(ins)
         region.body = out.body
         region.yields = [self.r(y) for y in region.yields]
+
+
+def _written_arrays(ins: Instr) -> set[int]:
+    return {s.args[0].id for r in ins.regions for s in r.walk() if s.op in ("store", "atomic")}
+
+
+def _invalidate(cse: dict, arrays: set[int]) -> None:
+    """Forget loads of arrays that may have been written."""
+    if arrays:
+        for key in [k for k in cse if k[0] == "load" and k[1] in arrays]:
+            del cse[key]
 
 
 def _hashable(v):

@@ -1,0 +1,394 @@
+"""Reverse mode as an IR pass: lowered forward IR → adjoint IR.
+
+The adjoint kernel takes the forward parameters followed by one adjoint array
+per float array parameter (`adj_<name>`). Its body replays the forward
+computation (without stores), then walks instructions backwards applying each
+builtin's VJP rule. Array loads become atomic adds into the adjoint array
+(plain read-modify-writes where the index is the thread's own); stores read
+the adjoint of the stored element and zero it.
+
+Structured control flow:
+  * `if`: the reverse is an `if` on the same condition whose branches replay the
+    branch and then reverse it; adjoints of outer values are yielded out.
+  * `for` / `while` with carried values: the replay pushes each iteration's
+    carried values on a per-thread value stack; the reverse loop runs the
+    iterations backwards, pops them, replays the body and reverses it, carrying
+    the adjoints of the carried values and of every outer value the body uses.
+    Only the loop being reversed pushes (nested loops push when their own
+    enclosing body is replayed), so pushes and pops nest as a stack.
+Unneeded replay work and pushes whose pops are unused are removed afterwards.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from ..core import types as T
+from ..core.builtins import BUILTINS
+from ..core.ir import Builder, Function, Instr, Param, Region, Value, copy_function
+from ..core.passes.simplify import simplify
+
+
+def _is_float(v: Value) -> bool:
+    return v.type.is_scalar and v.type.is_float
+
+
+class Reverse:
+    def __init__(self, fwd: Function, adj_fn: Function, adj_arrays: dict[int, Value], tid_ids: list[int]):
+        self.fwd, self.fn = fwd, adj_fn
+        self.adj_arrays = adj_arrays        # forward array param id -> adjoint array Value
+        self.tid_ids = tid_ids              # ids of tid values (axis order) for exclusivity
+        self.primal: dict[int, Value] = {}  # forward value id -> value in the adjoint function
+        self.adj: dict[int, Value] = {}     # forward value id -> accumulated adjoint
+        self.sites = itertools.count()
+        self.pairs = itertools.count()
+        fn_sites: dict = {}
+        adj_fn.attrs["stack_sites"] = fn_sites
+
+    # ------------------------------------------------------------------ helpers
+    def p(self, v: Value) -> Value:
+        return self.primal.get(v.id, v)
+
+    def add_adj(self, b: Builder, v: Value, a: Value | None) -> None:
+        if a is None or not _is_float(v):
+            return
+        if a.type is not v.type:
+            a = b.cast(a, v.type)
+        old = self.adj.get(v.id)
+        self.adj[v.id] = a if old is None else b.add(old, a)
+
+    def zero(self, b: Builder, t) -> Value:
+        return b.const(0.0, t)
+
+    # ------------------------------------------------------------------ replay
+    def replay_region(self, region: Region, b: Builder, push: bool) -> None:
+        for ins in region.body:
+            self.replay(ins, b, push)
+
+    def replay(self, ins: Instr, b: Builder, push: bool) -> None:
+        b.loc = ins.loc
+        op = ins.op
+        if op == "store":
+            return
+        if op == "atomic" and not ins.attrs.get("_result_used", True):
+            return
+        if op in ("if",):
+            regions = []
+            for r in ins.regions:
+                nr = Region()
+                rb = b.at(nr)
+                self.replay_region(r, rb, False)
+                nr.yields = [self.p(y) for y in r.yields]
+                regions.append(nr)
+            new = b.emit("if", [self.p(ins.args[0])], [r.type for r in ins.results], regions=regions)
+            self.map_results(ins, new)
+            return
+        if op == "for":
+            self.replay_for(ins, b, push)
+            return
+        if op == "while":
+            self.replay_while(ins, b, push)
+            return
+        new = b.emit(op, [self.p(a) for a in ins.args], [r.type for r in ins.results], dict(ins.attrs))
+        for r, n in zip(ins.results, new.results):
+            n.const_value, n.hint = r.const_value, r.hint
+        self.map_results(ins, new)
+
+    def map_results(self, ins: Instr, new: Instr) -> None:
+        for r, n in zip(ins.results, new.results):
+            self.primal[r.id] = n
+            n.hint = n.hint or r.hint
+
+    def push_site(self, ins: Instr) -> int:
+        site = next(self.sites)
+        self.fn.attrs["stack_sites"][site] = ins.loc
+        return site
+
+    def replay_for(self, ins: Instr, b: Builder, push: bool) -> None:
+        (body,) = ins.regions
+        nb = Region(params=[Value(p.type, p.hint) for p in body.params])
+        for old, new in zip(body.params, nb.params):
+            self.primal[old.id] = new
+        bb = b.at(nb)
+        if push:
+            site = self.push_site(ins)
+            pairs = []
+            for p in nb.params[1:]:
+                pair = next(self.pairs)
+                bb.emit("push", [p], [], {"stack": site, "pair": pair})
+                pairs.append(pair)
+            ins.attrs["_pairs"] = pairs
+            ins.attrs["_site"] = site
+        self.replay_region(body, bb, False)
+        nb.yields = [self.p(y) for y in body.yields]
+        new = b.emit("for", [self.p(a) for a in ins.args], [r.type for r in ins.results], regions=[nb])
+        self.map_results(ins, new)
+
+    def replay_while(self, ins: Instr, b: Builder, push: bool) -> None:
+        cond, body = ins.regions
+        extra = [b.const(0, T.int32)] if push else []
+        ncond = Region(params=[Value(p.type, p.hint) for p in cond.params] + [Value(T.int32, "trips")] * bool(push))
+        for old, new in zip(cond.params, ncond.params):
+            self.primal[old.id] = new
+        self.replay_region(cond, b.at(ncond), False)
+        ncond.yields = [self.p(cond.yields[0])]
+        nbody = Region(params=[Value(p.type, p.hint) for p in body.params] + [Value(T.int32, "trips")] * bool(push))
+        for old, new in zip(body.params, nbody.params):
+            self.primal[old.id] = new
+        bb = b.at(nbody)
+        if push:
+            site = self.push_site(ins)
+            pairs = []
+            for p in nbody.params[:-1]:
+                pair = next(self.pairs)
+                bb.emit("push", [p], [], {"stack": site, "pair": pair})
+                pairs.append(pair)
+            ins.attrs["_pairs"] = pairs
+            ins.attrs["_site"] = site
+        self.replay_region(body, bb, False)
+        nbody.yields = [self.p(y) for y in body.yields]
+        if push:
+            nbody.yields.append(bb.add(nbody.params[-1], bb.const(1, T.int32)))
+        types = [r.type for r in ins.results] + [T.int32] * bool(push)
+        new = b.emit("while", [self.p(a) for a in ins.args] + extra, types, regions=[ncond, nbody])
+        self.map_results(ins, new)
+        if push:
+            ins.attrs["_trips"] = new.results[-1]
+
+    # ------------------------------------------------------------------ reverse
+    def reverse_region(self, region: Region, b: Builder) -> None:
+        for ins in reversed(region.body):
+            b.loc = ins.loc
+            self.reverse(ins, b)
+
+    def reverse(self, ins: Instr, b: Builder) -> None:
+        op = ins.op
+        if op == "prim":
+            adj = self.adj.get(ins.result.id)
+            if adj is None or not _is_float(ins.result):
+                return
+            entry = BUILTINS[ins.attrs["name"]]
+            attrs = {k: v for k, v in ins.attrs.items() if k != "name"}
+            grads = entry.apply_vjp(b, [self.p(a) for a in ins.args], self.p(ins.result), adj, attrs)
+            for a, g in zip(ins.args, grads):
+                self.add_adj(b, a, g)
+        elif op == "load":
+            adj = self.adj.get(ins.result.id)
+            arr = self.adj_arrays.get(ins.args[0].id)
+            if adj is not None and arr is not None:
+                idx = [self.p(a) for a in ins.args[1:]]
+                b.atomic("add", arr, idx, adj, comp=ins.attrs["comp"], exclusive=self.exclusive(ins.args[1:]))
+        elif op == "store":
+            arr = self.adj_arrays.get(ins.args[0].id)
+            value = ins.args[-1]
+            if arr is not None:
+                idx = [self.p(a) for a in ins.args[1:-1]]
+                comp = ins.attrs["comp"]
+                g = b.load(arr, idx, comp=comp)
+                b.store(arr, idx, self.zero(b, arr.type.scalar), comp=comp)
+                self.add_adj(b, value, g)
+        elif op == "atomic":
+            arr = self.adj_arrays.get(ins.args[0].id)
+            if arr is None:
+                return
+            idx = [self.p(a) for a in ins.args[1:-1]]
+            value, comp, kind = ins.args[-1], ins.attrs["comp"], ins.attrs["kind"]
+            g = b.load(arr, idx, comp=comp)
+            if kind == "sub":
+                g = b.neg(g)
+            elif kind in ("min", "max"):
+                cur = b.load(ins.args[0] if ins.args[0].id not in self.primal else self.p(ins.args[0]), idx, comp=comp)
+                g = b.select(b.prim("eq", cur, self.p(value)), g, self.zero(b, g.type))
+            self.add_adj(b, value, g)
+        elif op == "if":
+            self.reverse_if(ins, b)
+        elif op in ("for", "while"):
+            self.reverse_loop(ins, b)
+
+    def exclusive(self, idx: list[Value]) -> bool:
+        """True when the index is exactly the thread's own coordinates (one thread per element)."""
+        return len(idx) == len(self.tid_ids) and all(v.id == t for v, t in zip(idx, self.tid_ids))
+
+    def reverse_if(self, ins: Instr, b: Builder) -> None:
+        seeds = [(r, self.adj.get(r.id)) for r in ins.results]
+        if all(a is None for _, a in seeds):
+            if not any(i.op in ("store", "atomic") for r in ins.regions for i in r.walk()):
+                return
+        before = dict(self.adj)
+        branches = []
+        for region in ins.regions:
+            self.adj = dict(before)
+            nr = Region()
+            rb = b.at(nr)
+            self.replay_region(region, rb, True)
+            for (r, a), y in zip(seeds, region.yields):
+                if a is not None:
+                    self.add_adj(rb, y, a)
+            self.reverse_region(region, rb)
+            branches.append((nr, rb, self.adj))
+        changed = [k for k in dict.fromkeys(k for _, _, adj in branches for k in adj)
+                   if k not in _local_ids(ins) and any(adj.get(k) is not before.get(k) for _, _, adj in branches)]
+        self.adj = before
+        types = []
+        for k in changed:
+            t = next(adj[k].type for _, _, adj in branches if k in adj)
+            types.append(t)
+        for (nr, rb, adj), _ in zip(branches, ins.regions):
+            nr.yields = [adj[k] if k in adj else (before[k] if k in before else self.zero(rb, t))
+                         for k, t in zip(changed, types)]
+        new = b.emit("if", [self.p(ins.args[0])], types, regions=[nr for nr, _, _ in branches])
+        for k, r in zip(changed, new.results):
+            self.adj[k] = r
+
+    def reverse_loop(self, ins: Instr, b: Builder) -> None:
+        is_for = ins.op == "for"
+        body = ins.regions[-1]
+        carried = body.params[1:] if is_for else body.params
+        inits = ins.args[3:] if is_for else ins.args
+        local = _local_ids(ins)
+        free = [v for v in _free_floats(ins) if v.id not in local]
+        # Trip count and index reconstruction.
+        if is_for:
+            start, stop, step = (self.p(a) for a in ins.args[:3])
+            trips = _trip_count(b, start, stop, step)
+        else:
+            trips = ins.attrs["_trips"]
+        seeds = [self.adj.get(r.id) or self.zero(b, r.type) if _is_float(r) else None for r in ins.results]
+        fl = [k for k, c in enumerate(carried) if _is_float(c)]
+        init_adj = [seeds[k] for k in fl] + [self.adj.get(v.id) or self.zero(b, v.type) for v in free]
+        rbody = Region(params=[Value(T.int32, "rk")] + [Value(x.type, "adj") for x in init_adj])
+        rb = b.at(rbody)
+        saved_adj, saved_primal = self.adj, dict(self.primal)
+        self.adj = {}
+        # Pop this iteration's carried values (pushed in order, popped in reverse).
+        pairs = ins.attrs.get("_pairs", [])
+        site = ins.attrs.get("_site", 0)
+        popped = [None] * len(carried)
+        for k in reversed(range(len(carried))):
+            popped[k] = rb.emit("pop", [], [carried[k].type], {"stack": site, "pair": pairs[k]}, hint="pop").result
+        for c, v in zip(carried, popped):
+            self.primal[c.id] = v
+        if is_for:
+            k = rbody.params[0]
+            last = rb.sub(trips, rb.const(1, T.int32))
+            iv = rb.add(start, rb.mul(rb.sub(last, k), step))
+            self.primal[body.params[0].id] = iv
+        self.replay_region(body, rb, True)
+        for j, k in enumerate(fl):
+            self.add_adj(rb, body.yields[k], rbody.params[1 + j])
+        for j, v in enumerate(free):
+            self.adj[v.id] = rbody.params[1 + len(fl) + j]
+        self.reverse_region(body, rb)
+        rbody.yields = [self.adj.get(carried[k].id) or self.zero(rb, carried[k].type) for k in fl] + \
+                       [self.adj.get(v.id) for v in free]
+        self.adj, self.primal = saved_adj, saved_primal
+        zero_i = b.const(0, T.int32)
+        one_i = b.const(1, T.int32)
+        new = b.emit("for", [zero_i, trips, one_i, *init_adj], [x.type for x in init_adj], regions=[rbody])
+        res = new.results
+        for j, k in enumerate(fl):
+            self.add_adj(b, inits[k], res[j])
+        for j, v in enumerate(free):
+            self.adj[v.id] = res[len(fl) + j]
+
+
+def _local_ids(ins: Instr) -> set[int]:
+    """Ids of values defined inside an instruction's regions (params and results)."""
+    out = set()
+    for r in ins.regions:
+        out.update(p.id for p in r.params)
+        for sub in r.walk():
+            out.update(x.id for x in sub.results)
+            for rr in sub.regions:
+                out.update(p.id for p in rr.params)
+    return out
+
+
+def _free_floats(ins: Instr) -> list[Value]:
+    """Float values used inside the instruction's regions but defined outside them."""
+    local = _local_ids(ins)
+    seen, out = set(), []
+    for r in ins.regions:
+        for sub in r.walk():
+            for a in sub.args:
+                if a.id not in local and a.id not in seen and _is_float(a):
+                    seen.add(a.id)
+                    out.append(a)
+        for y in r.yields:
+            if y.id not in local and y.id not in seen and _is_float(y):
+                seen.add(y.id)
+                out.append(y)
+    return out
+
+
+def _trip_count(b: Builder, start: Value, stop: Value, step: Value) -> Value:
+    one = b.const(1, T.int32)
+    zero = b.const(0, T.int32)
+    up = b.prim("floordiv", b.add(b.sub(stop, start), b.sub(step, one)), step)
+    down = b.prim("floordiv", b.sub(b.sub(start, stop), b.add(step, one)), b.neg(step))
+    n = b.select(b.prim("gt", step, zero), up, down) if step.const_value is None else (
+        up if step.const_value > 0 else down)
+    return b.prim("max", n, zero)
+
+
+def _mark_atomic_uses(fn: Function) -> None:
+    used = set()
+    for ins in fn.walk():
+        used.update(a.id for a in ins.args)
+        for r in ins.regions:
+            used.update(y.id for y in r.yields)
+    for ins in fn.walk():
+        if ins.op == "atomic":
+            ins.attrs["_result_used"] = ins.result.id in used
+
+
+def _prune_stack(fn: Function) -> None:
+    """Drop push/pop pairs whose popped value is never used (repeat until stable)."""
+    from ..core.passes.simplify import dce
+    while True:
+        used = set()
+        for ins in fn.walk():
+            used.update(a.id for a in ins.args)
+            for r in ins.regions:
+                used.update(y.id for y in r.yields)
+        dead = {ins.attrs["pair"] for ins in fn.walk() if ins.op == "pop" and ins.result.id not in used}
+        if not dead:
+            return
+        _drop(fn.body, dead)
+        dce(fn.body, set())
+
+
+def _drop(region: Region, pairs: set[int]) -> None:
+    region.body = [i for i in region.body if not (i.op in ("push", "pop") and i.attrs.get("pair") in pairs)]
+    for ins in region.body:
+        for r in ins.regions:
+            _drop(r, pairs)
+
+
+def adjoint_function(fwd: Function) -> Function:
+    """The adjoint of a lowered kernel: forward params + one `adj_<name>` array per float array param."""
+    fwd = copy_function(fwd)
+    _mark_atomic_uses(fwd)
+    params = [Param(p.name, p.type) for p in fwd.params]
+    adj_params, adj_of = [], []
+    for k, p in enumerate(fwd.params):
+        if p.type.is_array and p.type.scalar.is_float:
+            adj_params.append(Param(f"adj_{p.name}", p.type))
+            adj_of.append(k)
+    fn = Function(f"{fwd.name}_adjoint", params + adj_params, Region(), [], "kernel", fwd.loc)
+    fn.attrs = {k: v for k, v in fwd.attrs.items() if k != "pass_log"}
+    fn.attrs["adj_of"] = adj_of
+    tids = sorted((i for i in fwd.body.body if i.op == "tid"), key=lambda i: i.attrs["axis"])
+    ndim = fwd.attrs.get("tid_ndim", 1)
+    tid_ids = [i.result.id for i in tids] if len(tids) == ndim else [-1]
+    adj_arrays = {fwd.params[k].value.id: a.value for k, a in zip(adj_of, adj_params)}
+    rev = Reverse(fwd, fn, adj_arrays, tid_ids)
+    for p, q in zip(fwd.params, params):
+        rev.primal[p.value.id] = q.value
+    b = Builder(fn.body)
+    rev.replay_region(fwd.body, b, True)
+    rev.reverse_region(fwd.body, b)
+    simplify(fn)
+    _prune_stack(fn)
+    fn.attrs["uses_stack"] = any(i.op == "push" for i in fn.walk())
+    return fn

@@ -1,0 +1,151 @@
+"""`@gk.kernel`: a Python function compiled per device and variant (forward, adjoint, tangent).
+
+The kernel keeps its typed IR (from the frontend), lowered IR per variant (from
+core/passes and ad/), and one compiled specialisation per (device, variant,
+code-affecting settings), each with a pre-built argument binder for fast launches.
+"""
+
+from __future__ import annotations
+
+from ..backends.base import CompileOptions
+from ..core.config import config
+from ..core.frontend import lower_function
+from ..core.ir import Function, format_function
+from ..core.passes import lower
+from ..core.types import ArrayType
+
+VARIANTS = ("forward", "adjoint", "tangent")
+
+
+class Specialization:
+    """One compiled variant of a kernel on one device, with what a launch needs precomputed."""
+
+    __slots__ = ("fn", "compiled", "options", "device", "launch", "written", "split", "has_split")
+
+    def __init__(self, fn: Function, compiled, options: CompileOptions, device):
+        self.fn, self.compiled, self.options, self.device = fn, compiled, options, device
+        self.launch = device.impl.launch
+        self.split = fn.attrs.get("param_split", [])
+        self.has_split = any(n > 1 for _, n in self.split)
+        self.written = written_params(fn)
+
+
+def written_params(fn: Function) -> list[int]:
+    """Indices of array parameters the function stores or atomically updates."""
+    index = {p.value.id: k for k, p in enumerate(fn.params)}
+    out = sorted({index[ins.args[0].id] for ins in fn.walk()
+                  if ins.op in ("store", "atomic") and ins.args[0].id in index})
+    return out
+
+
+class Kernel:
+    """A compiled-on-demand gradkit kernel. Launch it with `gk.launch(kernel, dim, inputs, outputs)`."""
+
+    _gk_kernel = True
+
+    def __init__(self, pyfunc, enable_backward: bool = True, max_unroll: int | None = None):
+        self.pyfunc = pyfunc
+        self.key = pyfunc.__name__
+        self.__name__ = pyfunc.__name__
+        self.__doc__ = pyfunc.__doc__
+        self.enable_backward = enable_backward
+        self.max_unroll = max_unroll
+        self._typed: Function | None = None
+        self._lowered: dict[str, Function] = {}
+        self._specs: dict[tuple, Specialization] = {}
+        self._binder = None
+
+    # IR ----------------------------------------------------------------------
+    @property
+    def typed_ir(self) -> Function:
+        if self._typed is None:
+            self._typed = lower_function(self.pyfunc, "kernel", max_unroll=self.max_unroll)
+        return self._typed
+
+    @property
+    def params(self) -> list[tuple[str, object]]:
+        return [(p.name, p.type) for p in self.typed_ir.params]
+
+    def lowered(self, variant: str = "forward") -> Function:
+        fn = self._lowered.get(variant)
+        if fn is None:
+            if variant == "forward":
+                fn = lower(self.typed_ir)
+            elif variant == "adjoint":
+                self._require_backward()
+                from ..ad.reverse import adjoint_function
+                fn = adjoint_function(self.lowered("forward"))
+            elif variant == "tangent":
+                from ..ad.forward import tangent_function
+                fn = tangent_function(self.lowered("forward"))
+            else:
+                raise ValueError(f"unknown kernel variant {variant!r}; expected one of {VARIANTS}")
+            self._lowered[variant] = fn
+        return fn
+
+    def _require_backward(self) -> None:
+        if not self.enable_backward:
+            raise RuntimeError(f"kernel '{self.key}' was declared with enable_backward=False")
+
+    def ir(self, adjoint: bool = False, tangent: bool = False, lowered: bool | None = None) -> str:
+        """The printed core IR: typed IR by default, the lowered adjoint/tangent IR when asked."""
+        if adjoint:
+            return format_function(self.lowered("adjoint"))
+        if tangent:
+            return format_function(self.lowered("tangent"))
+        return format_function(self.lowered("forward") if lowered else self.typed_ir)
+
+    def source(self, device=None, adjoint: bool = False, tangent: bool = False) -> str:
+        """The generated code (LLVM IR, OpenCL C, ...) for `device`."""
+        from .device import get_device
+        dev = get_device(device)
+        variant = "adjoint" if adjoint else "tangent" if tangent else "forward"
+        spec = self.specialization(dev, variant)
+        return dev.impl.source(spec.compiled)
+
+    # Compilation --------------------------------------------------------------
+    def specialization(self, device, variant: str = "forward") -> Specialization:
+        key = (device.name, variant, config.debug, config.adjoint_stack_size)
+        spec = self._specs.get(key)
+        if spec is None:
+            from .cache import default_cache
+            fn = self.lowered(variant)
+            options = CompileOptions(debug=config.debug, stack_size=config.adjoint_stack_size, cache=default_cache())
+            compiled = device.impl.compile(device.info, fn, options)
+            spec = self._specs[key] = Specialization(fn, compiled, options, device)
+        return spec
+
+    def binder(self):
+        if self._binder is None:
+            from .bind import make_binder
+            self._binder = make_binder(self.key, self.params)
+        return self._binder
+
+    def array_param_indices(self) -> list[int]:
+        return [k for k, (_, t) in enumerate(self.params) if isinstance(t, ArrayType)]
+
+    def grad(self, dim, inputs=(), outputs=(), device=None):
+        """Taichi's `kernel.grad()`: run the adjoint using every array's `.grad`."""
+        from .launch import launch
+        return launch(self, dim, inputs, outputs, device=device, adjoint=True)
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"kernel '{self.key}' is launched with gk.launch({self.key}, dim, inputs=[...], outputs=[...])")
+
+    def __repr__(self) -> str:
+        return f"<gk.kernel {self.key}>"
+
+
+def kernel(fn=None, *, enable_backward: bool = True, max_unroll: int | None = None):
+    """Decorator: `@gk.kernel` or `@gk.kernel(enable_backward=..., max_unroll=...)`."""
+    if fn is None:
+        return lambda f: Kernel(f, enable_backward=enable_backward, max_unroll=max_unroll)
+    return Kernel(fn, enable_backward=enable_backward, max_unroll=max_unroll)
+
+
+def func(fn=None, **options):
+    """Decorator: `@gk.func` marks a device function callable from kernels."""
+    from ..core.func import Func
+    if fn is None:
+        return lambda f: Func(f, **options)
+    return Func(fn, **options)

@@ -1,0 +1,96 @@
+"""`gk.launch`: validate arguments, pick the compiled specialisation, run it, record it on a tape.
+
+This is the launch hot path: it does only what every launch needs and leaves
+the rest (compilation, binder construction) to cached per-kernel objects.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..core.config import config
+from . import state
+
+_INT = (int,)
+
+
+def normalize_dim(dim) -> tuple[int, ...]:
+    """`dim` as a tuple of 1-4 non-negative ints (ValueError/TypeError naming `dim` otherwise)."""
+    if type(dim) is int:
+        if dim < 0:
+            raise ValueError(f"launch dim must be non-negative, got {dim}")
+        return (dim,)
+    try:
+        dims = tuple(int(d) for d in dim)
+    except TypeError:
+        raise TypeError(f"launch dim must be an int or a tuple of up to 4 ints, got {dim!r}") from None
+    if not 1 <= len(dims) <= 4 or any(d < 0 for d in dims):
+        raise ValueError(f"launch dim must be 1 to 4 non-negative ints, got {dim!r}")
+    return dims
+
+
+def _pick_device(device, args):
+    from .device import get_device
+    if device is not None:
+        return get_device(device)
+    for a in args:
+        dev = getattr(a, "device", None)
+        if dev is not None and hasattr(a, "buffer"):
+            return dev
+    return get_device(None)
+
+
+def _flatten(spec, bound):
+    if not spec.has_split:
+        return bound
+    out = []
+    for value, (_, n) in zip(bound, spec.split):
+        if n == 1:
+            out.append(value)
+        else:
+            out.extend(value)
+    return out
+
+
+def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = False, adj_inputs=None,
+           adj_outputs=None, record_tape: bool = True, tangent: bool = False):
+    """Run `kernel` over the grid `dim` with `inputs` then `outputs` matched to its parameters in order."""
+    if not getattr(kernel, "_gk_kernel", False):
+        raise TypeError(f"gk.launch needs a @gk.kernel, got {type(kernel).__name__}")
+    dims = normalize_dim(dim)
+    args = [*inputs, *outputs]
+    dev = _pick_device(device, args)
+    bound = kernel.binder()(args, dev)
+    fmode = state.forward_mode
+    variant = "adjoint" if adjoint else "tangent" if (tangent or fmode is not None) else "forward"
+    spec = kernel.specialization(dev, variant)
+    _check_tid(kernel, spec, dims)
+    call_args = _flatten(spec, bound)
+    if variant == "adjoint":
+        from .adjoint_args import adjoint_arguments
+        call_args = call_args + adjoint_arguments(kernel, spec, bound, len(inputs), adj_inputs, adj_outputs, dev)
+    elif variant == "tangent":
+        from .adjoint_args import tangent_arguments
+        call_args = call_args + tangent_arguments(kernel, spec, bound, dev)
+    tape = state.tape if record_tape and not adjoint else None
+    n = 1
+    for d in dims:
+        n *= d
+    t0 = time.perf_counter() if tape is not None else 0.0
+    if n:
+        spec.launch(spec.compiled, dims, call_args)
+    for k in spec.written:
+        call_args[k]._bump()
+    if tape is not None:
+        tape._record_launch(kernel, dims, dev, bound, len(inputs), variant, (time.perf_counter() - t0) * 1e3)
+    if config.check_nan:
+        from .nan_check import check_after_launch
+        check_after_launch(kernel, spec, call_args, variant)
+    return None
+
+
+def _check_tid(kernel, spec, dims) -> None:
+    want = spec.fn.attrs.get("tid_ndim", 1)
+    if spec.fn.attrs.get("uses_tid", True) and want != len(dims) and want > 1:
+        raise ValueError(f"kernel '{kernel.key}' unpacks gk.tid() into {want} indices but was launched with "
+                         f"dim={dims} ({len(dims)} dimensions)")

@@ -1,0 +1,4 @@
+"""Process-wide recording state: the active Tape and ForwardMode (if any)."""
+
+tape = None          # the innermost recording gk.Tape
+forward_mode = None  # the active gk.ForwardMode
