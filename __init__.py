@@ -1,1 +1,33 @@
-"""gradkit: a differentiable kernel framework."""
+"""gradkit: a differentiable kernel framework — kernels in Python, fast on CPU and GPU, exact gradients.
+
+`import gradkit as gk`; the public API is documented in README.md and the API contract.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .core.config import config
+from .core.errors import (CompileError, DeviceError, GradientCheckError, GradientRuleError, GradientRuleWarning,
+                          GradkitError, NaNError, StackOverflowError)
+from .core.lang import *  # noqa: F401,F403  (sin, cos, ..., tid, static, atomic_add, ...)
+from .core.lang import NAMES as _LANG_NAMES
+from .core.types import (bool_ as bool, float32, float64, int32, int64, mat22, mat22d, mat33, mat33d, mat44,  # noqa: A001
+                         mat44d, matrix, uint32, vec2, vec2d, vec2i, vec3, vec3d, vec3i, vec4, vec4d, vec4i, vector)
+from .runtime.array import (array, array1d, array2d, array3d, array4d, empty, from_dlpack, from_numpy, full, ones,
+                            ones_like, zeros, zeros_like)
+from .runtime.device import Device, ScopedDevice, get_device, get_devices, set_device, synchronize
+from .runtime.kernel import Kernel, func, kernel
+from .runtime.launch import launch
+from .runtime.tape import LaunchRecord, ScopedTimer, Tape
+from . import backends  # noqa: E402  (gk.backends.available())
+
+__all__ = [
+    "config", "CompileError", "DeviceError", "GradientCheckError", "GradientRuleError", "GradientRuleWarning",
+    "GradkitError", "NaNError", "StackOverflowError", "float32", "float64", "int32", "int64", "uint32", "bool",
+    "vec2", "vec3", "vec4", "vec2d", "vec3d", "vec4d", "vec2i", "vec3i", "vec4i", "mat22", "mat33", "mat44",
+    "mat22d", "mat33d", "mat44d", "vector", "matrix", "array", "array1d", "array2d", "array3d", "array4d",
+    "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "from_numpy", "from_dlpack", "Device",
+    "ScopedDevice", "get_device", "get_devices", "set_device", "synchronize", "Kernel", "kernel", "func",
+    "launch", "Tape", "LaunchRecord", "ScopedTimer", "backends", *_LANG_NAMES,
+]

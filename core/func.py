@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from .errors import CompileError
-
 
 class Func:
     """A Python function compiled as a gradkit device function (typed from its annotations)."""
@@ -22,9 +20,6 @@ class Func:
 
     def ir_function(self, building: tuple = ()):
         """The typed IR of this function (built once, then cached)."""
-        if self in building:
-            chain = " -> ".join(f.__name__ for f in (*building[building.index(self):], self))
-            raise CompileError(f"in function '{self.__name__}': recursion is not supported ({chain})")
         if self._ir is None:
             from .frontend import lower_function
             self._ir = lower_function(self.pyfunc, "func", building + (self,), **self.options)

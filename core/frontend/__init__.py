@@ -25,18 +25,21 @@ class Lowerer(LoweringContext, ExprLowering, StmtLowering):
 
     def __init__(self, pyfunc, kind: str, building: tuple = (), max_unroll: int | None = None):
         super().__init__(pyfunc, SourceInfo(pyfunc), kind, building)
+        self.building = building
         self.max_unroll = max_unroll
         self.ret_flag: str | None = None
         self.retval_names: list[str] = []
         self.final_returns: list[Value] | None = None
 
     def call_func(self, func, node):
+        if func in self.building:
+            chain = " -> ".join(f.__name__ for f in (*self.building[self.building.index(func):], func))
+            raise self.error(node, f"recursion is not supported ({chain})")
         try:
             callee = func.ir_function(self.building)
         except CompileError as exc:
-            if "recursion" in str(exc):
-                raise self.error(node, str(exc).split(": ", 1)[-1]) from None
-            raise
+            loc = self.src.loc(node)
+            raise CompileError(f"{exc}\n  (called from '{self.name}' at {loc.file}:{loc.line})") from None
         args = self.call_args(node, None, func.__name__)
         if len(args) != len(callee.params):
             raise self.error(node, f"{func.__name__}() takes {len(callee.params)} argument"

@@ -300,6 +300,9 @@ class ExprLowering:
 
     # ------------------------------------------------------------------ calls
     def expr_Call(self, node):
+        for a in [*node.args, *(k.value for k in node.keywords)]:
+            if type(a) in UNSUPPORTED_EXPR:
+                raise self.error(a, f"{UNSUPPORTED_EXPR[type(a)]} are not supported in kernels")
         callee = self.expr(node.func)
         if isinstance(callee, LangFunction):
             return self.call_lang(callee, node)
@@ -393,8 +396,8 @@ class ExprLowering:
             if len(args) != 1:
                 raise self.error(node, f"{t.name}() takes 1 argument, got {len(args)}")
             (x,) = args
-            if not isinstance(x, Value):
-                return t(x).item() if t.is_float or t.is_int else bool(x)
+            if not isinstance(x, Value):   # an explicit cast of a literal gives a strongly typed constant
+                return self.materialize(t(x).item() if not t.is_bool else bool(x), t, node)
             if t is T.bool_ and not x.type.is_bool:
                 return self.truth(x, node)
             return self.prim("cast", x, to=t, node=node)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 
 from .. import types as T
+from ..errors import CompileError
 from ..ir import Region, Value
 from .context import NUMBER, TidCall
 
@@ -387,12 +388,25 @@ class StmtLowering:
         carried = [n for n in self.env if (n in names or n in extra)
                    and n != iv_name and isinstance(self.env[n], (Value, *NUMBER))]
         types = {n: (self.env[n].type if isinstance(self.env[n], Value) else None) for n in carried}
-        for attempt in range(3):
+        weak_floats = [n for n in carried if isinstance(self.env[n], float)]
+        first_error = None
+        for attempt in range(4):
             before, undef_before = dict(self.env), set(self.maybe_undefined)
             inits = [self.materialize(self.env[n], types[n], node) for n in carried]
             for n, v in zip(carried, inits):
                 types[n] = v.type
-            result = self.build_loop(node, kind, bounds, body_stmts, carried, inits, ctx, cond, iv_name, iv_flag, advance)
+            try:
+                result = self.build_loop(node, kind, bounds, body_stmts, carried, inits, ctx, cond, iv_name,
+                                         iv_flag, advance)
+            except CompileError as exc:
+                # A float literal initialiser may need to be float64 for the body to type-check: retry once so.
+                self.env, self.maybe_undefined = before, undef_before
+                if first_error is not None or not weak_floats:
+                    raise first_error or exc
+                first_error = exc
+                for n in weak_floats:
+                    types[n] = T.float64
+                continue
             ins, body_yields = result
             retry = False
             for n, v, y in zip(carried, inits, body_yields):

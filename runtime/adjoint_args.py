@@ -1,0 +1,54 @@
+"""The extra arguments of adjoint and tangent launches: one gradient (or dual) array per float array parameter."""
+
+from __future__ import annotations
+
+
+def _source_params(spec, key: str) -> list[int]:
+    """For each extra parameter, the index of the user-level parameter it belongs to."""
+    cached = spec.fn.attrs.get("_src_" + key)
+    if cached is not None:
+        return cached
+    lowered_to_user = []
+    for user_index, (_, n) in enumerate(spec.split):
+        lowered_to_user.extend([user_index] * n)
+    out = [lowered_to_user[k] for k in spec.fn.attrs[key]]
+    spec.fn.attrs["_src_" + key] = out
+    return out
+
+
+def _zeros_like(a):
+    from .array import zeros
+    return zeros(a.shape, dtype=a.dtype, device=a.device)
+
+
+def adjoint_arguments(kernel, spec, bound, n_inputs, adj_inputs, adj_outputs, device) -> list:
+    """Gradient arrays for an adjoint launch: given adjoints, else each array's `.grad`, else scratch zeros."""
+    given = None
+    if adj_inputs is not None or adj_outputs is not None:
+        ins = list(adj_inputs) if adj_inputs is not None else [None] * n_inputs
+        outs = list(adj_outputs) if adj_outputs is not None else [None] * (len(bound) - n_inputs)
+        if len(ins) != n_inputs or len(outs) != len(bound) - n_inputs:
+            raise ValueError(f"kernel '{kernel.key}': adj_inputs/adj_outputs must have one entry per input/output "
+                             f"({n_inputs} and {len(bound) - n_inputs}), got {len(ins)} and {len(outs)}")
+        given = ins + outs
+    names = [n for n, _ in kernel.params]
+    out = []
+    for j in _source_params(spec, "adj_of"):
+        a = bound[j]
+        g = given[j] if given is not None else None
+        if g is None:
+            g = a.grad if a.grad is not None else _zeros_like(a)
+        elif getattr(g, "shape", None) != a.shape or getattr(g, "dtype", None) is not a.dtype:
+            raise ValueError(f"kernel '{kernel.key}': adjoint of parameter '{names[j]}' must be a gk.array of "
+                             f"shape {a.shape} and dtype {a.dtype.name}")
+        out.append(g)
+    return out
+
+
+def tangent_arguments(kernel, spec, bound, device) -> list:
+    """Dual arrays for a tangent launch: each array's `.dual`, else scratch zeros."""
+    out = []
+    for j in _source_params(spec, "dual_of"):
+        a = bound[j]
+        out.append(a.dual if a.dual is not None else _zeros_like(a))
+    return out

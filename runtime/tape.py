@@ -1,0 +1,223 @@
+"""`gk.Tape`: records launches and runs their adjoints in reverse (Warp's Tape, Taichi's `Tape(loss)`)."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+from ..core.errors import GradientRuleError
+from . import state
+
+
+@dataclass
+class LaunchRecord:
+    """One recorded launch (public: what `tape.launches` lists)."""
+
+    kernel: str
+    dim: tuple
+    device: str
+    inputs: list
+    outputs: list
+    scope: tuple = ()
+    ms: float = 0.0
+    kernel_obj: object = field(default=None, repr=False)
+    versions: dict = field(default_factory=dict, repr=False)   # id(array) -> version right after the launch
+    kind: str = "launch"
+
+    @property
+    def args(self) -> list:
+        return [*self.inputs, *self.outputs]
+
+
+@dataclass
+class FuncRecord:
+    """A Python callable recorded with `record_func`, run at its place in the backward pass."""
+
+    backward: object
+    arrays: list
+    scope: tuple = ()
+    kind: str = "func"
+
+
+class Tape:
+    """Records launches inside `with tape:`; `backward()` runs their adjoints in reverse order."""
+
+    def __init__(self, loss=None, clear_gradients: bool = True, check: bool | None = None):
+        self.loss, self.clear_gradients, self.check = loss, clear_gradients, check
+        self.records: list = []
+        self._scopes: list[str] = []
+        self._touched: dict[int, object] = {}
+        self._outer = None
+        self.scope_events: list[tuple] = []   # (record index, "begin"/"end", name) for viz
+
+    # Recording -----------------------------------------------------------------
+    def __enter__(self) -> "Tape":
+        self._outer, state.tape = state.tape, self
+        if self.loss is not None:
+            self.loss.zero_()
+            if self.loss.grad is not None:
+                self.loss.grad.zero_()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        state.tape, self._outer = self._outer, None
+        if exc_type is None and self.loss is not None:
+            self.backward(loss=self.loss)
+
+    def _touch(self, a) -> None:
+        if id(a) not in self._touched:
+            self._touched[id(a)] = a
+            if self.loss is not None and self.clear_gradients and a.grad is not None and a is not self.loss:
+                a.grad.zero_()
+
+    def _record_launch(self, kernel, dims, device, bound, n_inputs, variant, ms) -> None:
+        arrays = [a for a in bound if hasattr(a, "buffer")]
+        for a in arrays:
+            self._touch(a)
+        rec = LaunchRecord(kernel.key, dims, device.name, list(bound[:n_inputs]), list(bound[n_inputs:]),
+                           tuple(self._scopes), ms, kernel, {id(a): a.version for a in arrays})
+        self.records.append(rec)
+
+    def record_func(self, backward, arrays) -> None:
+        """Record `backward()` to run at this point of the backward pass; `arrays` are zeroed by `zero()`."""
+        arrays = list(arrays)
+        for a in arrays:
+            self._touch(a)
+        self.records.append(FuncRecord(backward, arrays, tuple(self._scopes)))
+
+    def record_scope_begin(self, name: str) -> None:
+        self._scopes.append(str(name))
+        self.scope_events.append((len(self.records), "begin", str(name)))
+
+    def record_scope_end(self) -> None:
+        if not self._scopes:
+            raise RuntimeError("record_scope_end() without a matching record_scope_begin()")
+        name = self._scopes.pop()
+        self.scope_events.append((len(self.records), "end", name))
+
+    @contextlib.contextmanager
+    def scope(self, name: str):
+        self.record_scope_begin(name)
+        try:
+            yield self
+        finally:
+            self.record_scope_end()
+
+    # Backward ------------------------------------------------------------------
+    def backward(self, loss=None, grads: dict | None = None) -> None:
+        """Seed `loss.grad = 1` (or the given output gradients) and run every recorded adjoint in reverse."""
+        if loss is None and grads is None:
+            raise ValueError("Tape.backward needs loss= or grads=")
+        if loss is not None:
+            if loss.grad is None:
+                raise ValueError("backward(loss=...): the loss array needs requires_grad=True")
+            if loss.size != 1:
+                raise ValueError(f"backward(loss=...): the loss must have one element, it has {loss.size}")
+            loss.grad.fill_(1.0)
+        for arr, seed in (grads or {}).items():
+            if arr.grad is None:
+                raise ValueError("backward(grads=...): every seeded array needs requires_grad=True")
+            arr.grad.assign(seed)
+        from .launch import launch
+        for rec in reversed(self.records):
+            if isinstance(rec, FuncRecord):
+                rec.backward()
+                continue
+            self._check_versions(rec)
+            launch(rec.kernel_obj, rec.dim, rec.inputs, rec.outputs, device=rec.device, adjoint=True,
+                   record_tape=False)
+
+    def _check_versions(self, rec: LaunchRecord) -> None:
+        spec_fn = rec.kernel_obj.lowered("adjoint")
+        names = [n for n, _ in rec.kernel_obj.params]
+        reads = _primal_reads(spec_fn, rec.kernel_obj)
+        args = rec.args
+        for j in reads:
+            a = args[j]
+            if a.version != rec.versions.get(id(a), a.version):
+                label = getattr(a, "label", None) or names[j]
+                raise GradientRuleError(
+                    f"array '{label}' (parameter '{names[j]}' of kernel '{rec.kernel}') was modified after it was "
+                    f"recorded on the tape, but the backward pass of '{rec.kernel}' needs its recorded value. "
+                    "Write the new values into a fresh array instead of overwriting it in place.")
+
+    # Housekeeping --------------------------------------------------------------
+    def zero(self) -> None:
+        """Zero the gradients of every array the tape touched (the record is kept)."""
+        for a in self._touched.values():
+            if a.grad is not None:
+                a.grad.zero_()
+        for rec in self.records:
+            if isinstance(rec, FuncRecord):
+                for a in rec.arrays:
+                    a.zero_() if a.grad is None else a.grad.zero_()
+
+    def reset(self) -> None:
+        """Forget every record and zero the gradients."""
+        self.zero()
+        self.records.clear()
+        self._touched.clear()
+        self.scope_events.clear()
+        self._scopes.clear()
+
+    @property
+    def gradients(self) -> dict:
+        return {a: a.grad for a in self._touched.values() if a.grad is not None}
+
+    @property
+    def launches(self) -> list[LaunchRecord]:
+        return [r for r in self.records if isinstance(r, LaunchRecord)]
+
+    def visualize(self, filename=None, array_labels=None, graph_direction: str = "LR",
+                  hide_readonly_arrays: bool = False, show_gradients: bool = False) -> str:
+        from ..viz.tape_graph import tape_graph
+        return tape_graph(self, filename=filename, array_labels=array_labels, graph_direction=graph_direction,
+                          hide_readonly_arrays=hide_readonly_arrays, show_gradients=show_gradients)
+
+    def save(self, path) -> None:
+        from ..viz.bundle import save_bundle
+        save_bundle(self, path)
+
+
+def _primal_reads(adj_fn, kernel) -> list[int]:
+    """User-level parameter indices of arrays whose primal values the adjoint loads."""
+    cached = adj_fn.attrs.get("_primal_reads")
+    if cached is not None:
+        return cached
+    split = adj_fn.attrs.get("param_split", [])
+    lowered_to_user = []
+    for user_index, (_, n) in enumerate(split):
+        lowered_to_user.extend([user_index] * n)
+    index = {p.value.id: k for k, p in enumerate(adj_fn.params[:len(lowered_to_user)])}
+    reads = sorted({lowered_to_user[index[i.args[0].id]] for i in adj_fn.walk()
+                    if i.op == "load" and i.args[0].id in index})
+    adj_fn.attrs["_primal_reads"] = reads
+    return reads
+
+
+class ScopedTimer:
+    """Times a block (prints when `print=True`) and, inside a recording tape, opens a scope named after it."""
+
+    def __init__(self, name: str, print: bool = True, synchronize: bool = False):
+        self.name, self.print, self.synchronize = name, print, synchronize
+        self.elapsed = 0.0
+        self._tape = None
+
+    def __enter__(self) -> "ScopedTimer":
+        import time
+        self._tape = state.tape
+        if self._tape is not None:
+            self._tape.record_scope_begin(self.name)
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import time
+        if self.synchronize:
+            from .device import synchronize
+            synchronize()
+        self.elapsed = (time.perf_counter() - self._t0) * 1e3
+        if self._tape is not None:
+            self._tape.record_scope_end()
+        if self.print:
+            print(f"{self.name} took {self.elapsed:.2f} ms")
