@@ -20,6 +20,8 @@ from .runtime.device import Device, ScopedDevice, get_device, get_devices, set_d
 from .runtime.kernel import Kernel, func, kernel
 from .runtime.launch import launch
 from .runtime.tape import LaunchRecord, ScopedTimer, Tape
+from .runtime.forward_mode import ForwardMode
+from .ad.transforms import grad, jvp
 from . import backends  # noqa: E402  (gk.backends.available())
 
 __all__ = [
@@ -29,5 +31,5 @@ __all__ = [
     "mat22d", "mat33d", "mat44d", "vector", "matrix", "array", "array1d", "array2d", "array3d", "array4d",
     "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "from_numpy", "from_dlpack", "Device",
     "ScopedDevice", "get_device", "get_devices", "set_device", "synchronize", "Kernel", "kernel", "func",
-    "launch", "Tape", "LaunchRecord", "ScopedTimer", "backends", *_LANG_NAMES,
+    "launch", "Tape", "LaunchRecord", "ScopedTimer", "ForwardMode", "grad", "jvp", "backends", *_LANG_NAMES,
 ]

@@ -45,6 +45,10 @@ class Tangent:
         op = ins.op
         if op in ("if", "for", "while"):
             return self.structured(ins, b)
+        if op == "pop" and _is_float(ins.result):
+            # Tangents ride the value stack with their values: pushed after, so popped first.
+            t = b.emit("pop", [], [ins.result.type], {**ins.attrs, "pair": ("d", ins.attrs.get("pair"))}).result
+            self.tan[ins.result.id] = t
         new = b.emit(op, [self.p(a) for a in ins.args], [r.type for r in ins.results], dict(ins.attrs))
         for r, n in zip(ins.results, new.results):
             n.const_value, n.hint = r.const_value, r.hint
@@ -61,6 +65,8 @@ class Tangent:
             dual = self.duals.get(ins.args[0].id)
             if dual is not None and _is_float(ins.result):
                 self.tan[ins.result.id] = b.load(dual, [self.p(a) for a in ins.args[1:]], comp=ins.attrs["comp"])
+        elif op == "push" and _is_float(ins.args[0]):
+            b.emit("push", [self.t_or_zero(b, ins.args[0])], [], {**ins.attrs, "pair": ("d", ins.attrs.get("pair"))})
         elif op in ("store", "atomic"):
             dual = self.duals.get(ins.args[0].id)
             value = ins.args[-1]

@@ -45,10 +45,16 @@ def adjoint_arguments(kernel, spec, bound, n_inputs, adj_inputs, adj_outputs, de
     return out
 
 
-def tangent_arguments(kernel, spec, bound, device) -> list:
-    """Dual arrays for a tangent launch: each array's `.dual`, else scratch zeros."""
+def tangent_arguments(kernel, spec, args, device) -> list:
+    """Dual arrays for a tangent launch (`args` = every array the kernel takes, adjoints included):
+    inside gk.ForwardMode the mode allocates/zeroes them on first touch; else `.dual` or scratch zeros."""
+    from . import state
+    fmode = state.forward_mode
     out = []
-    for j in _source_params(spec, "dual_of"):
-        a = bound[j]
-        out.append(a.dual if a.dual is not None else _zeros_like(a))
+    for k in spec.fn.attrs["dual_of"]:
+        a = args[k]
+        if fmode is not None:
+            out.append(fmode.dual_of(a))
+        else:
+            out.append(a.dual if a.dual is not None else _zeros_like(a))
     return out

@@ -14,7 +14,7 @@ from ..core.ir import Function, format_function
 from ..core.passes import lower
 from ..core.types import ArrayType
 
-VARIANTS = ("forward", "adjoint", "tangent")
+VARIANTS = ("forward", "adjoint", "forward_tangent", "adjoint_tangent")
 
 
 class Specialization:
@@ -75,9 +75,9 @@ class Kernel:
                 self._require_backward()
                 from ..ad.reverse import adjoint_function
                 fn = adjoint_function(self.lowered("forward"))
-            elif variant == "tangent":
+            elif variant.endswith("_tangent"):
                 from ..ad.forward import tangent_function
-                fn = tangent_function(self.lowered("forward"))
+                fn = tangent_function(self.lowered(variant[: -len("_tangent")]))
             else:
                 raise ValueError(f"unknown kernel variant {variant!r}; expected one of {VARIANTS}")
             self._lowered[variant] = fn
@@ -92,14 +92,14 @@ class Kernel:
         if adjoint:
             return format_function(self.lowered("adjoint"))
         if tangent:
-            return format_function(self.lowered("tangent"))
+            return format_function(self.lowered("forward_tangent"))
         return format_function(self.lowered("forward") if lowered else self.typed_ir)
 
     def source(self, device=None, adjoint: bool = False, tangent: bool = False) -> str:
         """The generated code (LLVM IR, OpenCL C, ...) for `device`."""
         from .device import get_device
         dev = get_device(device)
-        variant = "adjoint" if adjoint else "tangent" if tangent else "forward"
+        variant = ("adjoint" if adjoint else "forward") + ("_tangent" if tangent else "")
         spec = self.specialization(dev, variant)
         return dev.impl.source(spec.compiled)
 

@@ -62,16 +62,18 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     dev = _pick_device(device, args)
     bound = kernel.binder()(args, dev)
     fmode = state.forward_mode
-    variant = "adjoint" if adjoint else "tangent" if (tangent or fmode is not None) else "forward"
+    variant = "adjoint" if adjoint else "forward"
+    if tangent or fmode is not None:
+        variant += "_tangent"
     spec = kernel.specialization(dev, variant)
     _check_tid(kernel, spec, dims)
     call_args = _flatten(spec, bound)
-    if variant == "adjoint":
+    if adjoint:
         from .adjoint_args import adjoint_arguments
         call_args = call_args + adjoint_arguments(kernel, spec, bound, len(inputs), adj_inputs, adj_outputs, dev)
-    elif variant == "tangent":
+    if variant.endswith("_tangent"):
         from .adjoint_args import tangent_arguments
-        call_args = call_args + tangent_arguments(kernel, spec, bound, dev)
+        call_args = call_args + tangent_arguments(kernel, spec, call_args, dev)
     tape = state.tape if record_tape and not adjoint else None
     n = 1
     for d in dims:

@@ -1,0 +1,44 @@
+"""`gk.ForwardMode`: inside the block every launch runs its tangent (JVP) kernel.
+
+Seeds set `x.dual = v`; the first time any other array is touched its dual is
+allocated (or zeroed), so afterwards `y.dual` holds J·v. A `Tape.backward`
+inside the block runs tangent-of-adjoint kernels (forward-over-reverse), giving
+Hessian-vector products in the `.grad.dual` arrays.
+"""
+
+from __future__ import annotations
+
+from . import state
+
+
+class ForwardMode:
+    """Context manager switching launches to tangent kernels with the given seeds."""
+
+    def __init__(self, seeds: dict | None = None):
+        self.seeds = dict(seeds or {})
+        self._touched: dict[int, object] = {}
+        self._outer = None
+
+    def __enter__(self) -> "ForwardMode":
+        from .array import zeros_like
+        for x, v in self.seeds.items():
+            if x.dual is None:
+                x._set_dual(zeros_like(x))
+            x.dual.assign(v)
+            self._touched[id(x)] = x
+        self._outer, state.forward_mode = state.forward_mode, self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        state.forward_mode, self._outer = self._outer, None
+
+    def dual_of(self, a):
+        """`a.dual`, allocated or zeroed the first time this block touches `a`."""
+        if id(a) not in self._touched:
+            self._touched[id(a)] = a
+            if a.dual is None:
+                from .array import zeros_like
+                a._set_dual(zeros_like(a))
+            else:
+                a.dual.zero_()
+        return a.dual
