@@ -23,6 +23,7 @@ from .runtime.tape import LaunchRecord, ScopedTimer, Tape
 from .runtime.forward_mode import ForwardMode
 from .ad.transforms import grad, jvp
 from . import backends  # noqa: E402  (gk.backends.available())
+from .runtime import autograd  # noqa: E402  (gk.autograd.jacobian, gradcheck, ...)
 
 __all__ = [
     "config", "CompileError", "DeviceError", "GradientCheckError", "GradientRuleError", "GradientRuleWarning",
@@ -31,5 +32,5 @@ __all__ = [
     "mat22d", "mat33d", "mat44d", "vector", "matrix", "array", "array1d", "array2d", "array3d", "array4d",
     "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "from_numpy", "from_dlpack", "Device",
     "ScopedDevice", "get_device", "get_devices", "set_device", "synchronize", "Kernel", "kernel", "func",
-    "launch", "Tape", "LaunchRecord", "ScopedTimer", "ForwardMode", "grad", "jvp", "backends", *_LANG_NAMES,
+    "launch", "Tape", "LaunchRecord", "ScopedTimer", "ForwardMode", "grad", "jvp", "backends", "autograd", *_LANG_NAMES,
 ]

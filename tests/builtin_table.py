@@ -1,0 +1,50 @@
+"""The builtins as one test table: NumPy float64 reference, analytic derivative(s), input domain.
+
+Shared by the forward-value tests (tests/core) and the gradient tests (tests/ad).
+"""
+
+import numpy as np
+
+import gradkit as gk
+
+# name -> (gk builtin, numpy reference, analytic derivative(s) or None, sampling domain)
+UNARY = {
+    "sin": (gk.sin, np.sin, np.cos, (-3, 3)),
+    "cos": (gk.cos, np.cos, lambda x: -np.sin(x), (-3, 3)),
+    "tan": (gk.tan, np.tan, lambda x: 1 / np.cos(x) ** 2, (-1.2, 1.2)),
+    "asin": (gk.asin, np.arcsin, lambda x: 1 / np.sqrt(1 - x * x), (-0.9, 0.9)),
+    "acos": (gk.acos, np.arccos, lambda x: -1 / np.sqrt(1 - x * x), (-0.9, 0.9)),
+    "atan": (gk.atan, np.arctan, lambda x: 1 / (1 + x * x), (-4, 4)),
+    "sinh": (gk.sinh, np.sinh, np.cosh, (-3, 3)),
+    "cosh": (gk.cosh, np.cosh, np.sinh, (-3, 3)),
+    "tanh": (gk.tanh, np.tanh, lambda x: 1 - np.tanh(x) ** 2, (-3, 3)),
+    "exp": (gk.exp, np.exp, np.exp, (-5, 5)),
+    "log": (gk.log, np.log, lambda x: 1 / x, (0.1, 10)),
+    "log2": (gk.log2, np.log2, lambda x: 1 / (x * np.log(2)), (0.1, 10)),
+    "log10": (gk.log10, np.log10, lambda x: 1 / (x * np.log(10)), (0.1, 10)),
+    "sqrt": (gk.sqrt, np.sqrt, lambda x: 0.5 / np.sqrt(x), (0.1, 10)),
+    "abs": (gk.abs, np.abs, np.sign, (-3, 3)),
+    "floor": (gk.floor, np.floor, lambda x: 0 * x, (-3, 3)),
+    "ceil": (gk.ceil, np.ceil, lambda x: 0 * x, (-3, 3)),
+    "round": (gk.round, lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5), lambda x: 0 * x, (-3, 3)),
+    "sign": (gk.sign, np.sign, lambda x: 0 * x, (-3, 3)),
+}
+
+BINARY = {
+    "atan2": (gk.atan2, np.arctan2, (lambda y, x: x / (x * x + y * y), lambda y, x: -y / (x * x + y * y)),
+              ((-2, 2), (0.2, 2))),
+    "pow": (gk.pow, np.power, (lambda a, b: b * a ** (b - 1), lambda a, b: np.log(a) * a ** b),
+            ((0.2, 3), (-2, 2))),
+    "min": (gk.min, np.minimum, (lambda a, b: (a <= b) * 1.0, lambda a, b: (a > b) * 1.0), ((-2, 2), (-2, 2))),
+    "max": (gk.max, np.maximum, (lambda a, b: (a >= b) * 1.0, lambda a, b: (a < b) * 1.0), ((-2, 2), (-2, 2))),
+}
+
+# Python operators, as kernels write them.
+OPERATORS = {
+    "add": (lambda a, b: a + b, (lambda a, b: 1 + 0 * a, lambda a, b: 1 + 0 * b)),
+    "sub": (lambda a, b: a - b, (lambda a, b: 1 + 0 * a, lambda a, b: -1 + 0 * b)),
+    "mul": (lambda a, b: a * b, (lambda a, b: b, lambda a, b: a)),
+    "div": (lambda a, b: a / b, (lambda a, b: 1 / b, lambda a, b: -a / b ** 2)),
+}
+
+TOL = {gk.float32: dict(rtol=2e-5, atol=2e-6), gk.float64: dict(rtol=1e-11, atol=1e-12)}
