@@ -1,0 +1,39 @@
+"""Tiny helpers for writing DOT text (quoting, attributes) and rendering it with the graphviz package."""
+
+from __future__ import annotations
+
+import pathlib
+
+
+def quote(text) -> str:
+    s = str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{s}"'
+
+
+def attrs(**kw) -> str:
+    items = [f"{k}={quote(v) if not str(v).startswith('<') else v}" for k, v in kw.items() if v is not None]
+    return f" [{', '.join(items)}]" if items else ""
+
+
+def html_escape(text) -> str:
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def write(dot: str, filename) -> None:
+    """Write DOT text (.dot/.gv) or render it (.svg/.png/.pdf) with the `dot` program via the graphviz package."""
+    if filename is None:
+        return
+    path = pathlib.Path(filename)
+    fmt = path.suffix.lstrip(".").lower()
+    if fmt in ("dot", "gv", ""):
+        path.write_text(dot)
+        return
+    try:
+        import graphviz
+    except ImportError:
+        raise RuntimeError("rendering needs the 'graphviz' Python package: pip install graphviz") from None
+    try:
+        data = graphviz.Source(dot).pipe(format=fmt)
+    except graphviz.ExecutableNotFound:
+        raise RuntimeError("rendering needs GraphViz's 'dot' program (apt-get install graphviz)") from None
+    path.write_bytes(data)

@@ -1,0 +1,120 @@
+"""`Tape.visualize`: recorded launches as boxes with one port per argument, arrays as ellipses (one node
+per array object), scopes as nested clusters, and arrays without `requires_grad` drawn distinctly so a
+broken gradient path is visible. With `show_gradients`, arrays are coloured by whether gradient reached them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .dot import attrs, html_escape, quote, write
+
+GRAD_COLOR = "#cfe8ff"      # requires_grad arrays
+NOGRAD_COLOR = "#ffd6d6"    # arrays gradients cannot flow through
+READONLY_COLOR = "#eeeeee"
+
+
+def _label(a, names: dict, array_labels) -> str:
+    if array_labels and a in array_labels:
+        return array_labels[a]
+    if getattr(a, "label", None):
+        return a.label
+    return names.get(id(a), f"array{len(names)}")
+
+
+def _grad_norm(a):
+    g = getattr(a, "grad", None)
+    if g is None:
+        return None
+    return float(np.linalg.norm(np.asarray(g.numpy(), dtype=np.float64)))
+
+
+def tape_graph(tape, filename=None, array_labels=None, graph_direction: str = "LR", hide_readonly_arrays: bool = False,
+               show_gradients: bool = False) -> str:
+    records = tape.launches
+    array_labels = {k: v for k, v in (array_labels or {}).items()} if array_labels else None
+    names: dict[int, str] = {}
+    arrays: dict[int, object] = {}
+    written: set[int] = set()
+    for rec in records:
+        params = [n for n, _ in rec.kernel_obj.params]
+        for name, a in zip(params, rec.args):
+            if hasattr(a, "buffer"):
+                arrays.setdefault(id(a), a)
+                names.setdefault(id(a), name)
+        spec_fn = rec.kernel_obj.lowered("forward")
+        from ..runtime.kernel import written_params
+        for k in written_params(spec_fn):
+            written.add(id(_user_arg(rec, spec_fn, k)))
+    lines = ["digraph tape {", f"  rankdir={graph_direction};", "  node [fontname=Helvetica, fontsize=10];",
+             "  edge [fontname=Helvetica, fontsize=9];"]
+    # Arrays.
+    zero_grad = []
+    for aid, a in arrays.items():
+        if hide_readonly_arrays and aid not in written:
+            continue
+        label = _label(a, names, array_labels)
+        shape = "x".join(map(str, a.shape))
+        text = f"{label}\n{a.dtype.name}[{shape}]"
+        fill = GRAD_COLOR if a.requires_grad else NOGRAD_COLOR
+        style = "filled" if a.requires_grad else "filled,dashed"
+        if show_gradients and a.requires_grad:
+            norm = _grad_norm(a)
+            text += f"\n|grad| = {norm:.3g}" if norm is not None else ""
+            if norm == 0.0:
+                fill, style = "#ffe9a8", "filled,bold"
+                zero_grad.append(label)
+        tooltip = "requires_grad" if a.requires_grad else "no requires_grad: gradients cannot flow through this array"
+        lines.append(f"  a{aid}{attrs(label=text, shape='ellipse', style=style, fillcolor=fill, tooltip=tooltip)};")
+    # Launch nodes inside nested scope clusters.
+    body: list[str] = []
+    open_scopes: list[str] = []
+    cluster_id = 0
+    for k, rec in enumerate(records):
+        scope = list(rec.scope)
+        common = 0
+        while common < min(len(scope), len(open_scopes)) and scope[common] == open_scopes[common]:
+            common += 1
+        while len(open_scopes) > common:
+            open_scopes.pop()
+            body.append("  " * (len(open_scopes) + 1) + "}")
+        while len(open_scopes) < len(scope):
+            name = scope[len(open_scopes)]
+            pad = "  " * (len(open_scopes) + 1)
+            body.append(f"{pad}subgraph cluster_{cluster_id} {{")
+            body.append(f"{pad}  label={quote(name)}; style=rounded; color=gray50;")
+            cluster_id += 1
+            open_scopes.append(name)
+        params = [n for n, _ in rec.kernel_obj.params]
+        ports = "".join(f'<TD PORT="p{j}">{html_escape(p)}</TD>' for j, p in enumerate(params))
+        dim = "x".join(map(str, rec.dim))
+        html = (f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0"><TR><TD COLSPAN="{max(len(params), 1)}">'
+                f'<B>{html_escape(rec.kernel)}</B> [{dim}]</TD></TR><TR>{ports}</TR></TABLE>>')
+        body.append("  " * (len(open_scopes) + 1) + f"l{k} [shape=plaintext, label={html}];")
+    while open_scopes:
+        open_scopes.pop()
+        body.append("  " * (len(open_scopes) + 1) + "}")
+    lines += body
+    # Edges: inputs into the port, outputs out of the port.
+    for k, rec in enumerate(records):
+        n_in = len(rec.inputs)
+        for j, a in enumerate(rec.args):
+            if not hasattr(a, "buffer") or (hide_readonly_arrays and id(a) not in written):
+                continue
+            if j < n_in:
+                lines.append(f"  a{id(a)} -> l{k}:p{j};")
+            else:
+                lines.append(f"  l{k}:p{j} -> a{id(a)};")
+    if zero_grad:
+        lines.append(f"  legend [shape=note, label={quote('zero gradient: ' + ', '.join(zero_grad))}];")
+    lines.append("}")
+    dot = "\n".join(lines) + "\n"
+    write(dot, filename)
+    return dot
+
+
+def _user_arg(rec, fn, lowered_index):
+    split = fn.attrs.get("param_split", [])
+    user = []
+    for u, (_, n) in enumerate(split):
+        user.extend([u] * n)
+    return rec.args[user[lowered_index]]
