@@ -9,7 +9,7 @@ import gradkit as gk
 
 
 @gk.kernel
-def scale_sin(x: gk.array(dtype=float), y: gk.array(dtype=float), a: float):
+def scale_sin(x: gk.array(dtype=float), a: float, y: gk.array(dtype=float)):
     i = gk.tid()
     y[i] = a * gk.sin(x[i])
 
@@ -28,7 +28,7 @@ def main() -> None:
 
     tape = gk.Tape()
     with tape:
-        gk.launch(scale_sin, n, inputs=[x], outputs=[y, 2.0])
+        gk.launch(scale_sin, n, inputs=[x, 2.0], outputs=[y])
         gk.launch(sum_squares, n, inputs=[y], outputs=[loss])
     tape.backward(loss=loss)
 
