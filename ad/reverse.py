@@ -274,10 +274,10 @@ class Reverse:
             iv = rb.add(start, rb.mul(rb.sub(last, k), step))
             self.primal[body.params[0].id] = iv
         self.replay_region(body, rb, True)
-        for j, k in enumerate(fl):
-            self.add_adj(rb, body.yields[k], rbody.params[1 + j])
         for j, v in enumerate(free):
             self.adj[v.id] = rbody.params[1 + len(fl) + j]
+        for j, k in enumerate(fl):
+            self.add_adj(rb, body.yields[k], rbody.params[1 + j])
         self.reverse_region(body, rb)
         rbody.yields = [self.adj.get(carried[k].id) or self.zero(rb, carried[k].type) for k in fl] + \
                        [self.adj.get(v.id) for v in free]
