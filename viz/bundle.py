@@ -1,0 +1,168 @@
+"""Debug bundles: `tape.save(path)` writes JSON + `.npz` (never pickle) that the debugger opens;
+`load_bundle(path)` validates the schema and shapes and raises a clear error on anything malformed.
+
+Layout (a folder, or the same files in a .zip):
+    manifest.json   schema version, launches, arrays (shape, dtype, label, requires_grad), kernels
+                    (source, IR, adjoint IR, generated code), tape graph (DOT), notes
+    arrays.npz      "value/<array id>", "grad/<array id>" (current values; size-capped)
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import json
+import pathlib
+import zipfile
+
+import numpy as np
+
+SCHEMA = 1
+
+
+class BundleError(ValueError):
+    """A debug bundle is missing, truncated or malformed."""
+
+
+def _array_meta(aid: str, a, names: dict) -> dict:
+    return {"id": aid, "label": getattr(a, "label", None) or names.get(aid, aid), "shape": list(a.shape),
+            "dtype": a.dtype.name, "requires_grad": bool(a.requires_grad), "device": a.device.name}
+
+
+def _kernel_meta(k, devices: set) -> dict:
+    meta = {"name": k.key}
+    try:
+        meta["python_source"] = inspect.getsource(k.pyfunc)
+        meta["file"] = inspect.getsourcefile(k.pyfunc)
+        meta["first_line"] = inspect.getsourcelines(k.pyfunc)[1]
+    except (OSError, TypeError):
+        meta["python_source"] = ""
+    meta["ir"] = k.ir()
+    try:
+        meta["adjoint_ir"] = k.ir(adjoint=True)
+    except Exception as exc:  # a kernel without backward still gets a bundle
+        meta["adjoint_ir"] = f"(unavailable: {exc})"
+    meta["code"] = {}
+    for dev in sorted(devices):
+        try:
+            meta["code"][dev] = {"forward": k.source(dev), "adjoint": k.source(dev, adjoint=True)}
+        except Exception as exc:
+            meta["code"][dev] = {"error": str(exc)}
+    return meta
+
+
+def save_bundle(tape, path, max_bytes: int | None = None) -> pathlib.Path:
+    """Write the tape's records, graph, arrays, gradients and kernel code to a folder (or a .zip)."""
+    from ..core.config import config
+    cap = config.snapshot_max_bytes if max_bytes is None else max_bytes
+    path = pathlib.Path(path)
+    arrays, names, kernels, devices = {}, {}, {}, set()
+    launches = []
+    for rec in tape.launches:
+        params = [n for n, _ in rec.kernel_obj.params]
+        ids = []
+        for name, a in zip(params, rec.args):
+            if hasattr(a, "buffer"):
+                aid = f"a{id(a)}"
+                arrays[aid] = a
+                names.setdefault(aid, name)
+                ids.append(aid)
+            else:
+                ids.append(None)
+        kernels[rec.kernel] = rec.kernel_obj
+        devices.add(rec.device)
+        launches.append({"kernel": rec.kernel, "dim": list(rec.dim), "device": rec.device, "scope": list(rec.scope),
+                         "ms": rec.ms, "params": params, "n_inputs": len(rec.inputs), "arrays": ids,
+                         "scalars": [None if i is not None else _scalar(v) for i, v in zip(ids, rec.args)]})
+    notes, blobs = [], {}
+    for aid, a in arrays.items():
+        for kind, src in (("value", a), ("grad", a.grad)):
+            if src is None:
+                continue
+            data = np.asarray(src.numpy())
+            if data.nbytes > cap:
+                notes.append(f"{kind} of {names[aid]} ({data.nbytes} bytes) not stored: over the "
+                             f"{cap}-byte cap (gk.config.snapshot_max_bytes)")
+                continue
+            blobs[f"{kind}/{aid}"] = data
+    manifest = {"schema": SCHEMA, "launches": launches,
+                "arrays": [_array_meta(aid, a, names) for aid, a in arrays.items()],
+                "kernels": {n: _kernel_meta(k, devices) for n, k in kernels.items()},
+                "graph": tape.visualize(), "notes": notes}
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **blobs)
+    text = json.dumps(manifest, indent=1, default=str)
+    if path.suffix == ".zip":
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("manifest.json", text)
+            z.writestr("arrays.npz", buf.getvalue())
+    else:
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "manifest.json").write_text(text)
+        (path / "arrays.npz").write_bytes(buf.getvalue())
+    return path
+
+
+def _scalar(v):
+    try:
+        return float(v) if np.ndim(v) == 0 else [float(x) for x in np.ravel(v)]
+    except (TypeError, ValueError):
+        return str(v)
+
+
+class Bundle:
+    """A loaded debug bundle: `manifest` (dict) and `arrays` (name -> NumPy array)."""
+
+    def __init__(self, manifest: dict, arrays: dict):
+        self.manifest, self.arrays = manifest, arrays
+
+    @property
+    def launches(self) -> list:
+        return self.manifest["launches"]
+
+    def value(self, array_id: str):
+        return self.arrays.get(f"value/{array_id}")
+
+    def grad(self, array_id: str):
+        return self.arrays.get(f"grad/{array_id}")
+
+
+def load_bundle(path) -> Bundle:
+    """Read and validate a bundle folder or zip (schema version, required keys, array shapes)."""
+    path = pathlib.Path(path)
+    try:
+        if path.is_dir():
+            text = (path / "manifest.json").read_text()
+            npz = (path / "arrays.npz").read_bytes()
+        elif zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as z:
+                text = z.read("manifest.json").decode()
+                npz = z.read("arrays.npz")
+        else:
+            raise BundleError(f"{path}: not a gradkit debug bundle (expected a folder or .zip)")
+    except (OSError, KeyError, zipfile.BadZipFile) as exc:
+        raise BundleError(f"{path}: cannot read the bundle: {exc}") from None
+    try:
+        manifest = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BundleError(f"{path}: manifest.json is not valid JSON ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
+        raise BundleError(f"{path}: unsupported bundle schema {manifest.get('schema') if isinstance(manifest, dict) else '?'}"
+                          f" (this gradkit reads schema {SCHEMA})")
+    for key in ("launches", "arrays", "kernels", "graph"):
+        if key not in manifest:
+            raise BundleError(f"{path}: manifest.json lacks '{key}'")
+    try:
+        with np.load(io.BytesIO(npz), allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except Exception as exc:
+        raise BundleError(f"{path}: arrays.npz is damaged ({exc})") from None
+    meta = {a["id"]: a for a in manifest["arrays"]}
+    for key, data in arrays.items():
+        kind, _, aid = key.partition("/")
+        if aid not in meta:
+            raise BundleError(f"{path}: arrays.npz holds '{key}' but the manifest lists no array '{aid}'")
+        shape = tuple(meta[aid]["shape"])
+        if tuple(data.shape[:len(shape)]) != shape:
+            raise BundleError(f"{path}: '{key}' has shape {data.shape}, the manifest says {shape}")
+    return Bundle(manifest, arrays)
