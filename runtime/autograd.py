@@ -104,7 +104,7 @@ def jacobian_fwd(kernel, dim, inputs, outputs, device=None) -> dict:
     try:
         for a in [*inputs, *outputs]:
             if _float_array(a):
-                a._set_dual(zeros_like(a))
+                a._set_dual(zeros_like(a, requires_grad=False))
         for i in ins:
             n = _flat(inputs[i]).size
             for col in range(n):

@@ -23,7 +23,7 @@ class ForwardMode:
         from .array import zeros_like
         for x, v in self.seeds.items():
             if x.dual is None:
-                x._set_dual(zeros_like(x))
+                x._set_dual(zeros_like(x, requires_grad=False))
             x.dual.assign(v)
             self._touched[id(x)] = x
         self._outer, state.forward_mode = state.forward_mode, self
@@ -38,7 +38,7 @@ class ForwardMode:
             self._touched[id(a)] = a
             if a.dual is None:
                 from .array import zeros_like
-                a._set_dual(zeros_like(a))
+                a._set_dual(zeros_like(a, requires_grad=False))
             else:
                 a.dual.zero_()
         return a.dual

@@ -1,0 +1,89 @@
+# gradkit developer entry points. On a fresh machine `make demo` and `make test` are all you need:
+# they create .venv, install gradkit (editable) with the right extras, and (as root) missing system tools.
+#
+#   make demo    run the quick-start example
+#   make test    run the test suite (pytest -n 2 when pytest-xdist is installed)
+#   make bench   install the `bench` extra (Warp, Taichi; best effort) and run the benchmarks
+#   make clean   remove build artefacts and caches (make distclean also removes .venv)
+#
+# Installs are stamped per extras set and per pyproject.toml content, so repeated runs are fast.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+
+# System tools the tests use, as command:debian-package pairs; installed with apt-get when running as
+# root (otherwise a note is printed and the tests that need them are skipped).
+# Hook: append chromium:chromium when the debugger's browser tests land.
+SYSTEM_DEPS ?= dot:graphviz
+
+TEST_EXTRAS ?= test
+DEMO_EXTRAS ?= test
+XDIST_WORKERS ?= 2
+PYTEST_ARGS ?=
+BENCH_ARGS ?=
+
+.PHONY: test demo bench clean distclean sysdeps
+
+# Debian/Ubuntu ship venv separately (python3-venv); as root, install it when it is missing.
+$(PY):
+	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
+		rm -rf $(VENV); \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing python3-venv"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null; \
+		fi; \
+		$(PYTHON) -m venv $(VENV); \
+	}
+
+# `make install-test`, `make install-test,app`, ...: pip install -e '.[EXTRAS]' unless already done for
+# this pyproject.toml.
+install-%: | $(PY)
+	@stamp="$(VENV)/.installed-$*-$$(cksum < pyproject.toml | cut -d' ' -f1)"; \
+	if [ ! -f "$$stamp" ]; then \
+		echo "installing gradkit[$*] into $(VENV)"; \
+		$(PIP) install -q 'setuptools>=68' && \
+		$(PIP) install -q --no-build-isolation -e '.[$*]' && \
+		rm -f $(VENV)/.installed-$*-* && touch "$$stamp"; \
+	fi
+
+sysdeps:
+	@missing=""; \
+	for pair in $(SYSTEM_DEPS); do \
+		cmd="$${pair%%:*}"; pkg="$${pair#*:}"; \
+		command -v "$$cmd" >/dev/null 2>&1 && continue; \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			missing="$$missing $$pkg"; \
+		else \
+			echo "note: '$$cmd' not found; install the '$$pkg' package (tests needing it are skipped)"; \
+		fi; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing system packages:$$missing"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			$$missing >/dev/null) || echo "warning: could not install$$missing (tests needing them are skipped)"; \
+	fi
+
+test: sysdeps install-$(TEST_EXTRAS)
+	@if $(PY) -c "import xdist" 2>/dev/null; then workers="-n $(XDIST_WORKERS)"; else workers=""; fi; \
+	$(PY) -m pytest $$workers tests $(PYTEST_ARGS)
+
+demo: install-$(DEMO_EXTRAS)
+	$(PY) examples/quickstart.py
+
+bench: install-$(TEST_EXTRAS)
+	@stamp="$(VENV)/.installed-bench-$$(cksum < pyproject.toml | cut -d' ' -f1)"; \
+	if [ ! -f "$$stamp" ]; then \
+		if $(PIP) install -q --no-build-isolation -e '.[bench]'; then touch "$$stamp"; \
+		else echo "warning: could not install the bench extra (Warp/Taichi); benchmarking gradkit alone"; fi; \
+	fi
+	$(PY) benchmarks/run.py $(BENCH_ARGS)
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .hypothesis bench-results
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,524 @@
+"""`gk.array`: a typed n-d array (1-4 dims) in a backend's memory, with optional `.grad` and `.dual`.
+
+The same name is the array *type* in kernel annotations: `gk.array(dtype=float, ndim=2)` and
+`gk.array(dtype=gk.vec3)` return `core.types.array_type(...)`, not an array (a call with neither
+`data` nor `shape`, or with `ndim`, is an annotation).
+
+Memory is one buffer from the device's backend (`impl.alloc`, zero-filled), C-contiguous and
+row-major; a vector/matrix element is `ncomp` consecutive scalars. When the backend keeps
+buffers in host memory (`host_view` is not None, e.g. "cpu"), `.numpy()` is a zero-copy view;
+elsewhere it is a copy. Every write made through this class or by a launch bumps `.version`,
+which lets `Tape.backward` detect arrays overwritten after they were recorded.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.types import ArrayType, ScalarType, Type, array_type, as_type, float32, from_numpy_dtype, int32
+from ..core.types import matrix as _matrix
+from ..core.types import vector as _vector
+from .device import get_device
+
+_I32 = np.iinfo(np.int32)
+
+
+# --------------------------------------------------------------------------- argument helpers
+
+def _is_dtype_like(obj) -> bool:
+    return (isinstance(obj, (Type, np.dtype)) or obj is float or obj is int or obj is bool
+            or (isinstance(obj, type) and issubclass(obj, np.generic)))
+
+
+def _as_dtype(dtype, arg: str = "dtype") -> Type:
+    """A user-given element dtype as a gradkit scalar/vector/matrix type (TypeError naming `arg`)."""
+    try:
+        dt = as_type(dtype)
+    except TypeError as exc:
+        raise TypeError(f"{arg}: {exc}") from None
+    if isinstance(dt, ArrayType):
+        raise TypeError(f"{arg}: an array's element dtype cannot be an array type ({dt.name})")
+    return dt
+
+
+def _as_shape(shape, arg: str = "shape") -> tuple[int, ...]:
+    """`shape` as a tuple of 1-4 non-negative ints (TypeError/ValueError naming `arg`)."""
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, (bool, np.bool_)):
+        dims = (int(shape),)
+    else:
+        try:
+            dims = tuple(shape)
+        except TypeError:
+            raise TypeError(f"{arg} must be an int or a tuple of ints, got {shape!r}") from None
+        if not all(isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) for d in dims):
+            raise TypeError(f"{arg} must contain ints, got {shape!r}")
+        dims = tuple(int(d) for d in dims)
+    if not 1 <= len(dims) <= 4:
+        raise ValueError(f"{arg} must have 1 to 4 dimensions, got {shape!r}")
+    if any(d < 0 for d in dims):
+        raise ValueError(f"{arg} must not be negative, got {shape!r}")
+    return dims
+
+
+def _to_numpy(data) -> tuple[np.ndarray, bool]:
+    """(NumPy view/copy of `data`, whether it came from Python values rather than a typed array)."""
+    from_python = isinstance(data, (list, tuple, float, int, bool)) and not isinstance(data, np.generic)
+    try:
+        host = np.asarray(data)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"data: cannot convert to an array ({exc}); ragged nested lists are not supported") \
+            from None
+    if host.dtype.kind == "O":
+        raise (ValueError if from_python else TypeError)(
+            f"data: cannot convert {type(data).__name__} to a numeric array (ragged lists or non-numbers)")
+    return host, from_python
+
+
+def _infer_dtype(host: np.ndarray, from_python: bool) -> ScalarType:
+    """Element scalar type for data without an explicit dtype (Warp's rules for Python values)."""
+    kind = host.dtype.kind
+    if from_python and kind == "f":
+        return float32
+    if from_python and kind in "iu":
+        fits = host.size == 0 or (host.min() >= _I32.min and host.max() <= _I32.max)
+        return int32 if fits else from_numpy_dtype(np.int64)
+    dt = from_numpy_dtype(host.dtype)
+    if dt is None:
+        raise TypeError(f"data: unsupported NumPy dtype {host.dtype}; supported are float32, float64, int32, "
+                        "int64, uint32 and bool (pass dtype=... to convert)")
+    return dt
+
+
+def _prepare(data, dtype, shape) -> tuple[np.ndarray, Type, tuple[int, ...]]:
+    """Host data, element dtype and array shape for `array(data, dtype, shape)` (data is not mutated)."""
+    if isinstance(data, array):
+        host, from_python = data.numpy(), False
+        dt = data.dtype if dtype is None else _as_dtype(dtype)
+    else:
+        host, from_python = _to_numpy(data)
+        if host.dtype.kind not in "biuf":
+            raise TypeError(f"data: unsupported element type {host.dtype} (complex, strings and objects "
+                            "cannot be stored in a gk.array)")
+        dt = _infer_dtype(host, from_python) if dtype is None else _as_dtype(dtype)
+    comp = dt.shape
+    if shape is not None:
+        dims = _as_shape(shape)
+        want = dims + comp
+        if host.size != int(np.prod(want)):
+            raise ValueError(f"shape {dims} with dtype {dt.name} needs {int(np.prod(want))} values; "
+                             f"data has {host.size}")
+        return host.reshape(want), dt, dims
+    if comp:
+        if host.shape[host.ndim - len(comp):] != comp or host.ndim < len(comp):
+            raise ValueError(f"data: dtype {dt.name} needs data of shape (..., {', '.join(map(str, comp))}), "
+                             f"got shape {host.shape}")
+        dims = host.shape[:host.ndim - len(comp)]
+    else:
+        dims = host.shape
+    if not dims:                      # a single scalar / vector value → a one-element array
+        dims = (1,)
+        host = host.reshape(dims + comp)
+    if len(dims) > 4:
+        raise ValueError(f"data: gk.array supports 1 to 4 dimensions, data has {len(dims)}")
+    return host, dt, dims
+
+
+def _split_dtype(data, dtype):
+    """`gk.array(float, ...)`: a dtype passed as the first argument is the element type, not data."""
+    if data is not None and _is_dtype_like(data):
+        if dtype is not None:
+            raise TypeError("dtype: gk.array(T, dtype=...) gives the element type twice")
+        return None, data
+    return data, dtype
+
+
+def _check_grad_dtype(dt: Type, arg: str) -> None:
+    if not dt.scalar.is_float:
+        raise ValueError(f"{arg}=True needs a floating-point dtype; this array's dtype is {dt.name}")
+
+
+# --------------------------------------------------------------------------- the array class
+
+class array:
+    """A gradkit array. `gk.array(data, dtype=None, shape=None, device=None, requires_grad=False,
+    requires_dual=False, label=None)` copies `data`; in annotations `gk.array(dtype=T, ndim=N)` is a type."""
+
+    __slots__ = ("shape", "ndim", "size", "dtype", "device", "buffer", "nbytes", "version", "label",
+                 "_host", "_grad", "_dual", "__weakref__")
+
+    def __new__(cls, data=None, dtype=None, shape=None, device=None, requires_grad=False, requires_dual=False,
+                ndim=None, label=None):
+        data, dtype = _split_dtype(data, dtype)
+        if data is None and shape is None:
+            return array_type(_as_dtype(float32 if dtype is None else dtype), 1 if ndim is None else ndim)
+        return object.__new__(cls)
+
+    def __init__(self, data=None, dtype=None, shape=None, device=None, requires_grad=False,
+                 requires_dual=False, ndim=None, label=None):
+        data, dtype = _split_dtype(data, dtype)
+        if data is None:
+            dev = get_device(device)
+            dims = _as_shape(shape)
+            self._setup(dims, _as_dtype(float32 if dtype is None else dtype), dev)
+        else:
+            host, dt, dims = _prepare(data, dtype, shape)
+            dev = get_device(data.device if device is None and isinstance(data, array) else device)
+            self._setup(dims, dt, dev)
+            self._write_host(host)
+        if ndim is not None and ndim != self.ndim:
+            raise ValueError(f"ndim={ndim} does not match the data's {self.ndim} dimensions")
+        self.label = label
+        if requires_grad:
+            self.requires_grad = True
+        if requires_dual:
+            self.requires_dual = True
+
+    # Construction -------------------------------------------------------------
+    def _setup(self, dims: tuple[int, ...], dt: Type, dev) -> None:
+        size = 1
+        for d in dims:
+            size *= d
+        npdt = dt.scalar.np_dtype
+        self.shape, self.ndim, self.size, self.dtype, self.device = dims, len(dims), size, dt, dev
+        self.nbytes = size * dt.ncomp * npdt.itemsize
+        self.version, self.label, self._grad, self._dual = 0, None, None, None
+        # OpenCL cannot allocate 0 bytes; an empty array keeps a tiny buffer nothing reads.
+        self.buffer = dev.impl.alloc(dev.info, self.nbytes or 8)
+        raw = dev.impl.host_view(dev.info, self.buffer)
+        self._host = None if raw is None else raw[:self.nbytes].view(npdt).reshape(dims + dt.shape)
+
+    @classmethod
+    def _alloc(cls, dims: tuple[int, ...], dt: Type, dev) -> "array":
+        """A zero-filled array without argument parsing (internal fast path)."""
+        a = object.__new__(cls)
+        a._setup(dims, dt, dev)
+        return a
+
+    @property
+    def _host_shape(self) -> tuple[int, ...]:
+        return self.shape + self.dtype.shape
+
+    def _write_host(self, host: np.ndarray) -> None:
+        """Copy host data of shape (*shape, *dtype.shape) into the buffer (casting to the element type)."""
+        if self.nbytes == 0:
+            return
+        if self._host is not None:
+            self._host[...] = host
+        else:
+            src = np.ascontiguousarray(host, dtype=self.dtype.scalar.np_dtype)
+            self.device.impl.copy_from_host(self.device.info, self.buffer, src)
+
+    def _bump(self) -> None:
+        """Record a write (launch output, assign, fill_, zero_, element write)."""
+        self.version += 1
+
+    # Gradients and duals --------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        return self._grad is not None
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if value:
+            _check_grad_dtype(self.dtype, "requires_grad")
+            if self._grad is None:
+                self._grad = array._alloc(self.shape, self.dtype, self.device)
+        else:
+            self._grad = None
+
+    @property
+    def grad(self) -> "array | None":
+        """The gradient array (same shape/dtype/device) when `requires_grad`, else None."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: "array | None") -> None:
+        if value is not None:
+            _check_grad_dtype(self.dtype, "requires_grad")
+            self._check_like(value, "grad")
+        self._grad = value
+
+    @property
+    def requires_dual(self) -> bool:
+        return self._dual is not None
+
+    @requires_dual.setter
+    def requires_dual(self, value: bool) -> None:
+        if value:
+            _check_grad_dtype(self.dtype, "requires_dual")
+            if self._dual is None:
+                self._dual = array._alloc(self.shape, self.dtype, self.device)
+        else:
+            self._dual = None
+
+    @property
+    def dual(self) -> "array | None":
+        """The forward-mode tangent array when `requires_dual`, else None."""
+        return self._dual
+
+    @dual.setter
+    def dual(self, value: "array | None") -> None:
+        self._set_dual(value)
+
+    def _set_dual(self, value: "array | None") -> None:
+        if value is not None:
+            self._check_like(value, "dual")
+        self._dual = value
+
+    def _check_like(self, other, arg: str) -> None:
+        if not isinstance(other, array) or other.shape != self.shape or other.dtype is not self.dtype \
+                or other.device is not self.device:
+            got = (f"{other.dtype.name}{list(other.shape)} on {other.device.name}" if isinstance(other, array)
+                   else type(other).__name__)
+            raise ValueError(f"{arg} must be a gk.array of dtype {self.dtype.name}, shape {self.shape} on "
+                             f"{self.device.name}; got {got}")
+
+    # Host access -----------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """The data as NumPy, shaped (*shape, *dtype.shape): a zero-copy view on host-memory devices
+        (writes through it are not versioned), a fresh copy elsewhere."""
+        if self._host is not None:
+            return self._host.view()
+        out = np.empty(self._host_shape, dtype=self.dtype.scalar.np_dtype)
+        if self.nbytes:
+            self.device.impl.copy_to_host(self.device.info, self.buffer, out)
+        return out
+
+    def _key(self, key):
+        if key is None:           # Taichi's x[None]: the one element of a one-element array
+            if self.size != 1:
+                raise IndexError(f"a[None] needs a one-element array; this one has shape {self.shape}")
+            return (0,) * self.ndim
+        return key
+
+    def __getitem__(self, key):
+        value = (self._host if self._host is not None else self.numpy())[self._key(key)]
+        return value.copy() if isinstance(value, np.ndarray) else value
+
+    def __setitem__(self, key, value) -> None:
+        key = self._key(key)
+        if isinstance(value, array):
+            value = value.numpy()
+        if self._host is not None:
+            self._host[key] = value
+        else:
+            host = self.numpy()
+            host[key] = value
+            self._write_host(host)
+        self._bump()
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __iter__(self):
+        return iter([self[k] for k in range(self.shape[0])])
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        host = self.numpy()
+        if dtype is not None and np.dtype(dtype) != host.dtype:
+            if copy is False:
+                raise ValueError("np.asarray(gk.array, dtype=..., copy=False): a dtype change needs a copy")
+            return host.astype(dtype)
+        if self._host is None:
+            if copy is False:
+                raise ValueError(f"a gk.array on {self.device.name} cannot be viewed without a copy "
+                                 "(copy=False); use .numpy()")
+            return host
+        return host.copy() if copy else host
+
+    # DLPack (host-memory devices only) ---------------------------------------------
+    def _dlpack_source(self) -> np.ndarray:
+        if self._host is None:
+            raise BufferError(f"DLPack export needs a host-memory array (device 'cpu'); this one is on "
+                              f"{self.device.name}: use a.to('cpu') or a.numpy()")
+        return self._host
+
+    def __dlpack__(self, stream=None, **kwargs):
+        return self._dlpack_source().__dlpack__(**{k: v for k, v in kwargs.items() if v is not None})
+
+    def __dlpack_device__(self):
+        return self._dlpack_source().__dlpack_device__()
+
+    # Writes ------------------------------------------------------------------------
+    def assign(self, values) -> "array":
+        """Copy `values` (gk.array, NumPy array, nested list, or a scalar) into this array; same shape."""
+        if isinstance(values, array):
+            if values.shape != self.shape or values.dtype.shape != self.dtype.shape:
+                raise ValueError(f"values: shape {values.shape} ({values.dtype.name}) does not match this "
+                                 f"array's {self.shape} ({self.dtype.name})")
+            if values.dtype is self.dtype and values.device is self.device:
+                if values is not self and self.nbytes:
+                    self.device.impl.copy(self.device.info, self.buffer, values.buffer, self.nbytes)
+                self._bump()
+                return self
+            values = values.numpy()
+        try:
+            host = np.asarray(values)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"values: cannot convert to an array ({exc})") from None
+        npdt = self.dtype.scalar.np_dtype
+        if host.dtype.kind not in "biuf" or not np.can_cast(host.dtype, npdt, "same_kind"):
+            raise TypeError(f"values: cannot assign {host.dtype} data to a {self.dtype.name} array without "
+                            "losing information (convert it first)")
+        if host.ndim == 0:
+            return self.fill_(host[()])
+        if host.shape != self._host_shape:
+            raise ValueError(f"values: shape {host.shape} does not match this array's "
+                             f"{self._host_shape} (shape {self.shape}, dtype {self.dtype.name})")
+        self._write_host(host)
+        self._bump()
+        return self
+
+    def fill_(self, value) -> "array":
+        """Set every element to `value` (a scalar, or one vector/matrix value for vec/mat dtypes)."""
+        try:
+            if self._host is not None:
+                self._host[...] = value
+            elif np.all(np.asarray(value) == 0) and self.nbytes:
+                self.device.impl.fill_zero(self.device.info, self.buffer, self.nbytes)
+            else:
+                host = np.empty(self._host_shape, dtype=self.dtype.scalar.np_dtype)
+                host[...] = value
+                self._write_host(host)
+        except (ValueError, TypeError) as exc:
+            raise type(exc)(f"value: cannot fill a {self.dtype.name} array with {value!r} ({exc})") from None
+        self._bump()
+        return self
+
+    def zero_(self) -> "array":
+        """Set every element to zero."""
+        if self.nbytes:
+            self.device.impl.fill_zero(self.device.info, self.buffer, self.nbytes)
+        self._bump()
+        return self
+
+    # Copies --------------------------------------------------------------------------
+    def _copy_to(self, dev) -> "array":
+        out = array._alloc(self.shape, self.dtype, dev)
+        if self.nbytes:
+            if dev is self.device:
+                dev.impl.copy(dev.info, out.buffer, self.buffer, self.nbytes)
+            else:
+                out._write_host(self.numpy())
+        if self._grad is not None:
+            out.requires_grad = True
+        return out
+
+    def copy(self) -> "array":
+        """A new array with the same data on the same device (fresh zero `.grad` if `requires_grad`)."""
+        return self._copy_to(self.device)
+
+    def to(self, device) -> "array":
+        """This array on `device`: itself if already there, else a copy."""
+        dev = get_device(device)
+        return self if dev is self.device else self._copy_to(dev)
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.numpy(), separator=", ", threshold=64, edgeitems=3, prefix="gk.array(")
+        extra = ", requires_grad=True" if self._grad is not None else ""
+        extra += f", label={self.label!r}" if self.label else ""
+        return f"gk.array({body}, dtype={self.dtype.name}, device={self.device.name!r}{extra})"
+
+
+# --------------------------------------------------------------------------- type aliases
+
+def array1d(dtype=float32) -> ArrayType:
+    """The 1-d array type of `dtype` (same as `gk.array(dtype=dtype)`)."""
+    return array_type(_as_dtype(dtype), 1)
+
+
+def array2d(dtype=float32) -> ArrayType:
+    return array_type(_as_dtype(dtype), 2)
+
+
+def array3d(dtype=float32) -> ArrayType:
+    return array_type(_as_dtype(dtype), 3)
+
+
+def array4d(dtype=float32) -> ArrayType:
+    return array_type(_as_dtype(dtype), 4)
+
+
+# --------------------------------------------------------------------------- constructors
+
+def _new(shape, dtype, device, requires_grad, requires_dual, label=None) -> array:
+    a = array._alloc(_as_shape(shape), _as_dtype(dtype), get_device(device))
+    a.label = label
+    if requires_grad:
+        a.requires_grad = True
+    if requires_dual:
+        a.requires_dual = True
+    return a
+
+
+def zeros(shape, dtype=float32, device=None, requires_grad=False, requires_dual=False, label=None) -> array:
+    """A zero-filled array."""
+    return _new(shape, dtype, device, requires_grad, requires_dual, label)
+
+
+def empty(shape, dtype=float32, device=None, requires_grad=False, requires_dual=False, label=None) -> array:
+    """An array for results (backend buffers are zero-filled, so this equals `zeros`)."""
+    return _new(shape, dtype, device, requires_grad, requires_dual, label)
+
+
+def _value_dtype(value) -> Type:
+    """The dtype `full` infers from `value`: Python float → float32, int → int32, sequences → vec/mat."""
+    host, from_python = _to_numpy(value)
+    scalar = _infer_dtype(host, from_python or isinstance(value, (list, tuple)))
+    if host.ndim == 0:
+        return scalar
+    if host.ndim == 1:
+        return _vector(host.shape[0], scalar)
+    if host.ndim == 2:
+        return _matrix(host.shape, scalar)
+    raise ValueError(f"value: expected a scalar, vector or matrix, got shape {host.shape}")
+
+
+def full(shape, value, dtype=None, device=None, requires_grad=False, requires_dual=False,
+         label=None) -> array:
+    """An array with every element `value` (dtype inferred from `value` when not given)."""
+    dt = _value_dtype(value) if dtype is None else dtype
+    a = _new(shape, dt, device, requires_grad, requires_dual, label)
+    a.fill_(value)
+    a.version = 0
+    return a
+
+
+def ones(shape, dtype=float32, device=None, requires_grad=False, requires_dual=False, label=None) -> array:
+    """An array of ones."""
+    return full(shape, 1, dtype, device, requires_grad, requires_dual, label)
+
+
+def zeros_like(a: array, requires_grad=None, dtype=None, device=None) -> array:
+    """Zeros with `a`'s shape, dtype and device (`requires_grad` defaults to `a.requires_grad`)."""
+    if not isinstance(a, array):
+        raise TypeError(f"a: zeros_like needs a gk.array, got {type(a).__name__}")
+    rg = a.requires_grad if requires_grad is None else requires_grad
+    dev = a.device if device is None else device
+    return _new(a.shape, a.dtype if dtype is None else dtype, dev, rg, False)
+
+
+def ones_like(a: array, requires_grad=None, dtype=None, device=None) -> array:
+    """Ones with `a`'s shape, dtype and device."""
+    out = zeros_like(a, requires_grad, dtype, device)
+    out.fill_(1)
+    out.version = 0
+    return out
+
+
+def from_numpy(x, dtype=None, device=None, requires_grad=False, requires_dual=False, label=None) -> array:
+    """A copy of NumPy data `x` (its dtype is kept unless `dtype` is given; float64 stays float64)."""
+    host = x if isinstance(x, np.ndarray) else np.asarray(x)
+    if host.dtype.kind == "O":
+        raise TypeError(f"x: from_numpy needs numeric NumPy data, got {type(x).__name__}")
+    return array(host, dtype=dtype, device=device, requires_grad=requires_grad, requires_dual=requires_dual,
+                 label=label)
+
+
+def from_dlpack(obj, dtype=None, device=None, requires_grad=False) -> array:
+    """A copy of a DLPack-exporting host tensor (NumPy, PyTorch CPU, JAX CPU, ...)."""
+    try:
+        host = np.from_dlpack(obj)
+    except (TypeError, BufferError, RuntimeError, AttributeError) as exc:
+        raise TypeError(f"obj: cannot import it through DLPack as host memory ({exc})") from None
+    return array(host, dtype=dtype, device=device, requires_grad=requires_grad)
