@@ -41,6 +41,12 @@ def _scalar_source(f: Func, building, what: str) -> Function:
     return lower(fn)
 
 
+def _static(fn):
+    fn._gk_static = True   # the frontend calls it at compile time when it appears inside a kernel
+    return fn
+
+
+@_static
 def jvp(f: Func) -> Func:
     """`gk.jvp(f)`: a device function taking (primals..., tangents...) and returning (values..., tangents...)."""
     key = ("jvp", f)
@@ -53,6 +59,7 @@ def jvp(f: Func) -> Func:
     return _CACHE[key]
 
 
+@_static
 def grad(f: Func, argnum: int = 0) -> Func:
     """`gk.grad(f, argnum)`: a device function returning ∂f/∂(argument argnum) for a scalar-valued `f`."""
     key = ("grad", f, argnum)

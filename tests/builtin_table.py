@@ -47,4 +47,14 @@ OPERATORS = {
     "div": (lambda a, b: a / b, (lambda a, b: 1 / b, lambda a, b: -a / b ** 2)),
 }
 
+def operator_kernel(op: str, T):
+    """A kernel applying a Python operator (selected at compile time with gk.static)."""
+    @gk.kernel
+    def k(a: gk.array(dtype=T), b: gk.array(dtype=T), y: gk.array(dtype=T)):
+        i = gk.tid()
+        y[i] = (a[i] + b[i] if gk.static(op == "add") else a[i] - b[i] if gk.static(op == "sub")
+                else a[i] * b[i] if gk.static(op == "mul") else a[i] / b[i])
+    return k
+
+
 TOL = {gk.float32: dict(rtol=2e-5, atol=2e-6), gk.float64: dict(rtol=1e-11, atol=1e-12)}

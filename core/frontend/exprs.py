@@ -321,6 +321,12 @@ class ExprLowering:
             raise self.error(node, "range() can only be used as the iterable of a for loop")
         if getattr(callee, "_gk_func", False):
             return self.call_func(callee, node)
+        if getattr(callee, "_gk_static", False):     # compile-time transforms such as gk.grad(f)
+            args = self.call_args(node, None, getattr(callee, "__name__", "function"))
+            kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
+            if any(isinstance(v, Value) for v in [*args, *kwargs.values()]):
+                raise self.error(node, f"{callee.__name__}() needs compile-time arguments")
+            return callee(*args, **kwargs)
         if getattr(callee, "_gk_kernel", False):
             raise self.error(node, f"cannot call kernel '{callee.key}' from a kernel; make it a @gk.func")
         raise self.error(node, f"cannot call {_name(callee)} inside a kernel; "

@@ -166,7 +166,7 @@ class StmtLowering:
 
     def check_rebind(self, name: str, node) -> None:
         p = self.params.get(name)
-        if p is not None:
+        if p is not None and (self.kind == "kernel" or p.type.is_array):
             what = "an array" if p.type.is_array else "a scalar"
             raise self.error(node, f"cannot assign to parameter '{name}' ({what} parameter); "
                                    f"copy it into a local first, e.g. '{name}_ = {name}'")

@@ -57,7 +57,8 @@ class Scalarizer:
                 return
             entry = BUILTINS[ins.attrs["name"]]
             attrs = {k: v for k, v in ins.attrs.items() if k != "name"}
-            parts = entry.decompose(b, ins.args, [self.get(a) for a in ins.args], ins.result.type, attrs)
+            args = [self.get(a)[0] if a.type.is_scalar else a for a in ins.args]
+            parts = entry.decompose(b, args, [self.get(a) for a in ins.args], ins.result.type, attrs)
             self.set(ins.result, parts)
             return
         if op in ("load", "store", "atomic"):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import gradkit as gk
-from tests.builtin_table import BINARY, OPERATORS, TOL, UNARY
+from tests.builtin_table import BINARY, OPERATORS, TOL, UNARY, operator_kernel
 
 DTYPES = [gk.float32, gk.float64]
 
@@ -57,7 +57,7 @@ def test_operators(name, dtype, device, rng):
     a = rng.uniform(-2, 2, 100).astype(dtype.np_dtype)
     b = rng.uniform(0.5, 2, 100).astype(dtype.np_dtype)
     y = gk.zeros(100, dtype=dtype, device=device)
-    gk.launch(_binary_kernel(op, dtype), 100, inputs=[gk.array(a, device=device), gk.array(b, device=device)],
+    gk.launch(operator_kernel(name, dtype), 100, inputs=[gk.array(a, device=device), gk.array(b, device=device)],
               outputs=[y], device=device)
     np.testing.assert_allclose(y.numpy(), op(a.astype(np.float64), b.astype(np.float64)), **TOL[dtype])
 
