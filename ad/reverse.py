@@ -25,7 +25,8 @@ import itertools
 
 from ..core import types as T
 from ..core.builtins import BUILTINS
-from ..core.ir import Builder, Function, Instr, Param, Region, Value, copy_function
+from ..core.ir import Builder, Function, Instr, Param, Region, Value, copy_function, copy_instr
+from ..core.passes import lower
 from ..core.passes.simplify import simplify
 
 
@@ -89,10 +90,47 @@ class Reverse:
         if op == "while":
             self.replay_while(ins, b, push)
             return
+        if op == "call":
+            custom = ins.attrs["callee"].custom_grad is not None
+            region = self.virtual(ins)
+            self.replay_region(region, b, push and not custom)   # a custom gradient pops nothing
+            for r, y in zip(ins.results, region.yields):
+                self.primal[r.id] = self.p(y)
+            return
         new = b.emit(op, [self.p(a) for a in ins.args], [r.type for r in ins.results], dict(ins.attrs))
         for r, n in zip(ins.results, new.results):
             n.const_value, n.hint = r.const_value, r.hint
         self.map_results(ins, new)
+
+    def virtual(self, ins: Instr) -> Region:
+        """The callee's body (its replay function's, if it has one) inlined in forward terms, once per call."""
+        region = ins.attrs.get("_virtual")
+        if region is None:
+            callee = ins.attrs["callee"]
+            src = lower((callee.custom_replay or callee).ir_function())
+            mapping = {p.value.id: a for p, a in zip(src.params, ins.args)}
+            region = Region([], [copy_instr(sub, mapping) for sub in src.body.body],
+                            [mapping.get(y.id, y) for y in src.body.yields])
+            ins.attrs["_virtual"] = region
+        return region
+
+    def reverse_call(self, ins: Instr, b: Builder) -> None:
+        callee = ins.attrs["callee"]
+        if callee.custom_grad is None:
+            region = self.virtual(ins)
+            for r, y in zip(ins.results, region.yields):
+                if r.id in self.adj:
+                    self.add_adj(b, y, self.adj[r.id])
+            self.reverse_region(region, b)
+            return
+        grad = lower(callee.custom_grad.ir_function())
+        adjs = [self.adj.get(r.id) or self.zero(b, r.type) for r in ins.results]
+        mapping = {p.value.id: v for p, v in zip(grad.params, [self.p(a) for a in ins.args] + adjs)}
+        for sub in grad.body.body:
+            b.region.body.append(copy_instr(sub, mapping))
+        outs = [mapping.get(y.id, y) for y in grad.body.yields]
+        for a, g in zip([a for a in ins.args if _is_float(a)], outs):
+            self.add_adj(b, a, g)
 
     def map_results(self, ins: Instr, new: Instr) -> None:
         for r, n in zip(ins.results, new.results):
@@ -204,6 +242,8 @@ class Reverse:
             self.reverse_if(ins, b)
         elif op in ("for", "while"):
             self.reverse_loop(ins, b)
+        elif op == "call":
+            self.reverse_call(ins, b)
 
     def exclusive(self, idx: list[Value]) -> bool:
         """True when the index is exactly the thread's own coordinates (one thread per element)."""

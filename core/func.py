@@ -30,3 +30,22 @@ class Func:
 
     def __repr__(self) -> str:
         return f"<gk.func {self.key}>"
+
+
+def func_grad(f: Func):
+    """`@gk.func_grad(f)`: the decorated function is f's custom adjoint (f's inputs, then output adjoints;
+    it updates `gk.adjoint[x] += ...`)."""
+    def deco(pyfunc):
+        g = Func(pyfunc, grad_of=f)
+        f.custom_grad = g
+        return g
+    return deco
+
+
+def func_replay(f: Func):
+    """`@gk.func_replay(f)`: what runs instead of f in the forward replay of the backward pass."""
+    def deco(pyfunc):
+        r = Func(pyfunc)
+        f.custom_replay = r
+        return r
+    return deco

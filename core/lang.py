@@ -46,5 +46,7 @@ for _kind in ("add", "sub", "min", "max"):
                                             doc=f"atomic {_kind} into arr[idx...]; returns the old value")
 NAMES["tid"] = LangFunction("tid", "tid", doc="the thread index (a tuple for multi-dimensional launches)")
 NAMES["static"] = LangFunction("static", "static", doc="evaluate an expression at compile time")
+NAMES["adjoint"] = LangFunction("adjoint", "adjoint",
+                                doc="inside a @gk.func_grad function: gk.adjoint[x] is the adjoint of input x")
 
 globals().update(NAMES)

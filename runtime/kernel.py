@@ -69,12 +69,19 @@ class Kernel:
     def lowered(self, variant: str = "forward") -> Function:
         fn = self._lowered.get(variant)
         if fn is None:
-            if variant == "forward":
+            if variant == "forward_ad":       # lowered, keeping calls with custom gradient rules
                 fn = lower(self.typed_ir)
+            elif variant == "forward":
+                fn = self.lowered("forward_ad")
+                if any(i.op == "call" for i in fn.walk()):
+                    from ..core.ir import copy_function
+                    from ..core.passes import run_passes, simplify
+                    from ..core.passes.inline import inline_kept_calls
+                    fn = run_passes(copy_function(fn), [("inline", inline_kept_calls), ("simplify", simplify)])
             elif variant == "adjoint":
                 self._require_backward()
                 from ..ad.reverse import adjoint_function
-                fn = adjoint_function(self.lowered("forward"))
+                fn = adjoint_function(self.lowered("forward_ad"))
             elif variant.endswith("_tangent"):
                 from ..ad.forward import tangent_function
                 fn = tangent_function(self.lowered(variant[: -len("_tangent")]))

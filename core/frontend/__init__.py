@@ -23,9 +23,11 @@ from .stmts import StmtLowering, _contains
 class Lowerer(LoweringContext, ExprLowering, StmtLowering):
     """Lowers one kernel or @gk.func to IR."""
 
-    def __init__(self, pyfunc, kind: str, building: tuple = (), max_unroll: int | None = None):
+    def __init__(self, pyfunc, kind: str, building: tuple = (), max_unroll: int | None = None, grad_of=None):
         super().__init__(pyfunc, SourceInfo(pyfunc), kind, building)
         self.building = building
+        self.grad_of = grad_of                  # the Func this function is the custom gradient of
+        self.grad_params: list[str] = []
         self.max_unroll = max_unroll
         self.ret_flag: str | None = None
         self.retval_names: list[str] = []
@@ -50,6 +52,23 @@ class Lowerer(LoweringContext, ExprLowering, StmtLowering):
         if not ins.results:
             return None
         return ins.results[0] if len(ins.results) == 1 else tuple(ins.results)
+
+    def start_grad_function(self, params, tree) -> None:
+        """A @gk.func_grad body: inputs of the primal function, then adjoints of its outputs."""
+        primal = self.grad_of.ir_function(self.building)
+        n_in, n_out = len(primal.params), len(primal.ret_types)
+        if len(params) != n_in + n_out:
+            raise self.error(tree, f"custom gradient '{self.name}' must take the {n_in} inputs of "
+                                   f"'{primal.name}' followed by {n_out} output adjoint(s); it takes {len(params)}")
+        for p, q in zip(params, primal.params):
+            if p.type is not q.type:
+                raise self.error(tree, f"custom gradient '{self.name}': parameter '{p.name}' is {p.type.name} but "
+                                       f"'{primal.name}' takes {q.type.name}")
+        if _contains(tree.body, (ast.Return,), False):
+            raise self.error(tree, f"custom gradient '{self.name}' updates gk.adjoint[x] instead of returning")
+        self.grad_params = [p.name for p in params[:n_in] if p.type.is_scalar and p.type.is_float]
+        for n in self.grad_params:
+            self.env[f"__adj_{n}"] = 0.0
 
     def static_annotation(self, ann_node):
         code = compile(ast.Expression(ann_node), self.src.file, "eval")
@@ -93,6 +112,8 @@ class Lowerer(LoweringContext, ExprLowering, StmtLowering):
             raise self.error(tree, "star-arguments and keyword-only parameters are not supported in kernels")
         if self.kind == "func":
             self.ret_types = self.return_types(sig.return_annotation, tree)
+        if self.grad_of is not None:
+            self.start_grad_function(params, tree)
         body = tree.body
         last_return = body and isinstance(body[-1], ast.Return)
         nested = _contains(body[:-1] if last_return else body, (ast.Return,), False)
@@ -108,7 +129,11 @@ class Lowerer(LoweringContext, ExprLowering, StmtLowering):
                     self.env[rv] = self.materialize(0, t, tree)
         self.block(body)
         fn = Function(self.name, params, self.body, [], self.kind, self.src.loc(tree))
-        if self.kind == "func":
+        if self.grad_of is not None:
+            fn.body.yields = [self.materialize(self.env[f"__adj_{n}"], self.params[n].type, tree)
+                              for n in self.grad_params]
+            fn.ret_types = [y.type for y in fn.body.yields]
+        elif self.kind == "func":
             if self.ret_flag is not None:
                 fn.body.yields = [self.materialize(self.env[rv], t, tree)
                                   for rv, t in zip(self.retval_names, self.ret_types)]
@@ -125,4 +150,5 @@ class Lowerer(LoweringContext, ExprLowering, StmtLowering):
 
 def lower_function(pyfunc, kind: str = "kernel", building: tuple = (), **options) -> Function:
     """Parse `pyfunc` and build its typed IR (kind 'kernel' or 'func')."""
-    return Lowerer(pyfunc, kind, building, max_unroll=options.get("max_unroll")).run()
+    return Lowerer(pyfunc, kind, building, max_unroll=options.get("max_unroll"),
+                   grad_of=options.get("grad_of")).run()

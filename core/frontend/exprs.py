@@ -83,6 +83,8 @@ class ExprLowering:
         base = self.expr(node.value)
         idx_node = node.slice
         items = idx_node.elts if isinstance(idx_node, ast.Tuple) else [idx_node]
+        if isinstance(base, LangFunction) and base.kind == "adjoint":
+            return self.env[self.adjoint_key(idx_node)]
         if isinstance(base, ShapeOf):
             k = self.static_int(idx_node)
             if not 0 <= k < base.arr.type.ndim:
@@ -100,6 +102,13 @@ class ExprLowering:
                                        + (f"; write {base.hint}[i, j]" if t.ndim > 1 and len(idx) == 1 else ""))
             return self.b.load(base, idx)
         return self.prim("extract", base, *idx, node=node)
+
+    def adjoint_key(self, node) -> str:
+        """The local holding gk.adjoint[x] in a @gk.func_grad function."""
+        if not self.grad_params or not isinstance(node, ast.Name) or node.id not in self.grad_params:
+            raise self.error(node, "gk.adjoint[x] is only usable in a @gk.func_grad function, with x a float "
+                                   "input of the function it differentiates")
+        return f"__adj_{node.id}"
 
     def index(self, node) -> Value:
         if isinstance(node, ast.Constant) and node.value is None:

@@ -173,6 +173,10 @@ class StmtLowering:
 
     def assign_subscript(self, target, value, node) -> None:
         base = self.expr(target.value)
+        from ..lang import LangFunction
+        if isinstance(base, LangFunction) and base.kind == "adjoint":
+            self.env[self.adjoint_key(target.slice)] = value
+            return
         items = target.slice.elts if isinstance(target.slice, ast.Tuple) else [target.slice]
         if isinstance(base, Value) and base.type.is_array:
             if len(items) != base.type.ndim:

@@ -5,25 +5,28 @@ from __future__ import annotations
 from ..ir import Function, Instr, Region, Value, copy_instr
 
 
-def _keep(ins: Instr) -> bool:
+def has_custom_rules(ins: Instr) -> bool:
+    """A call the AD passes must see (custom gradient or replay), so lowering keeps it."""
     callee = ins.attrs.get("callee")
-    return callee is not None and (callee.native is not None or callee.custom_grad is not None
-                                   or callee.custom_replay is not None)
+    return callee is not None and (callee.custom_grad is not None or callee.custom_replay is not None)
 
 
-def _inline_region(region: Region, renames: dict[int, Value]) -> None:
+_keep = has_custom_rules
+
+
+def _inline_region(region: Region, renames: dict[int, Value], keep=_keep) -> None:
     out: list[Instr] = []
     for ins in region.body:
         ins.args = [_resolve(a, renames) for a in ins.args]
         for r in ins.regions:
-            _inline_region(r, renames)
-        if ins.op != "call" or _keep(ins):
+            _inline_region(r, renames, keep)
+        if ins.op != "call" or keep(ins):
             out.append(ins)
             continue
         callee: Function = ins.attrs["func"]
         mapping: dict[int, Value] = {p.value.id: a for p, a in zip(callee.params, ins.args)}
         body = Region([], [copy_instr(sub, mapping) for sub in callee.body.body])
-        _inline_region(body, renames)
+        _inline_region(body, renames, keep)
         for sub in body.walk():
             sub.loc = sub.loc or ins.loc
         out.extend(body.body)
@@ -42,4 +45,15 @@ def _resolve(v: Value, renames: dict[int, Value]) -> Value:
 def inline_calls(fn: Function) -> Function:
     """Replace calls by the callee's body (program order guarantees results are renamed before use)."""
     _inline_region(fn.body, {})
+    return fn
+
+
+def inline_kept_calls(fn: Function) -> Function:
+    """Inline the calls lowering kept for AD (their callees lowered first): what backends compile."""
+    from . import lower
+    for ins in fn.walk():
+        if ins.op == "call" and "lowered" not in ins.attrs:
+            ins.attrs["func"] = lower(ins.attrs["func"])
+            ins.attrs["lowered"] = True
+    _inline_region(fn.body, {}, keep=lambda ins: False)
     return fn
