@@ -22,6 +22,7 @@ from .core.func import func_grad, func_replay
 from .runtime.launch import launch
 from .runtime.tape import LaunchRecord, ScopedTimer, Tape
 from .runtime.forward_mode import ForwardMode
+from .runtime.checkpoint import checkpoint, grad_for, grad_replaced
 from .ad.transforms import grad, jvp
 from . import backends  # noqa: E402  (gk.backends.available())
 from .runtime import autograd  # noqa: E402  (gk.autograd.jacobian, gradcheck, ...)
@@ -33,5 +34,5 @@ __all__ = [
     "mat22d", "mat33d", "mat44d", "vector", "matrix", "array", "array1d", "array2d", "array3d", "array4d",
     "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "from_numpy", "from_dlpack", "Device",
     "ScopedDevice", "get_device", "get_devices", "set_device", "synchronize", "Kernel", "kernel", "func",
-    "func_grad", "func_replay", "launch", "Tape", "LaunchRecord", "ScopedTimer", "ForwardMode", "grad", "jvp", "backends", "autograd", *_LANG_NAMES,
+    "func_grad", "func_replay", "launch", "Tape", "LaunchRecord", "ScopedTimer", "ForwardMode", "checkpoint", "grad_replaced", "grad_for", "grad", "jvp", "backends", "autograd", *_LANG_NAMES,
 ]

@@ -13,6 +13,8 @@ which lets `Tape.backward` detect arrays overwritten after they were recorded.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..core.types import ArrayType, ScalarType, Type, array_type, as_type, float32, from_numpy_dtype, int32
@@ -139,6 +141,28 @@ def _check_grad_dtype(dt: Type, arg: str) -> None:
 
 # --------------------------------------------------------------------------- the array class
 
+class _MemoryStats:
+    """Bytes held by live gradkit arrays (all devices), and the peak since `reset_peak()`."""
+
+    def __init__(self) -> None:
+        self.live = self.peak = 0
+
+    def allocated(self, a) -> None:
+        n = a.nbytes
+        self.live += n
+        self.peak = max(self.peak, self.live)
+        weakref.finalize(a, self._freed, n)
+
+    def _freed(self, n: int) -> None:
+        self.live -= n
+
+    def reset_peak(self) -> None:
+        self.peak = self.live
+
+
+memory = _MemoryStats()
+
+
 class array:
     """A gradkit array. `gk.array(data, dtype=None, shape=None, device=None, requires_grad=False,
     requires_dual=False, label=None)` copies `data`; in annotations `gk.array(dtype=T, ndim=N)` is a type."""
@@ -184,6 +208,7 @@ class array:
         self.version, self.label, self._grad, self._dual = 0, None, None, None
         # OpenCL cannot allocate 0 bytes; an empty array keeps a tiny buffer nothing reads.
         self.buffer = dev.impl.alloc(dev.info, self.nbytes or 8)
+        memory.allocated(self)
         raw = dev.impl.host_view(dev.info, self.buffer)
         self._host = None if raw is None else raw[:self.nbytes].view(npdt).reshape(dims + dt.shape)
 

@@ -118,6 +118,10 @@ class Tape:
             if arr.grad is None:
                 raise ValueError("backward(grads=...): every seeded array needs requires_grad=True")
             arr.grad.assign(seed)
+        self._run_adjoints()
+
+    def _run_adjoints(self) -> None:
+        """Run every recorded adjoint in reverse order, accumulating into the arrays' current `.grad`."""
         from .launch import launch
         for rec in reversed(self.records):
             if isinstance(rec, FuncRecord):
@@ -150,7 +154,8 @@ class Tape:
         for rec in self.records:
             if isinstance(rec, FuncRecord):
                 for a in rec.arrays:
-                    a.zero_() if a.grad is None else a.grad.zero_()
+                    if getattr(a, "grad", None) is not None:
+                        a.grad.zero_()
 
     def reset(self) -> None:
         """Forget every record and zero the gradients."""

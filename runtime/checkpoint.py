@@ -1,0 +1,77 @@
+"""Python-level gradient plumbing: `gk.checkpoint` (recompute instead of store) and Taichi's
+`@gk.grad_replaced` / `@gk.grad_for` (a hand-written backward for a function that launches kernels)."""
+
+from __future__ import annotations
+
+import functools
+
+from . import state
+
+
+def _arrays(values) -> list:
+    return [v for v in values if hasattr(v, "buffer")]
+
+
+def _untaped(fn, args, kwargs):
+    """Run fn with no tape recording (its launches are not kept)."""
+    tape, state.tape = state.tape, None
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        state.tape = tape
+
+
+def checkpoint(fn, *args, **kwargs):
+    """Run `fn(*args)` (which launches kernels) without keeping its launches on the active tape; on
+    backward, re-run it on a temporary tape and back-propagate through that. Memory for time: the
+    intermediate arrays `fn` allocates live only while its block is being differentiated.
+    `fn` must write (not accumulate into) its outputs, since it runs twice."""
+    tape = state.tape
+    if tape is None:
+        return fn(*args, **kwargs)
+    result = _untaped(fn, args, kwargs)
+
+    def backward() -> None:
+        from .tape import Tape
+        inner = Tape()
+        outer, state.tape = state.tape, inner
+        try:
+            fn(*args, **kwargs)
+        finally:
+            state.tape = outer
+        inner._run_adjoints()
+
+    tape.record_func(backward, _arrays([*args, *kwargs.values()]))
+    return result
+
+
+def grad_replaced(fn):
+    """Taichi's `@ti.ad.grad_replaced`: inside a Tape, `fn`'s launches are not recorded; its
+    `@gk.grad_for(fn)` function runs in their place during backward, with the same arguments."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        tape = state.tape
+        if tape is None:
+            return fn(*args, **kwargs)
+        if wrapper.backward is None:
+            raise RuntimeError(f"'{fn.__name__}' is @gk.grad_replaced but no @gk.grad_for({fn.__name__}) is defined")
+        result = _untaped(fn, args, kwargs)
+        backward = wrapper.backward
+        tape.record_func(lambda: _untaped(backward, args, kwargs), _arrays([*args, *kwargs.values()]))
+        return result
+
+    wrapper.backward = None
+    wrapper._gk_grad_replaced = True
+    return wrapper
+
+
+def grad_for(primal):
+    """Taichi's `@ti.ad.grad_for(primal)`: register the decorated function as `primal`'s backward."""
+    if not getattr(primal, "_gk_grad_replaced", False):
+        raise TypeError("gk.grad_for(f) needs f decorated with @gk.grad_replaced")
+
+    def deco(backward):
+        primal.backward = backward
+        return backward
+    return deco
