@@ -79,6 +79,9 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     for d in dims:
         n *= d
     t0 = time.perf_counter() if tape is not None else 0.0
+    if config.check_nan:
+        from .nan_check import snapshot
+        before = snapshot(spec, call_args)
     if n:
         spec.launch(spec.compiled, dims, call_args)
     for k in spec.written:
@@ -87,7 +90,7 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
         tape._record_launch(kernel, dims, dev, bound, len(inputs), variant, (time.perf_counter() - t0) * 1e3)
     if config.check_nan:
         from .nan_check import check_after_launch
-        check_after_launch(kernel, spec, call_args, variant)
+        check_after_launch(kernel, spec, call_args, variant, before)
     return None
 
 

@@ -1,0 +1,34 @@
+"""`gk.config.check_nan`: after a launch, an array the kernel wrote that gained a NaN/Inf raises gk.NaNError
+naming the kernel, the array, forward or backward, and the first offending element."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.errors import NaNError
+
+
+def _nonfinite(a) -> bool:
+    data = np.asarray(a.numpy())
+    return data.dtype.kind == "f" and not np.isfinite(data).all()
+
+
+def snapshot(spec, call_args) -> dict[int, bool]:
+    """Which written arrays already hold a non-finite value (only arrays that gain one are reported)."""
+    return {k: _nonfinite(call_args[k]) for k in spec.written}
+
+
+def check_after_launch(kernel, spec, call_args, variant: str, before: dict[int, bool]) -> None:
+    names = [p.name for p in spec.fn.params]
+    for k in spec.written:
+        a = call_args[k]
+        if before.get(k) or not _nonfinite(a):
+            continue
+        data = np.asarray(a.numpy())
+        bad = np.argwhere(~np.isfinite(data))[0]
+        index = tuple(int(i) for i in bad[:a.ndim])
+        value = data[tuple(bad)]
+        label = getattr(a, "label", None) or names[k]
+        direction = "backward (adjoint)" if variant.startswith("adjoint") else "forward"
+        raise NaNError(f"kernel '{kernel.key}' ({direction} launch) wrote {value} into array '{label}' at index "
+                       f"{index if len(index) > 1 else index[0]}; it held only finite values before the launch")
