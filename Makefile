@@ -46,6 +46,7 @@ install-%: | $(PY)
 		echo "installing gradkit[$*] into $(VENV)"; \
 		$(PIP) install -q 'setuptools>=68' && \
 		$(PIP) install -q --no-build-isolation -e '.[$*]' && \
+		$(PIP) install -q --no-build-isolation -e examples/numpy_backend && \
 		rm -f $(VENV)/.installed-$*-* && touch "$$stamp"; \
 	fi
 

@@ -437,7 +437,7 @@ def test_multidimensional_tid_and_shape():
     np.testing.assert_array_equal(out2, (np.arange(5)[None, :] - np.arange(3)[:, None]).astype(float))
 
 
-# --------------------------------------------------------------------------- memory: components, stores, atomics
+# --------------------------------------------------------------------------- components, stores, atomics
 
 def test_vector_elements_components_and_last_store_wins(rng):
     """An element of a vec3 array is 3 consecutive scalars; duplicate stores: the highest thread id wins."""
@@ -503,7 +503,8 @@ def test_atomics_apply_in_thread_order(kind, t, pattern, rng):
     if kind in ("add", "sub") and t.is_float:              # and close to the float64 truth
         sign = 1 if kind == "add" else -1
         truth = init.astype(np.float64) + sign * np.bincount(idx, vals.astype(np.float64), minlength=size)
-        np.testing.assert_allclose(data, truth, rtol=1e-4 if t is F32 else 1e-12, atol=1e-4 if t is F32 else 1e-12)
+        tol = 1e-4 if t is F32 else 1e-12
+        np.testing.assert_allclose(data, truth, rtol=tol, atol=tol)
 
 
 def test_atomics_under_a_mask_and_on_vector_components(rng):
@@ -588,7 +589,8 @@ def _shift_kernel(ndim=1):
 
 @pytest.mark.parametrize("debug", [True, False])
 def test_out_of_bounds_raises_index_error(debug):
-    with pytest.raises(IndexError, match=r"'shift': index 10 out of range for axis 0 of array 'x' with extent 10"):
+    msg = r"'shift': index 10 out of range for axis 0 of array 'x' with extent 10$"
+    with pytest.raises(IndexError, match=msg):
         run(_shift_kernel(), 10, np.arange(10.0), np.zeros(10), debug=debug)
     with pytest.raises(IndexError, match=r"index 4 out of range for axis 1 of array 'x' with extent 4"):
         run(_shift_kernel(2), (3, 4), np.zeros((3, 4)), np.zeros((3, 4)), debug=debug)
