@@ -54,6 +54,7 @@ class Kernel:
         self._lowered: dict[str, Function] = {}
         self._specs: dict[tuple, Specialization] = {}
         self._binder = None
+        self.rule_violations: list = []
 
     # IR ----------------------------------------------------------------------
     @property
@@ -71,6 +72,7 @@ class Kernel:
         if fn is None:
             if variant == "forward_ad":       # lowered, keeping calls with custom gradient rules
                 fn = lower(self.typed_ir)
+                self._warn_rules(fn)
             elif variant == "forward":
                 fn = self.lowered("forward_ad")
                 if any(i.op == "call" for i in fn.walk()):
@@ -89,6 +91,17 @@ class Kernel:
                 raise ValueError(f"unknown kernel variant {variant!r}; expected one of {VARIANTS}")
             self._lowered[variant] = fn
         return fn
+
+    def _warn_rules(self, fn: Function) -> None:
+        """Gradient-rule violations certain from the source: a GradientRuleWarning at compile time."""
+        if not self.enable_backward:
+            return
+        import warnings
+        from ..ad.checks import static_violations
+        from ..core.errors import GradientRuleWarning
+        self.rule_violations = static_violations(fn)
+        for v in self.rule_violations:
+            warnings.warn(v.describe(self.key), GradientRuleWarning, stacklevel=4)
 
     def _require_backward(self) -> None:
         if not self.enable_backward:

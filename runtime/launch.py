@@ -75,6 +75,8 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
         from .adjoint_args import tangent_arguments
         call_args = call_args + tangent_arguments(kernel, spec, call_args, dev)
     tape = state.tape if record_tape and not adjoint else None
+    if tape is not None and tape._checking():
+        tape._check_rules(kernel, bound)     # before the launch: nothing is overwritten when it fails
     n = 1
     for d in dims:
         n *= d

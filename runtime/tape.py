@@ -70,6 +70,32 @@ class Tape:
             if self.loss is not None and self.clear_gradients and a.grad is not None and a is not self.loss:
                 a.grad.zero_()
 
+    def _checking(self) -> bool:
+        from ..core.config import config
+        return config.check_ad if self.check is None else bool(self.check)
+
+    def _check_rules(self, kernel, bound) -> None:
+        """With checks on: in-kernel rule violations, and writes into arrays an earlier launch's backward reads."""
+        from ..runtime.kernel import written_params
+        kernel.lowered("forward_ad")
+        names = [n for n, _ in kernel.params]
+        fwd = kernel.lowered("forward")
+        split = fwd.attrs.get("param_split", [])
+        user = [u for u, (_, n) in enumerate(split) for _ in range(n)]
+        for k in written_params(fwd):
+            a = bound[user[k]]
+            for rec in self.launches:
+                reads = _primal_reads(rec.kernel_obj.lowered("adjoint"), rec.kernel_obj)
+                for j in reads:
+                    if rec.args[j] is a:
+                        label = getattr(a, "label", None) or names[user[k]]
+                        raise GradientRuleError(
+                            f"kernel '{kernel.key}' writes array '{label}', whose values the backward pass of the "
+                            f"earlier launch of '{rec.kernel}' (parameter '{[n for n, _ in rec.kernel_obj.params][j]}')"
+                            f" needs; write into a new array instead of overwriting it")
+        if kernel.rule_violations:
+            raise GradientRuleError("\n".join(v.describe(kernel.key) for v in kernel.rule_violations))
+
     def _record_launch(self, kernel, dims, device, bound, n_inputs, variant, ms) -> None:
         arrays = [a for a in bound if hasattr(a, "buffer")]
         for a in arrays:
