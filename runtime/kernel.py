@@ -99,7 +99,15 @@ class Kernel:
         import warnings
         from ..ad.checks import static_violations
         from ..core.errors import GradientRuleWarning
-        self.rule_violations = static_violations(fn)
+        found = static_violations(fn)
+        if any(v.rule == 1 for v in found):
+            # A read-then-modify only matters when the backward pass needs the value read.
+            from ..ad.reverse import adjoint_function
+            adj = adjoint_function(fn)
+            needed = {adj.params[k].name for k in range(len(fn.params))
+                      if any(i.op == "load" and i.args[0] is adj.params[k].value for i in adj.walk())}
+            found = [v for v in found if v.rule != 1 or v.array in needed]
+        self.rule_violations = found
         for v in self.rule_violations:
             warnings.warn(v.describe(self.key), GradientRuleWarning, stacklevel=4)
 
