@@ -1,0 +1,125 @@
+"""The LLVM CPU backend plugin (`cpu`): compiles lowered IR with llvmlite and launches it over a
+persistent thread pool (ctypes calls release the GIL, so every core works); tiny launches run inline."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ...backends.base import Backend, DeviceInfo, KernelFault, fault_error
+from ...core import types as T
+from ...core.ir import fingerprint
+from . import jit
+from .codegen import HEADER, Codegen, layout_of
+from .memory import HostMemory
+
+KERNEL_T = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
+INLINE_BELOW = 1 << 15      # launches with fewer threads run on the calling thread
+
+
+def _workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+class CompiledKernel:
+    """A compiled kernel: entry point, argument layout and a reusable packed-argument block."""
+
+    def __init__(self, fn, options, addr: int, text: str):
+        self.fn, self.options, self.text = fn, options, text
+        self.entry = KERNEL_T(addr)
+        self.layout = layout_of(fn)
+        self.can_fault = options.debug or any(i.op == "push" for i in fn.walk())
+        self.fault = np.zeros(8, np.int64)
+        self.packers = []
+        for p, (off, kind, t) in zip(fn.params, self.layout.slots):
+            self.packers.append((off, kind, t))
+
+    def pack(self, dim, args) -> np.ndarray:
+        block = np.empty(self.layout.size, np.int64)
+        d = list(dim) + [1] * (4 - len(dim))
+        block[:4] = d
+        block[4] = self.fault.ctypes.data
+        for (off, kind, t), a in zip(self.packers, args):
+            if kind == "array":
+                block[off] = a.buffer.ptr
+                shape = a.shape
+                block[off + 1:off + 1 + len(shape)] = shape
+            elif t is T.float64:
+                block[off:off + 1].view(np.float64)[0] = a
+            elif t is T.float32:
+                block[off] = 0
+                block[off:off + 1].view(np.float32)[0] = a
+            else:
+                block[off] = int(a)
+        return block
+
+
+class CPUBackend(HostMemory, Backend):
+    """LLVM CPU backend: one device, "cpu"."""
+
+    name = "cpu"
+
+    def __init__(self) -> None:
+        self._pool = None
+        self._nworkers = _workers()
+        self._lock = threading.Lock()
+
+    def devices(self):
+        return [DeviceInfo("cpu", f"{jit.host_description()}, {self._nworkers} threads", 0,
+                           {"threads": self._nworkers, "fp64": True})]
+
+    def compile(self, device, fn, options):
+        symbol = f"gk_{fn.name}_{fingerprint(fn)[:16]}"
+        key = jit.cache_key(fingerprint(fn), options.key())
+
+        def text():
+            return str(Codegen(fn, symbol, options.debug, options.stack_size).build())
+        addr, optimised = jit.compile_cached(text, symbol, key, options.cache)
+        return CompiledKernel(fn, options, addr, optimised)
+
+    def _executor(self):
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=max(self._nworkers - 1, 1),
+                                                    thread_name_prefix="gradkit-cpu")
+        return self._pool
+
+    def launch(self, compiled: CompiledKernel, dim, args) -> None:
+        n = 1
+        for d in dim:
+            n *= d
+        block = compiled.pack(dim, args)
+        if compiled.can_fault:
+            compiled.fault[:] = 0
+        ptr = block.ctypes.data
+        if n < INLINE_BELOW or self._nworkers == 1:
+            compiled.entry(0, n, ptr)
+        else:
+            chunks = self._nworkers
+            bounds = [n * k // chunks for k in range(chunks + 1)]
+            pool = self._executor()
+            futures = [pool.submit(compiled.entry, bounds[k], bounds[k + 1], ptr) for k in range(1, chunks)]
+            compiled.entry(bounds[0], bounds[1], ptr)
+            for f in futures:
+                f.result()
+        if compiled.can_fault and compiled.fault[0]:
+            f = compiled.fault
+            raise fault_error(compiled.fn, KernelFault(int(f[0]), int(f[1]), int(f[2]), int(f[3]), int(f[4])),
+                              compiled.options)
+
+    def synchronize(self, device) -> None:
+        pass
+
+    def source(self, compiled: CompiledKernel) -> str:
+        return compiled.text
+
+
+__all__ = ["CPUBackend", "HEADER"]

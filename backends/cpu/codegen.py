@@ -1,0 +1,390 @@
+"""Lowered core IR → LLVM IR (llvmlite.ir).
+
+A kernel becomes `void name(i64 start, i64 end, i64* args)`: a loop over the
+linear thread ids [start, end) around the kernel body, so LLVM vectorises it.
+`args` is a packed block of 64-bit slots (see `Layout`): the launch grid, the
+fault record, then per parameter either [data pointer, extent 0, ...] or one
+scalar slot. Structured regions become basic blocks with phi nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from llvmlite import ir
+
+from ...backends.base import OUT_OF_BOUNDS, STACK_OVERFLOW, bounds_sites
+from ...core import types as T
+from ...core.ir import Function, Instr, Region
+from .mathlib import MathLib
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+F32, F64 = ir.FloatType(), ir.DoubleType()
+HEADER = 5            # slots: dims[4], fault pointer
+
+
+def llvm_type(t: T.ScalarType):
+    return {"float32": F32, "float64": F64, "int32": I32, "int64": I64, "uint32": I32, "bool": I1}[t.name]
+
+
+def storage_type(t: T.ScalarType):
+    return I8 if t.is_bool else llvm_type(t)
+
+
+@dataclass
+class Layout:
+    """Where each parameter lives in the packed argument block."""
+
+    slots: list = field(default_factory=list)   # per param: (offset, "array"|"scalar", type)
+    size: int = HEADER
+
+
+def layout_of(fn: Function) -> Layout:
+    lay = Layout()
+    for p in fn.params:
+        if p.type.is_array:
+            lay.slots.append((lay.size, "array", p.type))
+            lay.size += 1 + p.type.ndim
+        else:
+            lay.slots.append((lay.size, "scalar", p.type))
+            lay.size += 1
+    return lay
+
+
+class Codegen:
+    """Builds one LLVM module holding one kernel function."""
+
+    def __init__(self, fn: Function, name: str, debug: bool, stack_size: int):
+        self.fn, self.name, self.debug, self.stack_size = fn, name, debug, stack_size
+        self.module = ir.Module(name=name)
+        self.math = MathLib(self.module)
+        self.layout = layout_of(fn)
+        self.values: dict[int, ir.Value] = {}
+        self.arrays: dict[int, tuple] = {}       # param value id -> (pointer, [extents i64], elem type)
+        self.sites = {id(ins): k for k, ins in enumerate(bounds_sites(fn))} if debug else {}
+        self.uses_stack = any(i.op in ("push", "pop") for i in fn.walk())
+
+    # ------------------------------------------------------------------ function skeleton
+    def build(self) -> ir.Module:
+        fnty = ir.FunctionType(ir.VoidType(), [I64, I64, I64.as_pointer()])
+        func = ir.Function(self.module, fnty, name=self.name)
+        func.attributes.add("nounwind")
+        start, end, args = func.args
+        args.add_attribute("noalias")
+        entry = func.append_basic_block("entry")
+        b = ir.IRBuilder(entry)
+        self.func = func
+        slot = lambda k: b.load(b.gep(args, [ir.Constant(I64, k)], inbounds=True))  # noqa: E731
+        self.dims = [slot(k) for k in range(4)]
+        self.fault = b.inttoptr(slot(4), I64.as_pointer())
+        for p, (off, kind, t) in zip(self.fn.params, self.layout.slots):
+            if kind == "array":
+                st = storage_type(t.scalar)
+                ptr = b.inttoptr(slot(off), st.as_pointer())
+                extents = [slot(off + 1 + k) for k in range(t.ndim)]
+                self.arrays[p.value.id] = (ptr, extents, t)
+                self.values[p.value.id] = ptr
+            else:
+                raw = slot(off)
+                self.values[p.value.id] = self.scalar_from_slot(b, raw, t)
+        if self.uses_stack:
+            self.stack = b.alloca(ir.ArrayType(I64, self.stack_size), name="stack")
+            self.sp = b.alloca(I32, name="sp")
+        loop = func.append_basic_block("thread")
+        body = func.append_basic_block("body")
+        done = func.append_basic_block("done")
+        b.branch(loop)
+        b.position_at_end(loop)
+        tid = b.phi(I64, name="tid")
+        tid.add_incoming(start, entry)
+        b.cbranch(b.icmp_signed("<", tid, end), body, done)
+        b.position_at_end(body)
+        self.tid = tid
+        if self.uses_stack:
+            b.store(ir.Constant(I32, 0), self.sp)
+        self.region(self.fn.body, b)
+        nxt = b.add(tid, ir.Constant(I64, 1), flags=["nsw"])
+        tid.add_incoming(nxt, b.block)
+        b.branch(loop)
+        b.position_at_end(done)
+        b.ret_void()
+        return self.module
+
+    def scalar_from_slot(self, b, raw, t):
+        if t is T.float64:
+            return b.bitcast(raw, F64)
+        if t is T.float32:
+            return b.bitcast(b.trunc(raw, I32), F32)
+        if t.is_bool:
+            return b.icmp_unsigned("!=", raw, ir.Constant(I64, 0))
+        return b.trunc(raw, llvm_type(t)) if t.bits < 64 else raw
+
+    # ------------------------------------------------------------------ regions
+    def v(self, x):
+        return self.values[x.id]
+
+    def region(self, region: Region, b: ir.IRBuilder) -> list:
+        for ins in region.body:
+            self.instr(ins, b)
+        return [self.v(y) for y in region.yields]
+
+    def instr(self, ins: Instr, b: ir.IRBuilder) -> None:
+        op = ins.op
+        if op == "const":
+            t = ins.result.type
+            val = ins.attrs["value"]
+            self.values[ins.result.id] = ir.Constant(llvm_type(t), int(bool(val)) if t.is_bool else
+                                                     float(val) if t.is_float else int(val))
+        elif op == "prim":
+            self.values[ins.result.id] = self.prim(ins, b)
+        elif op == "tid":
+            self.values[ins.result.id] = self.coordinate(b, ins.attrs["axis"], ins.attrs["ndim"])
+        elif op == "shape":
+            _, extents, _ = self.arrays[ins.args[0].id]
+            self.values[ins.result.id] = b.trunc(extents[ins.attrs["axis"]], I32)
+        elif op in ("load", "store", "atomic"):
+            self.memory(ins, b)
+        elif op == "if":
+            self.if_(ins, b)
+        elif op == "for":
+            self.for_(ins, b)
+        elif op == "while":
+            self.while_(ins, b)
+        elif op == "push":
+            self.push(ins, b)
+        elif op == "pop":
+            self.pop(ins, b)
+        else:
+            raise NotImplementedError(f"cpu backend: op '{op}'")
+
+    def coordinate(self, b, axis: int, ndim: int):
+        if ndim == 1:
+            return b.trunc(self.tid, I32)
+        inner = None
+        for k in range(axis + 1, ndim):
+            inner = self.dims[k] if inner is None else b.mul(inner, self.dims[k])
+        q = self.tid if inner is None else b.udiv(self.tid, inner)
+        if axis > 0:
+            q = b.urem(q, self.dims[axis])
+        return b.trunc(q, I32)
+
+    def if_(self, ins: Instr, b) -> None:
+        then_bb = self.func.append_basic_block("then")
+        else_bb = self.func.append_basic_block("else")
+        merge = self.func.append_basic_block("endif")
+        b.cbranch(self.v(ins.args[0]), then_bb, else_bb)
+        incoming = []
+        for bb, region in ((then_bb, ins.regions[0]), (else_bb, ins.regions[1])):
+            b.position_at_end(bb)
+            ys = self.region(region, b)
+            incoming.append((ys, b.block))
+            b.branch(merge)
+        b.position_at_end(merge)
+        for k, r in enumerate(ins.results):
+            phi = b.phi(llvm_type(r.type))
+            for ys, blk in incoming:
+                phi.add_incoming(ys[k], blk)
+            self.values[r.id] = phi
+
+    def for_(self, ins: Instr, b) -> None:
+        start, stop, step, *inits = [self.v(a) for a in ins.args]
+        body_region = ins.regions[0]
+        pre = b.block
+        header = self.func.append_basic_block("for")
+        body = self.func.append_basic_block("for_body")
+        exit_ = self.func.append_basic_block("for_end")
+        b.branch(header)
+        b.position_at_end(header)
+        iv = b.phi(I32, name="iv")
+        iv.add_incoming(start, pre)
+        phis = []
+        for val, r in zip(inits, ins.results):
+            phi = b.phi(llvm_type(r.type))
+            phi.add_incoming(val, pre)
+            phis.append(phi)
+        sc = ins.args[2].const_value
+        if sc is not None:
+            cond = b.icmp_signed("<" if sc > 0 else ">", iv, stop)
+        else:
+            cond = b.select(b.icmp_signed(">", step, ir.Constant(I32, 0)), b.icmp_signed("<", iv, stop),
+                            b.icmp_signed(">", iv, stop))
+        b.cbranch(cond, body, exit_)
+        b.position_at_end(body)
+        self.values[body_region.params[0].id] = iv
+        for p, phi in zip(body_region.params[1:], phis):
+            self.values[p.id] = phi
+        ys = self.region(body_region, b)
+        iv.add_incoming(b.add(iv, step), b.block)
+        for phi, y in zip(phis, ys):
+            phi.add_incoming(y, b.block)
+        b.branch(header)
+        b.position_at_end(exit_)
+        for r, phi in zip(ins.results, phis):
+            self.values[r.id] = phi
+
+    def while_(self, ins: Instr, b) -> None:
+        cond_region, body_region = ins.regions
+        pre = b.block
+        header = self.func.append_basic_block("while")
+        body = self.func.append_basic_block("while_body")
+        exit_ = self.func.append_basic_block("while_end")
+        b.branch(header)
+        b.position_at_end(header)
+        phis = []
+        for a, r in zip(ins.args, ins.results):
+            phi = b.phi(llvm_type(r.type))
+            phi.add_incoming(self.v(a), pre)
+            phis.append(phi)
+        for p, phi in zip(cond_region.params, phis):
+            self.values[p.id] = phi
+        (cond,) = self.region(cond_region, b)
+        b.cbranch(cond, body, exit_)
+        b.position_at_end(body)
+        for p, phi in zip(body_region.params, phis):
+            self.values[p.id] = phi
+        ys = self.region(body_region, b)
+        for phi, y in zip(phis, ys):
+            phi.add_incoming(y, b.block)
+        b.branch(header)
+        b.position_at_end(exit_)
+        for r, phi in zip(ins.results, phis):
+            self.values[r.id] = phi
+
+    # ------------------------------------------------------------------ faults, stack
+    def record_fault(self, b, code: int, site: int, value=None, extent=None, axis=None) -> None:
+        old = b.cmpxchg(self.fault, ir.Constant(I64, 0), ir.Constant(I64, code), "monotonic", "monotonic")
+        won = b.extract_value(old, 1)
+        with b.if_then(won):
+            for k, v in enumerate((ir.Constant(I64, site), value, extent, axis), start=1):
+                if v is not None:
+                    b.store(v, b.gep(self.fault, [ir.Constant(I64, k)]))
+
+    def to_bits(self, b, v, t):
+        if t is T.float64:
+            return b.bitcast(v, I64)
+        if t is T.float32:
+            return b.zext(b.bitcast(v, I32), I64)
+        if t.bits == 64:
+            return v
+        return b.zext(v, I64) if (t.is_bool or t is T.uint32) else b.sext(v, I64)
+
+    def from_bits(self, b, raw, t):
+        return self.scalar_from_slot(b, raw, t)
+
+    def push(self, ins, b) -> None:
+        (val,) = ins.args
+        sp = b.load(self.sp)
+        ok = b.icmp_signed("<", sp, ir.Constant(I32, self.stack_size))
+        with b.if_else(ok) as (then, otherwise):
+            with then:
+                slot = b.gep(self.stack, [ir.Constant(I32, 0), sp])
+                b.store(self.to_bits(b, self.v(val), val.type), slot)
+                b.store(b.add(sp, ir.Constant(I32, 1)), self.sp)
+            with otherwise:
+                self.record_fault(b, STACK_OVERFLOW, ins.attrs["stack"])
+
+    def pop(self, ins, b) -> None:
+        sp = b.load(self.sp)
+        ok = b.icmp_signed(">", sp, ir.Constant(I32, 0))
+        top = b.sub(sp, ir.Constant(I32, 1))
+        safe = b.select(ok, top, ir.Constant(I32, 0))
+        raw = b.load(b.gep(self.stack, [ir.Constant(I32, 0), safe]))
+        raw = b.select(ok, raw, ir.Constant(I64, 0))
+        b.store(safe, self.sp)
+        self.values[ins.result.id] = self.from_bits(b, raw, ins.result.type)
+
+    # ------------------------------------------------------------------ memory
+    def address(self, b, ins: Instr):
+        arr = ins.args[0]
+        ptr, extents, t = self.arrays[arr.id]
+        idx = [b.sext(self.v(a), I64) if self.v(a).type == I32 else self.v(a) for a in ins.args[1:1 + t.ndim]]
+        lin = idx[0]
+        for k in range(1, t.ndim):
+            lin = b.add(b.mul(lin, extents[k]), idx[k])
+        ncomp = t.dtype.ncomp
+        if ncomp > 1:
+            lin = b.add(b.mul(lin, ir.Constant(I64, ncomp)), ir.Constant(I64, ins.attrs["comp"] or 0))
+        return b.gep(ptr, [lin], inbounds=True), idx, extents
+
+    def memory(self, ins: Instr, b) -> None:
+        if not self.debug:
+            self.access(ins, b)
+            return
+        arr = ins.args[0]
+        _, extents, t = self.arrays[arr.id]
+        idx = [b.sext(self.v(a), I64) for a in ins.args[1:1 + t.ndim]]
+        bad_axis = None
+        in_range = ir.Constant(I1, 1)
+        for k in reversed(range(t.ndim)):
+            ok_k = b.icmp_unsigned("<", idx[k], extents[k])
+            in_range = b.and_(in_range, ok_k)
+            bad_axis = ir.Constant(I64, k) if bad_axis is None else b.select(ok_k, bad_axis, ir.Constant(I64, k))
+        bad_value = idx[0]
+        bad_extent = extents[0]
+        for k in range(1, t.ndim):
+            first_bad = b.icmp_signed("==", bad_axis, ir.Constant(I64, k))
+            bad_value = b.select(first_bad, idx[k], bad_value)
+            bad_extent = b.select(first_bad, extents[k], bad_extent)
+        ok_bb = self.func.append_basic_block("in_bounds")
+        bad_bb = self.func.append_basic_block("out_of_bounds")
+        merge = self.func.append_basic_block("bounds_done")
+        b.cbranch(in_range, ok_bb, bad_bb)
+        b.position_at_end(ok_bb)
+        self.access(ins, b)
+        ok_end = b.block
+        b.branch(merge)
+        b.position_at_end(bad_bb)
+        self.record_fault(b, OUT_OF_BOUNDS, self.sites[id(ins)], bad_value, bad_extent, bad_axis)
+        bad_end = b.block
+        b.branch(merge)
+        b.position_at_end(merge)
+        if ins.results:
+            r = ins.result
+            phi = b.phi(llvm_type(r.type))
+            phi.add_incoming(self.values[r.id], ok_end)
+            phi.add_incoming(ir.Constant(llvm_type(r.type), 0), bad_end)
+            self.values[r.id] = phi
+
+    def access(self, ins: Instr, b) -> None:
+        addr, _, _ = self.address(b, ins)
+        st = ins.args[0].type.scalar
+        if ins.op == "load":
+            val = b.load(addr)
+            self.values[ins.result.id] = b.icmp_unsigned("!=", val, ir.Constant(I8, 0)) if st.is_bool else val
+            return
+        value = self.v(ins.args[-1])
+        if ins.op == "store":
+            b.store(b.zext(value, I8) if st.is_bool else value, addr)
+            return
+        kind = ins.attrs["kind"]
+        if ins.attrs.get("exclusive"):
+            old = b.load(addr)
+            b.store(self.combine(b, kind, old, value, st), addr)
+            self.values[ins.result.id] = old
+            return
+        if st.is_float:
+            op = {"add": "fadd", "sub": "fsub", "min": "fmin", "max": "fmax"}[kind]
+        elif st is T.uint32:
+            op = {"add": "add", "sub": "sub", "min": "umin", "max": "umax"}[kind]
+        else:
+            op = kind
+        self.values[ins.result.id] = b.atomic_rmw(op, addr, value, "monotonic")
+
+    def combine(self, b, kind, old, value, st):
+        if kind == "add":
+            return b.fadd(old, value) if st.is_float else b.add(old, value)
+        if kind == "sub":
+            return b.fsub(old, value) if st.is_float else b.sub(old, value)
+        return self.minmax(b, kind, old, value, st)
+
+    def minmax(self, b, kind, x, y, t):
+        if t.is_float:
+            return b.call(self.module.declare_intrinsic("llvm.minnum" if kind == "min" else "llvm.maxnum",
+                                                        [x.type]), [x, y])
+        cmp = b.icmp_unsigned if t is T.uint32 else b.icmp_signed
+        return b.select(cmp("<" if kind == "min" else ">", x, y), x, y)
+
+    # ------------------------------------------------------------------ prims
+    def prim(self, ins: Instr, b):
+        from .prims import emit_prim
+        return emit_prim(self, ins, b)

@@ -1,0 +1,93 @@
+"""LLVM set-up for the host: target machine (-O3, host CPU features), the new pass manager, one MCJIT
+engine that loads each kernel's object code (compiled now or read from the disk cache)."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import warnings
+
+import llvmlite
+import llvmlite.binding as llvm
+
+from .mathlib import register_libm
+
+BACKEND_VERSION = "cpu-1"
+_lock = threading.Lock()
+_state: dict = {}
+
+
+def _init():
+    if _state:
+        return _state
+    try:
+        llvm.initialize()
+    except RuntimeError:
+        pass   # llvmlite ≥ 0.45 initialises itself
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    register_libm()
+    target = llvm.Target.from_default_triple()
+    cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    tm = target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="default", codemodel="jitdefault")
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+    _state.update(tm=tm, engine=engine, cpu=cpu, features=features, triple=llvm.get_process_triple())
+    return _state
+
+
+def host_description() -> str:
+    s = _init()
+    return f"{s['cpu']} ({s['triple']})"
+
+
+def cache_key(fingerprint: str, options_key: str) -> str:
+    s = _init()
+    parts = [BACKEND_VERSION, fingerprint, options_key, llvmlite.__version__, ".".join(map(str, llvm.llvm_version_info)),
+             s["cpu"], s["features"]]
+    return "cpu:" + hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+
+def optimize(module_text: str) -> tuple[bytes, str]:
+    """Parse, verify, optimise at -O3 and emit object code; returns (object bytes, optimised IR text)."""
+    s = _init()
+    mod = llvm.parse_assembly(module_text)
+    mod.triple = s["triple"]
+    mod.data_layout = str(s["tm"].target_data)
+    mod.verify()
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(s["tm"], pto)
+    pb.getModulePassManager().run(mod, pb)
+    return s["tm"].emit_object(mod), str(mod)
+
+
+def load_object(obj: bytes, symbol: str) -> int:
+    """Add object code to the engine and return the address of `symbol`."""
+    s = _init()
+    with _lock:
+        s["engine"].add_object_file(llvm.ObjectFileRef.from_data(obj))
+        s["engine"].finalize_object()
+        addr = s["engine"].get_function_address(symbol)
+    if not addr:
+        raise RuntimeError(f"cpu backend: symbol {symbol} not found after loading object code")
+    return addr
+
+
+def compile_cached(module_text_fn, symbol: str, key: str, cache) -> tuple[int, str]:
+    """Object code from the disk cache when present (a corrupt entry is rebuilt), else compiled now."""
+    if cache is not None:
+        blob = cache.get(key)
+        if blob is not None:
+            try:
+                text_len = int.from_bytes(blob[:8], "little")
+                text = blob[8:8 + text_len].decode()
+                return load_object(blob[8 + text_len:], symbol), text
+            except Exception as exc:   # unreadable entry: rebuild
+                warnings.warn(f"gradkit: ignoring an unreadable kernel cache entry ({exc}); recompiling")
+    obj, text = optimize(module_text_fn())
+    if cache is not None:
+        raw = text.encode()
+        cache.put(key, len(raw).to_bytes(8, "little") + raw + obj)
+    return load_object(obj, symbol), text

@@ -1,0 +1,177 @@
+"""Math builtins for the CPU backend.
+
+float32 sin, cos, exp and log (and log2/log10 from log) are inlineable LLVM IR
+polynomials (Cephes-style range reduction and minimax coefficients) built only
+from arithmetic, selects and bit casts, so the loop vectorizer turns them into
+SIMD code. Measured max error against float64 NumPy on dense sweeps
+(tests/backends/test_cpu_math.py): sin/cos ≤ 2 ULP for |x| ≤ 8192, exp ≤ 2 ULP,
+log ≤ 2 ULP on normal numbers. Everything else, and every float64 function,
+calls the C library (correctly rounded to within 1 ULP, but scalar).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+F32, F64, I32 = ir.FloatType(), ir.DoubleType(), ir.IntType(32)
+
+LIBM_NAMES = ["sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "exp", "log",
+              "log2", "log10", "pow"]
+_registered = False
+
+
+def register_libm() -> None:
+    """Make the C library's math functions resolvable by JIT-compiled code."""
+    global _registered
+    if _registered:
+        return
+    libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+    for name in LIBM_NAMES:
+        llvm.add_symbol(name, ctypes.cast(getattr(libm, name), ctypes.c_void_p).value)
+    _registered = True
+
+
+def _poly(b: ir.IRBuilder, x, coeffs):
+    """Horner evaluation of coeffs[0]*x^n + ... + coeffs[n]."""
+    acc = ir.Constant(x.type, coeffs[0])
+    for c in coeffs[1:]:
+        acc = b.fadd(b.fmul(acc, x), ir.Constant(x.type, c))
+    return acc
+
+
+def _fabs(b, x):
+    return b.bitcast(b.and_(b.bitcast(x, I32), ir.Constant(I32, 0x7FFFFFFF)), F32)
+
+
+def _pow2i(b, n):
+    """2**n as float32 for -126 <= n <= 127 (integer n)."""
+    return b.bitcast(b.shl(b.add(n, ir.Constant(I32, 127)), ir.Constant(I32, 23)), F32)
+
+
+def _define(module: ir.Module, name: str, nargs: int = 1):
+    fn = ir.Function(module, ir.FunctionType(F32, [F32] * nargs), name=name)
+    fn.linkage = "internal"
+    fn.attributes.add("alwaysinline")
+    fn.attributes.add("nounwind")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    return fn, b
+
+
+def _expf(module):
+    fn, b = _define(module, "gk_expf")
+    (x0,) = fn.args
+    c = lambda v: ir.Constant(F32, v)  # noqa: E731
+    x = b.select(b.fcmp_ordered(">", x0, c(88.72283)), c(88.72283), x0)
+    x = b.select(b.fcmp_ordered("<", x, c(-103.0)), c(-103.0), x)
+    fx = b.call(module.declare_intrinsic("llvm.floor", [F32]), [b.fadd(b.fmul(x, c(1.44269504088896341)), c(0.5))])
+    r = b.fsub(b.fsub(x, b.fmul(fx, c(0.693359375))), b.fmul(fx, c(-2.12194440e-4)))
+    z = b.fmul(r, r)
+    p = _poly(b, r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
+                     5.0000001201e-1])
+    y = b.fadd(b.fadd(b.fmul(p, z), r), c(1.0))
+    n = b.fptosi(fx, I32)
+    n1 = b.ashr(n, ir.Constant(I32, 1))
+    res = b.fmul(b.fmul(y, _pow2i(b, n1)), _pow2i(b, b.sub(n, n1)))
+    res = b.select(b.fcmp_ordered(">", x0, c(88.72283)), c(float("inf")), res)
+    res = b.select(b.fcmp_ordered("<", x0, c(-103.0)), c(0.0), res)
+    res = b.select(b.fcmp_unordered("uno", x0, x0), x0, res)
+    b.ret(res)
+    return fn
+
+
+def _logf(module):
+    fn, b = _define(module, "gk_logf")
+    (x0,) = fn.args
+    c = lambda v: ir.Constant(F32, v)  # noqa: E731
+    i = lambda v: ir.Constant(I32, v)  # noqa: E731
+    bits = b.bitcast(x0, I32)
+    e = b.sub(b.and_(b.lshr(bits, i(23)), i(0xFF)), i(126))
+    m = b.bitcast(b.or_(b.and_(bits, i(0x7FFFFF)), i(0x3F000000)), F32)
+    small = b.fcmp_ordered("<", m, c(0.707106781186547524))
+    e = b.select(small, b.sub(e, i(1)), e)
+    m = b.select(small, b.fsub(b.fadd(m, m), c(1.0)), b.fsub(m, c(1.0)))
+    z = b.fmul(m, m)
+    p = _poly(b, m, [7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
+                     -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1])
+    y = b.fmul(b.fmul(p, m), z)
+    ef = b.sitofp(e, F32)
+    y = b.fadd(y, b.fmul(ef, c(-2.12194440e-4)))
+    y = b.fsub(y, b.fmul(z, c(0.5)))
+    res = b.fadd(b.fadd(m, y), b.fmul(ef, c(0.693359375)))
+    res = b.select(b.fcmp_ordered("==", x0, c(0.0)), c(float("-inf")), res)
+    res = b.select(b.fcmp_ordered("<", x0, c(0.0)), c(float("nan")), res)
+    res = b.select(b.fcmp_ordered("==", x0, c(float("inf"))), x0, res)
+    res = b.select(b.fcmp_unordered("uno", x0, x0), x0, res)
+    b.ret(res)
+    return fn
+
+
+def _sincosf(module, want_sin: bool):
+    fn, b = _define(module, "gk_sinf" if want_sin else "gk_cosf")
+    (x0,) = fn.args
+    c = lambda v: ir.Constant(F32, v)  # noqa: E731
+    i = lambda v: ir.Constant(I32, v)  # noqa: E731
+    x = _fabs(b, x0)
+    j = b.fptosi(b.fmul(x, c(1.27323954473516)), I32)
+    j = b.and_(b.add(j, i(1)), i(~1))
+    y = b.sitofp(j, F32)
+    x = b.fsub(b.fsub(b.fsub(x, b.fmul(y, c(0.78515625))), b.fmul(y, c(2.4187564849853515625e-4))),
+               b.fmul(y, c(3.77489497744594108e-8)))
+    j = b.and_(j, i(7))
+    flip = b.icmp_signed(">", j, i(3))
+    j = b.select(flip, b.sub(j, i(4)), j)
+    z = b.fmul(x, x)
+    cos_p = b.fadd(b.fsub(b.fmul(b.fmul(_poly(b, z, [2.443315711809948e-5, -1.388731625493765e-3,
+                                                     4.166664568298827e-2]), z), z), b.fmul(z, c(0.5))), c(1.0))
+    sin_p = b.fadd(b.fmul(b.fmul(_poly(b, z, [-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1]), z), x), x)
+    if want_sin:
+        use_cos = b.or_(b.icmp_signed("==", j, i(1)), b.icmp_signed("==", j, i(2)))
+        r = b.select(use_cos, cos_p, sin_p)
+        neg = b.xor(flip, b.fcmp_ordered("<", x0, c(0.0)))
+    else:
+        use_sin = b.or_(b.icmp_signed("==", j, i(1)), b.icmp_signed("==", j, i(2)))
+        r = b.select(use_sin, sin_p, cos_p)
+        neg = b.xor(flip, b.icmp_signed(">", j, i(1)))
+    r = b.select(neg, b.fneg(r), r)
+    b.ret(r)
+    return fn
+
+
+class MathLib:
+    """Per-module cache of math function declarations/definitions."""
+
+    def __init__(self, module: ir.Module):
+        self.module = module
+        self.fns: dict = {}
+
+    def _libm(self, name: str):
+        key = ("libm", name)
+        if key not in self.fns:
+            nargs = 2 if name in ("atan2", "pow") else 1
+            fn = ir.Function(self.module, ir.FunctionType(F64, [F64] * nargs), name=name)
+            fn.attributes.add("nounwind")
+            self.fns[key] = fn
+        return self.fns[key]
+
+    def _poly_fn(self, name: str):
+        if name not in self.fns:
+            builders = {"exp": _expf, "log": _logf, "sin": lambda m: _sincosf(m, True),
+                        "cos": lambda m: _sincosf(m, False)}
+            self.fns[name] = builders[name](self.module)
+        return self.fns[name]
+
+    def call(self, b: ir.IRBuilder, name: str, args: list):
+        t = args[0].type
+        if t == F32 and name in ("sin", "cos", "exp", "log"):
+            return b.call(self._poly_fn(name), args)
+        if t == F32 and name in ("log2", "log10"):
+            scale = 1.4426950408889634 if name == "log2" else 0.4342944819032518
+            return b.fmul(b.call(self._poly_fn("log"), args), ir.Constant(F32, scale))
+        if t == F32:
+            wide = [b.fpext(a, F64) for a in args]
+            return b.fptrunc(b.call(self._libm(name), wide), F32)
+        return b.call(self._libm(name), args)

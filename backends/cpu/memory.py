@@ -1,0 +1,43 @@
+"""Host memory for the CPU backend: 64-byte aligned NumPy buffers (zero-copy views for gradkit arrays)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+ALIGN = 64
+
+
+class HostBuffer:
+    """A zero-filled, 64-byte aligned block of host memory."""
+
+    __slots__ = ("data", "ptr", "nbytes", "_owner")
+
+    def __init__(self, nbytes: int):
+        owner = np.zeros(nbytes + ALIGN, dtype=np.uint8)
+        offset = (-owner.ctypes.data) % ALIGN
+        self._owner = owner
+        self.data = owner[offset:offset + nbytes]
+        self.ptr = self.data.ctypes.data
+        self.nbytes = nbytes
+
+
+class HostMemory:
+    """The memory half of the Backend interface for host memory."""
+
+    def alloc(self, device, nbytes: int) -> HostBuffer:
+        return HostBuffer(nbytes)
+
+    def copy_from_host(self, device, dst: HostBuffer, src: np.ndarray) -> None:
+        dst.data[:src.nbytes] = np.ascontiguousarray(src).reshape(-1).view(np.uint8)
+
+    def copy_to_host(self, device, src: HostBuffer, dst: np.ndarray) -> None:
+        dst.reshape(-1).view(np.uint8)[:] = src.data[:dst.nbytes]
+
+    def copy(self, device, dst: HostBuffer, src: HostBuffer, nbytes: int) -> None:
+        dst.data[:nbytes] = src.data[:nbytes]
+
+    def fill_zero(self, device, buf: HostBuffer, nbytes: int) -> None:
+        buf.data[:nbytes] = 0
+
+    def host_view(self, device, buf: HostBuffer) -> np.ndarray:
+        return buf.data
