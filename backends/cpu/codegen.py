@@ -379,8 +379,9 @@ class Codegen:
 
     def minmax(self, b, kind, x, y, t):
         if t.is_float:
-            return b.call(self.module.declare_intrinsic("llvm.minnum" if kind == "min" else "llvm.maxnum",
-                                                        [x.type]), [x, y])
+            name = "llvm.minnum" if kind == "min" else "llvm.maxnum"
+            return b.call(self.module.declare_intrinsic(name, [x.type], ir.FunctionType(x.type, [x.type, x.type])),
+                          [x, y])
         cmp = b.icmp_unsigned if t is T.uint32 else b.icmp_signed
         return b.select(cmp("<" if kind == "min" else ">", x, y), x, y)
 
