@@ -10,6 +10,7 @@ import time
 
 from ..core.config import config
 from . import state
+from .device import get_device
 
 _INT = (int,)
 
@@ -30,13 +31,12 @@ def normalize_dim(dim) -> tuple[int, ...]:
 
 
 def _pick_device(device, args):
-    from .device import get_device
     if device is not None:
         return get_device(device)
     for a in args:
-        dev = getattr(a, "device", None)
-        if dev is not None and hasattr(a, "buffer"):
-            return dev
+        buf = getattr(a, "buffer", None)
+        if buf is not None:
+            return a.device
     return get_device(None)
 
 

@@ -29,7 +29,10 @@ def _workers() -> int:
 
 
 class CompiledKernel:
-    """A compiled kernel: entry point, argument layout and a reusable packed-argument block."""
+    """A compiled kernel: entry point and a reusable packed-argument block with pre-bound setters.
+
+    Launches of one kernel object are not meant to run concurrently from several Python threads
+    (the argument block is reused)."""
 
     def __init__(self, fn, options, addr: int, text: str):
         self.fn, self.options, self.text = fn, options, text
@@ -37,28 +40,46 @@ class CompiledKernel:
         self.layout = layout_of(fn)
         self.can_fault = options.debug or any(i.op == "push" for i in fn.walk())
         self.fault = np.zeros(8, np.int64)
-        self.packers = []
-        for p, (off, kind, t) in zip(fn.params, self.layout.slots):
-            self.packers.append((off, kind, t))
+        size = self.layout.size
+        self.block = (ctypes.c_int64 * size)()
+        self.as_f64 = (ctypes.c_double * size).from_buffer(self.block)
+        self.as_f32 = (ctypes.c_float * (2 * size)).from_buffer(self.block)
+        self.ptr = ctypes.addressof(self.block)
+        self.block[4] = self.fault.ctypes.data
+        self.setters = [self._setter(off, kind, t) for off, kind, t in self.layout.slots]
 
-    def pack(self, dim, args) -> np.ndarray:
-        block = np.empty(self.layout.size, np.int64)
-        d = list(dim) + [1] * (4 - len(dim))
-        block[:4] = d
-        block[4] = self.fault.ctypes.data
-        for (off, kind, t), a in zip(self.packers, args):
-            if kind == "array":
+    def _setter(self, off, kind, t):
+        block, f64, f32 = self.block, self.as_f64, self.as_f32
+        if kind == "array":
+            def set_array(a):
                 block[off] = a.buffer.ptr
-                shape = a.shape
-                block[off + 1:off + 1 + len(shape)] = shape
-            elif t is T.float64:
-                block[off:off + 1].view(np.float64)[0] = a
-            elif t is T.float32:
+                for k, e in enumerate(a.shape, start=off + 1):
+                    block[k] = e
+            return set_array
+        if t is T.float64:
+            def set_f64(v):
+                f64[off] = v
+            return set_f64
+        if t is T.float32:
+            def set_f32(v):
                 block[off] = 0
-                block[off:off + 1].view(np.float32)[0] = a
-            else:
-                block[off] = int(a)
-        return block
+                f32[2 * off] = v
+            return set_f32
+
+        def set_int(v):
+            block[off] = int(v)
+        return set_int
+
+    def pack(self, dim, args) -> int:
+        block = self.block
+        n = len(dim)
+        block[0] = dim[0]
+        block[1] = dim[1] if n > 1 else 1
+        block[2] = dim[2] if n > 2 else 1
+        block[3] = dim[3] if n > 3 else 1
+        for setter, a in zip(self.setters, args):
+            setter(a)
+        return self.ptr
 
 
 class CPUBackend(HostMemory, Backend):
@@ -96,10 +117,9 @@ class CPUBackend(HostMemory, Backend):
         n = 1
         for d in dim:
             n *= d
-        block = compiled.pack(dim, args)
+        ptr = compiled.pack(dim, args)
         if compiled.can_fault:
             compiled.fault[:] = 0
-        ptr = block.ctypes.data
         if n < INLINE_BELOW or self._nworkers == 1:
             compiled.entry(0, n, ptr)
         else:
