@@ -18,7 +18,8 @@ from .codegen import HEADER, Codegen, layout_of
 from .memory import HostMemory
 
 KERNEL_T = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
-INLINE_BELOW = 1 << 15      # launches with fewer threads run on the calling thread
+INLINE_BELOW = 1 << 15      # straight-line kernels with fewer threads run on the calling thread
+INLINE_BELOW_LOOPS = 64     # kernels with loops do far more work per thread: split them much earlier
 
 
 def _workers() -> int:
@@ -39,6 +40,7 @@ class CompiledKernel:
         self.entry = KERNEL_T(addr)
         self.layout = layout_of(fn)
         self.can_fault = options.debug or any(i.op == "push" for i in fn.walk())
+        self.inline_below = INLINE_BELOW_LOOPS if any(i.op in ("for", "while") for i in fn.walk()) else INLINE_BELOW
         self.fault = np.zeros(8, np.int64)
         size = self.layout.size
         self.block = (ctypes.c_int64 * size)()
@@ -120,7 +122,7 @@ class CPUBackend(HostMemory, Backend):
         ptr = compiled.pack(dim, args)
         if compiled.can_fault:
             compiled.fault[:] = 0
-        if n < INLINE_BELOW or self._nworkers == 1:
+        if n < compiled.inline_below or self._nworkers == 1:
             compiled.entry(0, n, ptr)
         else:
             chunks = self._nworkers

@@ -51,6 +51,27 @@ def layout_of(fn: Function) -> Layout:
     return lay
 
 
+def _reduction_sites(fn: Function) -> dict:
+    """Atomic adds/subs whose element is fixed (constant indices) and whose old value is unused: they
+    become per-thread-range partial sums (float32 summed in float64) plus one atomic per range."""
+    used = set()
+    for ins in fn.walk():
+        used.update(a.id for a in ins.args)
+        for r in ins.regions:
+            used.update(y.id for y in r.yields)
+    params = {p.value.id for p in fn.params}
+    out = {}
+    for ins in fn.walk():
+        if ins.op != "atomic" or ins.attrs["kind"] not in ("add", "sub") or ins.attrs.get("exclusive"):
+            continue
+        arr = ins.args[0]
+        idx = ins.args[1:1 + arr.type.ndim]
+        if arr.id not in params or ins.result.id in used or any(i.const_value is None for i in idx):
+            continue
+        out[id(ins)] = (arr.id, tuple(i.const_value for i in idx), ins.attrs["comp"])
+    return out
+
+
 class Codegen:
     """Builds one LLVM module holding one kernel function."""
 
@@ -63,6 +84,8 @@ class Codegen:
         self.arrays: dict[int, tuple] = {}       # param value id -> (pointer, [extents i64], elem type)
         self.sites = {id(ins): k for k, ins in enumerate(bounds_sites(fn))} if debug else {}
         self.uses_stack = any(i.op in ("push", "pop") for i in fn.walk())
+        self.reductions = {} if debug else _reduction_sites(fn)   # id(ins) -> key of its accumulator
+        self.accumulators: dict = {}                                  # key -> (alloca, ins)
 
     # ------------------------------------------------------------------ function skeleton
     def build(self) -> ir.Module:
@@ -90,6 +113,14 @@ class Codegen:
         if self.uses_stack:
             self.stack = b.alloca(ir.ArrayType(I64, self.stack_size), name="stack")
             self.sp = b.alloca(I32, name="sp")
+        for ins in self.fn.walk():
+            key = self.reductions.get(id(ins))
+            if key is not None and key not in self.accumulators:
+                st = ins.args[0].type.scalar
+                acc_t = F64 if st.is_float else llvm_type(st)
+                acc = b.alloca(acc_t, name="partial")
+                b.store(ir.Constant(acc_t, 0.0 if st.is_float else 0), acc)
+                self.accumulators[key] = (acc, ins)
         loop = func.append_basic_block("thread")
         body = func.append_basic_block("body")
         done = func.append_basic_block("done")
@@ -107,6 +138,16 @@ class Codegen:
         tid.add_incoming(nxt, b.block)
         b.branch(loop)
         b.position_at_end(done)
+        for acc, ins in self.accumulators.values():
+            # One atomic per thread range instead of one per thread (reductions onto a fixed element).
+            addr, _, _ = self.address(b, ins)
+            st = ins.args[0].type.scalar
+            total = b.load(acc)
+            if st.is_float:
+                total = b.fptrunc(total, F32) if st is T.float32 else total
+                b.atomic_rmw("fadd", addr, total, "monotonic")
+            else:
+                b.atomic_rmw("add", addr, total, "monotonic")
         b.ret_void()
         return self.module
 
@@ -357,6 +398,17 @@ class Codegen:
             b.store(b.zext(value, I8) if st.is_bool else value, addr)
             return
         kind = ins.attrs["kind"]
+        key = self.reductions.get(id(ins))
+        if key is not None:
+            acc, _ = self.accumulators[key]
+            if st.is_float:
+                v = b.fpext(value, F64) if st is T.float32 else value
+                v = b.fneg(v) if kind == "sub" else v
+                b.store(b.fadd(b.load(acc), v, flags=("reassoc", "nsz")), acc)
+            else:
+                v = b.sub(ir.Constant(value.type, 0), value) if kind == "sub" else value
+                b.store(b.add(b.load(acc), v), acc)
+            return
         if ins.attrs.get("exclusive"):
             old = b.load(addr)
             b.store(self.combine(b, kind, old, value, st), addr)

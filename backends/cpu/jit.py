@@ -12,7 +12,16 @@ import llvmlite.binding as llvm
 
 from .mathlib import register_libm
 
-BACKEND_VERSION = "cpu-1"
+def _source_hash() -> str:
+    """A hash of this backend's own code, so editing the code generator invalidates cached objects."""
+    import pathlib
+    h = hashlib.sha256()
+    for f in sorted(pathlib.Path(__file__).parent.glob("*.py")):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+BACKEND_VERSION = "cpu-" + _source_hash()
 _lock = threading.Lock()
 _state: dict = {}
 

@@ -43,7 +43,9 @@ the 3-part reduction loses bits gradually (results stay in [-1, 1]); ±inf and N
 
 from __future__ import annotations
 
+import decimal
 import math
+import struct
 
 from llvmlite import ir
 
@@ -53,30 +55,29 @@ F32, F64 = ir.FloatType(), ir.DoubleType()
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 
 
-def _split(value: float, t: ir.Type, parts: int, zero_bits: int = 0) -> list[float]:
-    """`value` as a sum of `parts` numbers of type t (the first with `zero_bits` low bits cleared)."""
-    import struct
+_D = decimal.Context(prec=80)
+PI = decimal.Decimal("3.14159265358979323846264338327950288419716939937510582097494459230781640628620899863")
+LN2 = decimal.Decimal("0.693147180559945309417232121458176568075500134360255254120680009493393621969694715605")
+LOG10_2 = decimal.Decimal("0.30102999566398119521373889472449302676818988146210854131")
+PIO2, PIO4 = _D.divide(PI, 2), _D.divide(PI, 4)
+
+
+def _chop(v: float, nbits: int) -> float:
+    """The double v with its lowest `nbits` significand bits cleared."""
+    (bits,) = struct.unpack("Q", struct.pack("d", v))
+    return struct.unpack("d", struct.pack("Q", bits & ~((1 << nbits) - 1)))[0]
+
+
+def _split(value: decimal.Decimal, t: ir.Type, parts: int) -> list[float]:
+    """`value` as a sum of `parts` numbers of type t, each the rounding of what the previous left over."""
     out, rest = [], value
-    for k in range(parts):
+    for _ in range(parts):
+        v = float(rest)
         if t is F32:
-            v = struct.unpack("f", struct.pack("f", rest))[0]
-            if k == 0 and zero_bits:
-                (bits,) = struct.unpack("I", struct.pack("f", v))
-                v = struct.unpack("f", struct.pack("I", bits & ~((1 << zero_bits) - 1)))[0]
-        else:
-            v = rest
-            if k == 0 and zero_bits:
-                (bits,) = struct.unpack("Q", struct.pack("d", v))
-                v = struct.unpack("d", struct.pack("Q", bits & ~((1 << zero_bits) - 1)))[0]
+            v = struct.unpack("f", struct.pack("f", v))[0]
         out.append(v)
-        rest = rest - v
+        rest = _D.subtract(rest, decimal.Decimal(v))
     return out
-
-
-# Extra precision constants for splits (Python floats are doubles; the remainders need more bits).
-_PIO2 = 1.5707963267948966192313216916397514
-_PIO2_PARTS64 = [1.5707963267341256, 6.077100506506192e-11, 2.0222662487959506e-21]   # 33+33+53 bits
-_LN2_HI64, _LN2_LO64 = 6.93147180369123816490e-01, 1.90821492927058770002e-10        # fdlibm split
 
 
 class Ops:
@@ -183,13 +184,7 @@ class MathLib:
         finite = o.lt(o.fabs(x), o.c(math.inf))
         xs = o.sel(finite, x, o.c(0.0))
         k = o.rint(o.mul(xs, o.c(2 / math.pi)))
-        parts = _split(_PIO2, F32, 3, zero_bits=8) if o.is32 else _PIO2_PARTS64
-        if o.is32:      # remainders computed in double, so the 3 float parts sum to π/2 to ~72 bits
-            p1 = parts[0]
-            p2 = float(ir.Constant(F32, _PIO2 - p1).constant)
-            p2 = _split(_PIO2 - p1, F32, 1)[0]
-            p3 = _split(_PIO2 - p1 - p2, F32, 1)[0]
-            parts = [p1, p2, p3]
+        parts = _split(PIO2, o.t, 3)
         r = xs
         for p in parts:
             r = o.fma(o.neg(k), o.c(p), r)
@@ -235,7 +230,7 @@ class MathLib:
         xc = o.sel(o.gt(xc, o.c(hi + 1)), o.c(hi + 1), xc)
         xc = o.sel(o.lt(xc, o.c(lo - 1)), o.c(lo - 1), xc)
         k = o.rint(o.mul(xc, o.c(1 / math.log(2))))
-        ln2_hi, ln2_lo = (_split(math.log(2), F32, 2, zero_bits=12) if o.is32 else (_LN2_HI64, _LN2_LO64))
+        ln2_hi, ln2_lo = _split(LN2, o.t, 2)
         r = o.fma(o.neg(k), o.c(ln2_hi), xc)
         r = o.fma(o.neg(k), o.c(ln2_lo), r)
         p = o.add(o.fma(o.mul(r, r), o.poly(r, "exp"), r), o.c(1.0))
@@ -276,7 +271,7 @@ class MathLib:
 
     def _log(self, o: Ops, x):
         ef, f, corr = self._log_parts(o, x)
-        ln2_hi, ln2_lo = (_split(math.log(2), F32, 2, zero_bits=12) if o.is32 else (_LN2_HI64, _LN2_LO64))
+        ln2_hi, ln2_lo = _split(LN2, o.t, 2)
         lo = o.fma(ef, o.c(ln2_lo), o.neg(corr))
         v = o.add(o.fma(ef, o.c(ln2_hi), f), lo)
         return self._log_special(o, x, v)
@@ -288,7 +283,7 @@ class MathLib:
 
     def _log10(self, o: Ops, x):
         ef, f, corr = self._log_parts(o, x)
-        hi, lo = _split(math.log10(2), o.t, 2, zero_bits=12 if o.is32 else 32)
+        hi, lo = _split(LOG10_2, o.t, 2)
         v = o.fma(ef, o.c(hi), o.fma(ef, o.c(lo), o.mul(o.sub(f, corr), o.c(1 / math.log(10)))))
         return self._log_special(o, x, v)
 
@@ -314,7 +309,7 @@ class MathLib:
         mag = o.sel(ax_inf, o.sel(o.lt(y, zero), zero, inf), mag)
         ay_inf = o.eq(o.fabs(y), inf)
         gt1 = o.gt(ax, o.c(1.0))
-        yinf_val = o.sel(o.eq(ax, o.c(1.0)), o.c(1.0), o.sel(o.eq(gt1, o.gt(y, zero)), inf, zero))
+        yinf_val = o.sel(o.eq(ax, o.c(1.0)), o.c(1.0), o.sel(o.b.icmp_unsigned("==", gt1, o.gt(y, zero)), inf, zero))
         mag = o.sel(ay_inf, yinf_val, mag)
         negx = o.b.icmp_signed("<", o.to_bits(x), o.ci(0))                 # sign bit, so -0 counts
         v = o.sel(o.and_(negx, yodd), o.neg(mag), mag)
@@ -342,14 +337,14 @@ class MathLib:
         z = o.mul(s, s)
         tail = o.mul(o.mul(z, s), o.poly(z, "log"))          # log(m) = 2s + 2s_lo + tail
         # L = ef·ln2_hi (exact) + 2s, then the small terms
-        a = o.mul(ef, o.c(_LN2_HI64))
+        ln2_hi = _chop(float(LN2), 12)                      # ef·ln2_hi is exact (|ef| < 2^11)
+        ln2_lo = float(_D.subtract(LN2, decimal.Decimal(ln2_hi)))
+        a = o.mul(ef, o.c(ln2_hi))
         b2 = o.mul(s, o.c(2.0))
         hi = o.add(a, b2)
-        lo = o.add(o.sub(a, hi), b2)                         # Fast2Sum (|a| ≥ |b2| or a = 0)
         bb = o.sub(hi, a)
-        lo2 = o.add(o.sub(a, o.sub(hi, bb)), o.sub(b2, bb))  # 2Sum error (valid whatever the order)
-        lo = lo2
-        lo = o.add(lo, o.add(o.fma(ef, o.c(_LN2_LO64), o.mul(s_lo, o.c(2.0))), tail))
+        lo = o.add(o.sub(a, o.sub(hi, bb)), o.sub(b2, bb))   # 2Sum: a + b2 = hi + lo exactly
+        lo = o.add(lo, o.add(o.fma(ef, o.c(ln2_lo), o.mul(s_lo, o.c(2.0))), tail))
         l_hi = o.add(hi, lo)
         l_lo = o.sub(lo, o.sub(l_hi, hi))
         p_hi = o.mul(y, l_hi)
@@ -366,11 +361,11 @@ class MathLib:
         u = o.sel(mid, o.div(o.sub(y, o.c(1.0)), o.add(y, o.c(1.0))), y)
         z = o.mul(u, u)
         p = o.fma(o.mul(z, u), o.poly(z, "atan"), u)
-        pio4_hi, pio4_lo = _split(math.pi / 4, o.t, 2)
+        pio4_hi, pio4_lo = _split(PIO4, o.t, 2)
         return o.sel(mid, o.add(o.c(pio4_hi), o.add(p, o.c(pio4_lo))), p)
 
     def _pio2_minus(self, o: Ops, r):
-        hi, lo = _split(_PIO2, o.t, 2)
+        hi, lo = _split(PIO2, o.t, 2)
         return o.add(o.c(hi), o.sub(o.c(lo), r))
 
     def _atan(self, o: Ops, x):
@@ -390,7 +385,7 @@ class MathLib:
         q = o.sel(o.and_(o.eq(ax, inf), o.eq(ay, inf)), o.c(1.0), q)
         r = self._atan01(o, q)
         r = o.sel(swap, self._pio2_minus(o, r), r)
-        pi_hi, pi_lo = _split(math.pi, o.t, 2)
+        pi_hi, pi_lo = _split(PI, o.t, 2)
         negx = o.b.icmp_signed("<", o.to_bits(x), o.ci(0))
         r = o.sel(negx, o.add(o.c(pi_hi), o.sub(o.c(pi_lo), r)), r)
         return o.copysign(r, y)
@@ -411,7 +406,7 @@ class MathLib:
     def _acos(self, o: Ops, x):
         p, big = self._asin_core(o, x)
         p2 = o.mul(p, o.c(2.0))
-        pi_hi, pi_lo = _split(math.pi, o.t, 2)
+        pi_hi, pi_lo = _split(PI, o.t, 2)
         neg = o.lt(x, o.c(0.0))
         big_v = o.sel(neg, o.add(o.c(pi_hi), o.sub(o.c(pi_lo), p2)), p2)
         small_v = self._pio2_minus(o, o.copysign(p, x))
