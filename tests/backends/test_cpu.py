@@ -1,0 +1,120 @@
+"""The LLVM CPU backend specifically: generated code, vectorisation, math accuracy, the disk cache,
+debug bounds checks, and reductions."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import gradkit as gk
+
+pytestmark = pytest.mark.skipif("cpu" not in [d.name for d in gk.get_devices()], reason="cpu backend unavailable")
+
+
+@gk.kernel
+def w1(x: gk.array(dtype=float), y: gk.array(dtype=float)):
+    i = gk.tid()
+    y[i] = gk.sin(x[i]) * x[i] + 0.5 * x[i] * x[i]
+
+
+def test_source_is_vectorised_llvm_ir():
+    text = w1.source("cpu")
+    assert "define" in text and "<8 x float>" in text          # AVX2-width SIMD on this host
+    assert "adj" not in w1.source("cpu") and "define" in w1.source("cpu", adjoint=True)
+
+
+def _ulp_error(got, ref64):
+    ref = ref64.astype(np.float32)
+    spacing = np.spacing(np.abs(ref).astype(np.float32))
+    return np.abs(got.astype(np.float64) - ref64) / spacing
+
+
+@pytest.mark.parametrize("name, lo, hi, bound", [
+    ("sin", -8192.0, 8192.0, 2.0), ("cos", -8192.0, 8192.0, 2.0), ("exp", -87.0, 88.0, 2.0), ("log", 1e-30, 1e30, 2.0),
+])
+def test_float32_math_ulp(name, lo, hi, bound):
+    """The vectorisable float32 polynomials stay within the stated ULP bound on dense sweeps."""
+    fn = getattr(gk, name)
+
+    @gk.kernel
+    def k(x: gk.array(dtype=float), y: gk.array(dtype=float)):
+        i = gk.tid()
+        y[i] = fn(x[i])
+
+    if name == "log":
+        x = np.geomspace(lo, hi, 1_000_003).astype(np.float32)
+    else:
+        x = np.linspace(lo, hi, 1_000_003).astype(np.float32)
+    xa, ya = gk.array(x, device="cpu"), gk.zeros(len(x), device="cpu")
+    gk.launch(k, len(x), inputs=[xa], outputs=[ya], device="cpu")
+    ref = getattr(np, name)(x.astype(np.float64))
+    err = _ulp_error(ya.numpy(), ref)
+    if name in ("sin", "cos"):
+        err = err[np.abs(ref) > 1e-3]   # relative ULPs near the zeros of sin/cos measure the argument's rounding
+    assert err.max() <= bound, f"{name}: max {err.max():.2f} ULP"
+
+
+def test_bounds_checks_in_debug_mode():
+    @gk.kernel
+    def shifted(x: gk.array(dtype=float), y: gk.array(dtype=float)):
+        i = gk.tid()
+        y[i] = x[i + 1]
+
+    x, y = gk.zeros(8, device="cpu"), gk.zeros(8, device="cpu")
+    gk.config.debug = True
+    try:
+        with pytest.raises(IndexError, match=r"shifted.*index 8.*axis 0.*'x'.*extent 8.*test_cpu.py:\d+"):
+            gk.launch(shifted, 8, inputs=[x], outputs=[y], device="cpu")
+    finally:
+        gk.config.debug = False
+
+
+def test_reduction_onto_one_element_is_accurate():
+    @gk.kernel
+    def total(x: gk.array(dtype=float), s: gk.array(dtype=float)):
+        i = gk.tid()
+        gk.atomic_add(s, 0, x[i])
+
+    x = np.random.default_rng(0).uniform(0, 1, 1 << 22).astype(np.float32)
+    s = gk.zeros(1, device="cpu")
+    gk.launch(total, len(x), inputs=[gk.array(x, device="cpu")], outputs=[s], device="cpu")
+    assert abs(s.numpy()[0] - x.astype(np.float64).sum()) / x.sum() < 1e-6
+
+
+SCRIPT = textwrap.dedent("""
+    import warnings, numpy as np, gradkit as gk
+    from gradkit.runtime.cache import default_cache
+    @gk.kernel
+    def k(x: gk.array(dtype=float), y: gk.array(dtype=float)):
+        i = gk.tid()
+        y[i] = 3.0 * x[i]
+    x, y = gk.array([1.0, 2.0]), gk.zeros(2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gk.launch(k, 2, inputs=[x], outputs=[y], device="cpu")
+    print(len(default_cache()), y.numpy().tolist(), any("cache" in str(w.message) for w in caught))
+""")
+
+
+def _run(tmp_path, env_extra=None):
+    import os
+    env = dict(os.environ, GRADKIT_CACHE_DIR=str(tmp_path / "cache"), **(env_extra or {}))
+    script = tmp_path / "cache_script.py"
+    script.write_text(SCRIPT)
+    out = subprocess.run([sys.executable, "-W", "ignore::RuntimeWarning", str(script)], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split("\n")[-2]
+
+
+def test_disk_cache_miss_hit_and_corruption(tmp_path):
+    first = _run(tmp_path)                                  # miss: compiled and stored
+    assert first.startswith("1 [3.0, 6.0]")
+    second = _run(tmp_path)                                 # hit: same entry count, same result
+    assert second.startswith("1 [3.0, 6.0] False")
+    for f in (tmp_path / "cache").rglob("*.gkc"):           # corrupt every entry
+        f.write_bytes(f.read_bytes()[:40] + b"garbage")
+    third = _run(tmp_path)                                  # rebuilt with a warning, never fatal
+    assert third.startswith("1 [3.0, 6.0] True")
