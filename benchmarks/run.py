@@ -71,6 +71,17 @@ def gradkit_cases(device: str, size: dict) -> dict:
     check("W1 backward", x.grad.numpy(), g_ref, 1e-4, 1e-4)
     cases["W1 forward"], cases["W1 backward"] = w1_fwd, w1_bwd
 
+    # W1 forward mode: value and tangent in one kernel (seed dx = 1, so dy = dy/dx)
+    x.dual = gk.ones(n, device=device)
+    y.dual = gk.zeros(n, device=device)
+
+    def w1_tangent():
+        gk.launch(W.w1_stream, n, inputs=[x], outputs=[y], device=device, tangent=True)
+        sync()
+    w1_tangent()
+    check("W1 tangent", y.dual.numpy(), g_ref, 1e-4, 1e-4)
+    cases["W1 tangent"] = w1_tangent
+
     # W2 reduction
     loss = gk.zeros(1, device=device, requires_grad=True)
 

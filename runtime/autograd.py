@@ -23,7 +23,7 @@ def _copy(a):
 
 
 def _flat(a) -> np.ndarray:
-    return np.asarray(a.numpy(), dtype=np.float64).reshape(-1)
+    return np.array(a.numpy(), dtype=np.float64).reshape(-1)   # a copy: .numpy() may be a live view
 
 
 def _like(a, values: np.ndarray):
