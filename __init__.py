@@ -26,6 +26,7 @@ from .runtime.checkpoint import checkpoint, grad_for, grad_replaced
 from .ad.transforms import grad, jvp
 from . import backends  # noqa: E402  (gk.backends.available())
 from .runtime import autograd  # noqa: E402  (gk.autograd.jacobian, gradcheck, ...)
+from . import viz  # noqa: E402  (gk.viz.kernel_graph, tape_graph, load_bundle)
 
 __all__ = [
     "config", "CompileError", "DeviceError", "GradientCheckError", "GradientRuleError", "GradientRuleWarning",
@@ -34,5 +35,5 @@ __all__ = [
     "mat22d", "mat33d", "mat44d", "vector", "matrix", "array", "array1d", "array2d", "array3d", "array4d",
     "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "from_numpy", "from_dlpack", "Device",
     "ScopedDevice", "get_device", "get_devices", "set_device", "synchronize", "Kernel", "kernel", "func",
-    "func_grad", "func_replay", "launch", "Tape", "LaunchRecord", "ScopedTimer", "ForwardMode", "checkpoint", "grad_replaced", "grad_for", "grad", "jvp", "backends", "autograd", *_LANG_NAMES,
+    "func_grad", "func_replay", "launch", "Tape", "LaunchRecord", "ScopedTimer", "ForwardMode", "checkpoint", "grad_replaced", "grad_for", "grad", "jvp", "backends", "autograd", "viz", *_LANG_NAMES,
 ]

@@ -58,11 +58,15 @@ def tape_graph(tape, filename=None, array_labels=None, graph_direction: str = "L
         fill = GRAD_COLOR if a.requires_grad else NOGRAD_COLOR
         style = "filled" if a.requires_grad else "filled,dashed"
         if show_gradients and a.requires_grad:
-            norm = _grad_norm(a)
-            text += f"\n|grad| = {norm:.3g}" if norm is not None else ""
-            if norm == 0.0:
-                fill, style = "#ffe9a8", "filled,bold"
-                zero_grad.append(label)
+            if aid in written:
+                # The backward pass consumes (reads, then zeroes) the gradients of arrays launches wrote.
+                text += "\n|grad| consumed"
+            else:
+                norm = _grad_norm(a)
+                text += f"\n|grad| = {norm:.3g}" if norm is not None else ""
+                if norm == 0.0:
+                    fill, style = "#ffe9a8", "filled,bold"
+                    zero_grad.append(label)
         tooltip = "requires_grad" if a.requires_grad else "no requires_grad: gradients cannot flow through this array"
         lines.append(f"  a{aid}{attrs(label=text, shape='ellipse', style=style, fillcolor=fill, tooltip=tooltip)};")
     # Launch nodes inside nested scope clusters.

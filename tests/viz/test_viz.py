@@ -1,0 +1,107 @@
+"""Tape graphs (structure read back from the DOT text), kernel IR graphs, rendering with `dot`, and debug
+bundles (round trip, and clear errors for malformed ones)."""
+
+import json
+import re
+import shutil
+import zipfile
+
+import numpy as np
+import pytest
+
+import gradkit as gk
+
+
+@gk.kernel
+def add(a: gk.array(dtype=float), b: gk.array(dtype=float), c: gk.array(dtype=float)):
+    i = gk.tid()
+    c[i] = a[i] + b[i]
+
+
+def _warp_example(device):
+    """Warp's documented visualisation example: `add` three times, a scope inside a timer, c without grad."""
+    a = gk.array([1.0, 2.0], device=device, requires_grad=True, label="a")
+    b = gk.array([3.0, 4.0], device=device, requires_grad=True, label="b")
+    c = gk.zeros(2, device=device, label="c")                          # no requires_grad
+    d = gk.zeros(2, device=device, requires_grad=True, label="d")
+    e = gk.zeros(2, device=device, requires_grad=True, label="e")
+    tape = gk.Tape()
+    with tape:
+        with gk.ScopedTimer("Adder", print=False):
+            gk.launch(add, 2, inputs=[a, b], outputs=[c], device=device)
+            with tape.scope("Custom Scope"):
+                gk.launch(add, 2, inputs=[a, c], outputs=[d], device=device)
+        gk.launch(add, 2, inputs=[d, b], outputs=[e], device=device)
+    return tape, (a, b, c, d, e)
+
+
+def _nodes(dot):
+    return dict(re.findall(r'^\s*(a\d+) \[label="([^"]*)"', dot, re.M))
+
+
+def test_tape_graph_structure(device):
+    tape, arrays = _warp_example(device)
+    dot = tape.visualize()
+    nodes = _nodes(dot)
+    assert len(nodes) == 5                                             # one node per array object
+    assert sum(1 for line in dot.splitlines() if re.match(r"\s*l\d+ \[shape=plaintext", line)) == 3
+    clusters = re.findall(r'label="([^"]*)"; style=rounded', dot)
+    assert clusters == ["Adder", "Custom Scope"]
+    assert dot.index("Custom Scope") > dot.index("Adder")             # nested as recorded
+    edges = re.findall(r"(a\d+|l\d+(?::p\d+)?) -> (a\d+|l\d+(?::p\d+)?)", dot)
+    assert len(edges) == 9                                             # 3 launches x 3 arguments
+    c_line = next(line for line in dot.splitlines() if '[label="c\\n' in line)
+    assert 'style="filled,dashed"' in c_line                           # cut off from gradients
+    assert all('style="filled"' in line for line in dot.splitlines() if '[label="a\\n' in line)
+
+
+def test_gradient_flow_view(device):
+    tape, (a, b, c, d, e) = _warp_example(device)
+    tape.backward(grads={e: gk.array([1.0, 1.0], device=device)})
+    dot = tape.visualize(show_gradients=True)
+    leaves = {line.split('"')[1].split("\\n")[0]: line for line in dot.splitlines() if "|grad| =" in line}
+    assert set(leaves) == {"a", "b"}
+    assert "|grad| = 1.41" in leaves["a"]                              # via d = a + c
+    assert "|grad| = 1.41" in leaves["b"]                              # only via e: the path through c is cut
+    assert "|grad| consumed" in dot
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="GraphViz `dot` not installed")
+def test_render_svg_and_kernel_graph(tmp_path, device):
+    tape, _ = _warp_example(device)
+    tape.visualize(tmp_path / "tape.svg")
+    assert (tmp_path / "tape.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
+    dot = gk.viz.kernel_graph(add, adjoint=True, filename=tmp_path / "adj.svg")
+    assert "atomic" in dot and "line" not in dot.split("\n")[0]
+    assert (tmp_path / "adj.svg").stat().st_size > 0
+
+
+def test_bundle_round_trip_and_malformed(tmp_path, device):
+    tape, (a, *_rest) = _warp_example(device)
+    tape.save(tmp_path / "bundle")
+    tape.save(tmp_path / "bundle.zip")
+    for path in (tmp_path / "bundle", tmp_path / "bundle.zip"):
+        bundle = gk.viz.load_bundle(path)
+        assert [r["kernel"] for r in bundle.launches] == ["add"] * 3
+        assert bundle.launches[1]["scope"] == ["Adder", "Custom Scope"]
+        aid = bundle.launches[0]["arrays"][0]
+        np.testing.assert_array_equal(bundle.value(aid), a.numpy())
+        assert "kernel add" in bundle.manifest["kernels"]["add"]["ir"]
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    manifest["schema"] = 99
+    (tmp_path / "bundle" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="schema 99"):
+        gk.viz.load_bundle(tmp_path / "bundle")
+    (tmp_path / "bundle" / "manifest.json").write_text("{ not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        gk.viz.load_bundle(tmp_path / "bundle")
+    data = (tmp_path / "bundle.zip").read_bytes()
+    (tmp_path / "cut.zip").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="cut.zip"):
+        gk.viz.load_bundle(tmp_path / "cut.zip")
+    with zipfile.ZipFile(tmp_path / "bad.zip", "w") as z:
+        z.writestr("manifest.json", json.dumps({"schema": 1, "launches": [], "kernels": {}, "graph": "",
+                                                 "arrays": [{"id": "x", "shape": [3]}]}))
+        z.writestr("arrays.npz", b"not an npz")
+    with pytest.raises(ValueError, match="damaged"):
+        gk.viz.load_bundle(tmp_path / "bad.zip")
