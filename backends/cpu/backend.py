@@ -15,7 +15,7 @@ from ...core import types as T
 from ...core.ir import fingerprint
 from . import jit
 from .codegen import HEADER, Codegen, layout_of
-from .memory import HostMemory
+from .memory import HostBuffer, HostMemory
 
 KERNEL_T = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 INLINE_BELOW = 1 << 15      # straight-line kernels with fewer threads run on the calling thread
@@ -49,6 +49,8 @@ class CompiledKernel:
         self.ptr = ctypes.addressof(self.block)
         self.block[4] = self.fault.ctypes.data
         self.setters = [self._setter(off, kind, t) for off, kind, t in self.layout.slots]
+        self.private = sorted(self.layout.private.items())      # (param index, slot)
+        self.scratch: dict = {}                                  # (worker, param index) -> HostBuffer
 
     def _setter(self, off, kind, t):
         block, f64, f32 = self.block, self.as_f64, self.as_f32
@@ -81,7 +83,35 @@ class CompiledKernel:
         block[3] = dim[3] if n > 3 else 1
         for setter, a in zip(self.setters, args):
             setter(a)
+        for k, slot in self.private:
+            block[slot] = args[k].buffer.ptr      # a single worker scatters straight into the array
         return self.ptr
+
+    def worker_blocks(self, args, workers: int) -> list:
+        """Argument blocks for workers 1..n-1, each scattering into its own zeroed buffer."""
+        out = []
+        for w in range(1, workers):
+            blk = (ctypes.c_int64 * self.layout.size)()
+            ctypes.memmove(blk, self.block, ctypes.sizeof(blk))
+            for k, slot in self.private:
+                need = args[k].nbytes
+                buf = self.scratch.get((w, k))
+                if buf is None or buf.nbytes < need:
+                    buf = self.scratch[(w, k)] = HostBuffer(need)
+                else:
+                    buf.data[:need] = 0
+                blk[slot] = buf.ptr
+            out.append(blk)
+        return out
+
+    def gather(self, args, workers: int) -> None:
+        """Add the workers' scatter buffers into the real arrays."""
+        for k, _ in self.private:
+            a = args[k]
+            dt = a.dtype.scalar.np_dtype
+            dst = a.buffer.data[:a.nbytes].view(dt)
+            for w in range(1, workers):
+                dst += self.scratch[(w, k)].data[:a.nbytes].view(dt)
 
 
 class CPUBackend(HostMemory, Backend):
@@ -128,10 +158,17 @@ class CPUBackend(HostMemory, Backend):
             chunks = self._nworkers
             bounds = [n * k // chunks for k in range(chunks + 1)]
             pool = self._executor()
-            futures = [pool.submit(compiled.entry, bounds[k], bounds[k + 1], ptr) for k in range(1, chunks)]
-            compiled.entry(bounds[0], bounds[1], ptr)
+            if compiled.private:
+                blocks = compiled.worker_blocks(args, chunks)
+                ptrs = [ptr] + [ctypes.addressof(blk) for blk in blocks]
+            else:
+                ptrs = [ptr] * chunks
+            futures = [pool.submit(compiled.entry, bounds[k], bounds[k + 1], ptrs[k]) for k in range(1, chunks)]
+            compiled.entry(bounds[0], bounds[1], ptrs[0])
             for f in futures:
                 f.result()
+            if compiled.private:
+                compiled.gather(args, chunks)
         if compiled.can_fault and compiled.fault[0]:
             f = compiled.fault
             raise fault_error(compiled.fn, KernelFault(int(f[0]), int(f[1]), int(f[2]), int(f[3]), int(f[4])),

@@ -36,6 +36,7 @@ class Layout:
     """Where each parameter lives in the packed argument block."""
 
     slots: list = field(default_factory=list)   # per param: (offset, "array"|"scalar", type)
+    private: dict = field(default_factory=dict)  # param index -> slot of its per-worker scatter buffer
     size: int = HEADER
 
 
@@ -48,7 +49,38 @@ def layout_of(fn: Function) -> Layout:
         else:
             lay.slots.append((lay.size, "scalar", p.type))
             lay.size += 1
+    for k in sorted(_scatter_arrays(fn)):
+        lay.private[k] = lay.size
+        lay.size += 1
     return lay
+
+
+def _used_ids(fn: Function) -> set:
+    used = set()
+    for ins in fn.walk():
+        used.update(a.id for a in ins.args)
+        for r in ins.regions:
+            used.update(y.id for y in r.yields)
+    return used
+
+
+def _scatter_arrays(fn: Function) -> set:
+    """Float arrays a kernel only ever scatter-adds into (atomic add/sub, old value unused, no other
+    access): each worker thread adds into its own buffer without atomics, summed after the launch."""
+    used = _used_ids(fn)
+    index = {p.value.id: k for k, p in enumerate(fn.params)}
+    ok, bad = set(), set()
+    scatter = False
+    for ins in fn.walk():
+        if ins.op not in ("load", "store", "atomic") or ins.args[0].id not in index:
+            continue
+        k = index[ins.args[0].id]
+        fine = (ins.op == "atomic" and ins.attrs["kind"] in ("add", "sub")
+                and ins.args[0].type.scalar.is_float and ins.result.id not in used
+                and not all(i.const_value is not None for i in ins.args[1:1 + ins.args[0].type.ndim]))
+        (ok if fine else bad).add(k)
+        scatter |= fine and not ins.attrs.get("exclusive")
+    return (ok - bad) if scatter else set()
 
 
 def _reduction_sites(fn: Function) -> dict:
@@ -100,12 +132,15 @@ class Codegen:
         slot = lambda k: b.load(b.gep(args, [ir.Constant(I64, k)], inbounds=True))  # noqa: E731
         self.dims = [slot(k) for k in range(4)]
         self.fault = b.inttoptr(slot(4), I64.as_pointer())
-        for p, (off, kind, t) in zip(self.fn.params, self.layout.slots):
+        self.private: dict = {}
+        for k, (p, (off, kind, t)) in enumerate(zip(self.fn.params, self.layout.slots)):
             if kind == "array":
                 st = storage_type(t.scalar)
                 ptr = b.inttoptr(slot(off), st.as_pointer())
                 extents = [slot(off + 1 + k) for k in range(t.ndim)]
                 self.arrays[p.value.id] = (ptr, extents, t)
+                if k in self.layout.private:
+                    self.private[p.value.id] = b.inttoptr(slot(self.layout.private[k]), st.as_pointer())
                 self.values[p.value.id] = ptr
             else:
                 raw = slot(off)
@@ -335,9 +370,11 @@ class Codegen:
         self.values[ins.result.id] = self.from_bits(b, raw, ins.result.type)
 
     # ------------------------------------------------------------------ memory
-    def address(self, b, ins: Instr):
+    def address(self, b, ins: Instr, private: bool = False):
         arr = ins.args[0]
         ptr, extents, t = self.arrays[arr.id]
+        if private:
+            ptr = self.private[arr.id]
         idx = [b.sext(self.v(a), I64) if self.v(a).type == I32 else self.v(a) for a in ins.args[1:1 + t.ndim]]
         lin = idx[0]
         for k in range(1, t.ndim):
@@ -408,6 +445,12 @@ class Codegen:
             else:
                 v = b.sub(ir.Constant(value.type, 0), value) if kind == "sub" else value
                 b.store(b.add(b.load(acc), v), acc)
+            return
+        if ins.args[0].id in self.private:
+            paddr, _, _ = self.address(b, ins, private=True)
+            old = b.load(paddr)
+            b.store(self.combine(b, kind, old, value, st), paddr)
+            self.values[ins.result.id] = old
             return
         if ins.attrs.get("exclusive"):
             old = b.load(addr)
