@@ -184,3 +184,25 @@ def test_atomic_returns_old_value(device):
     slots = gk.full(1000, -1, dtype=gk.int32, device=device)
     gk.launch(atomic_returns_old, 1000, outputs=[counter, slots], device=device)
     assert sorted(slots.numpy().tolist()) == list(range(1000))
+
+
+@gk.kernel
+def scatter(idx: gk.array(dtype=int), v: gk.array(dtype=gk.float64), out: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    out[idx[i]] += v[i]
+    out[i % 7] -= 0.5 * v[i]
+
+
+def test_scatter_add_many_threads(device, rng):
+    """Many threads adding into shared elements (split across worker threads on the cpu backend)."""
+    n = 200_000
+    idx = rng.integers(0, 1000, n).astype(np.int32)
+    v = rng.normal(size=n)
+    out = gk.zeros(1000, dtype=gk.float64, device=device)
+    out.assign(np.ones(1000))
+    gk.launch(scatter, n, inputs=[gk.array(idx, device=device), gk.array(v, dtype=gk.float64, device=device)],
+              outputs=[out], device=device)
+    expect = np.ones(1000)
+    np.add.at(expect, idx, v)
+    np.add.at(expect, np.arange(n) % 7, -0.5 * v)
+    np.testing.assert_allclose(out.numpy(), expect, rtol=1e-9, atol=1e-9)
