@@ -206,7 +206,7 @@ def test_entry_point_discovery(monkeypatch):
 def test_builtins_are_declared_as_entry_points():
     declared = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="gradkit.backends")}
     assert declared.get("cpu") == "gradkit.backends.cpu:CPUBackend"
-    assert declared.get("opencl") == "gradkit.backends.ocl:OpenCLBackend"
+    assert declared.get("opencl") == "gradkit.backends.opencl:OpenCLBackend"
     assert {"cpu", "opencl"} <= set(registry.names())
 
 

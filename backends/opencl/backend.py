@@ -12,7 +12,7 @@ import numpy as np
 from ...backends.base import Backend, DeviceInfo, KernelFault, fault_error
 from ...core.errors import CompileError, DeviceError
 from ...core.ir import fingerprint
-from .codegen import OpenCLCodegen
+from .codegen import WORKGROUP, OpenCLCodegen
 
 try:
     import pyopencl as cl
@@ -153,7 +153,7 @@ class OpenCLBackend(Backend):
             else:
                 kargs.append(p.type.np_dtype.type(a))
         compiled.kernel.set_args(*kargs)
-        wg = 64
+        wg = WORKGROUP
         cl.enqueue_nd_range_kernel(st["queue"], compiled.kernel, ((n + wg - 1) // wg * wg,), (wg,))
         if compiled.can_fault:
             rec = np.zeros(8, np.int32)

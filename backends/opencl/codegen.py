@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 
+from ...backends.analysis import reduction_sites
 from ...backends.base import OUT_OF_BOUNDS, STACK_OVERFLOW, bounds_sites
 from ...core import types as T
 from ...core.errors import CompileError
@@ -16,6 +17,7 @@ STORE = dict(CTYPE, bool="uchar")
 UNARY = {"sqrt": "sqrt", "exp": "exp", "log": "log", "log2": "log2", "log10": "log10", "sin": "sin", "cos": "cos",
          "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
          "floor": "floor", "ceil": "ceil", "round": "round"}
+WORKGROUP = 64   # launches always use this work-group size (the reductions rely on it)
 CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 HELPERS = r"""
@@ -91,6 +93,8 @@ class OpenCLCodegen:
         self.sites = {id(ins): k for k, ins in enumerate(bounds_sites(fn))} if debug else {}
         self.uses_stack = any(i.op in ("push", "pop") for i in fn.walk())
         self.counter = 0
+        self.reductions = {} if debug else reduction_sites(fn)     # id(ins) -> key
+        self.acc_names: dict = {}                                  # key -> (accumulator name, ins)
 
     def var(self, v: Value) -> str:
         name = self.names.get(v.id)
@@ -127,10 +131,20 @@ class OpenCLCodegen:
             head += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" + HELPERS64
         body_start = len(self.lines)
         self.emit(1, "const long gk_tid = get_global_id(0);")
-        self.emit(1, "if (gk_tid >= gk_n) return;")
+        for ins in self.fn.walk():
+            key = self.reductions.get(id(ins))
+            if key is not None and key not in self.acc_names:
+                st = ins.args[0].type.scalar
+                acc_t = ("double" if self.fp64 else "float") if st.is_float else CTYPE[st.name]
+                name = f"gk_acc{len(self.acc_names)}"
+                self.acc_names[key] = (name, ins, acc_t)
+                self.emit(1, f"{acc_t} {name} = 0;")
+        self.emit(1, "if (gk_tid < gk_n) {")
         if self.uses_stack:
-            self.emit(1, f"ulong gk_stack[{self.stack_size}]; int gk_sp = 0;")
-        self.region(self.fn.body, 1)
+            self.emit(2, f"ulong gk_stack[{self.stack_size}]; int gk_sp = 0;")
+        self.region(self.fn.body, 2)
+        self.emit(1, "}")
+        self.reduction_epilogue()
         body = self.lines[body_start:]
         return (head + HELPERS + f"\n__kernel void {self.name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n")
 
@@ -283,9 +297,39 @@ class OpenCLCodegen:
         else:
             self.emit(d, f"{expr};")
 
+    def reduction_epilogue(self) -> None:
+        """Sum each reduction's per-work-item partials across the work-group, then one atomic per group."""
+        for name, ins, acc_t in self.acc_names.values():
+            arr = ins.args[0]
+            aname, extents, t = self.arrays[arr.id]
+            idx = [str(i.const_value) for i in ins.args[1:1 + t.ndim]]
+            lin = f"(long){idx[0]}"
+            for k in range(1, t.ndim):
+                lin = f"({lin} * {extents[k]} + {idx[k]})"
+            if t.dtype.ncomp > 1:
+                lin = f"({lin} * {t.dtype.ncomp} + {ins.attrs['comp'] or 0})"
+            st = t.scalar
+            self.emit(1, f"__local {acc_t} {name}_red[{WORKGROUP}];")
+            self.emit(1, f"{{ const int lid = get_local_id(0); {name}_red[lid] = {name}; "
+                         "barrier(CLK_LOCAL_MEM_FENCE);")
+            self.emit(1, f"  for (int s = {WORKGROUP // 2}; s > 0; s >>= 1) {{ if (lid < s) {name}_red[lid] += "
+                         f"{name}_red[lid + s]; barrier(CLK_LOCAL_MEM_FENCE); }}")
+            total = f"({STORE[st.name]}){name}_red[0]"
+            if st.is_float:
+                upd = f"gk_atomic_add{'f' if st is T.float32 else 'd'}(&{aname}[{lin}], {total})"
+            elif st is T.int64:
+                upd = f"atom_add((volatile __global long*)&{aname}[{lin}], {total})"
+            else:
+                upd = f"atomic_add((volatile __global {CTYPE[st.name]}*)&{aname}[{lin}], {total})"
+            self.emit(1, f"  if (lid == 0) {upd}; }}")
+
     def atomic(self, ins: Instr, addr: str, st) -> str:
         kind = ins.attrs["kind"]
         v = self.var(ins.args[-1])
+        key = self.reductions.get(id(ins))
+        if key is not None:
+            name, _, acc_t = self.acc_names[key]
+            return f"({name} {'+=' if kind == 'add' else '-='} ({acc_t}){v})"
         if ins.attrs.get("exclusive"):
             target = addr[1:]
             if kind in ("add", "sub"):
