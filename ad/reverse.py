@@ -25,7 +25,7 @@ import itertools
 
 from ..core import types as T
 from ..core.builtins import BUILTINS
-from ..core.ir import Builder, Function, Instr, Param, Region, Value, copy_function, copy_instr
+from ..core.ir import Builder, Function, Instr, Param, Region, Value, copy_function, copy_instr, used_ids
 from ..core.passes import lower
 from ..core.passes.simplify import simplify
 
@@ -137,10 +137,17 @@ class Reverse:
             self.primal[r.id] = n
             n.hint = n.hint or r.hint
 
-    def push_site(self, ins: Instr) -> int:
+    def push_carried(self, ins: Instr, b: Builder, carried: list[Value]) -> None:
+        """At the top of each replayed iteration, push the loop's carried values (one stack site per loop)."""
         site = next(self.sites)
         self.fn.attrs["stack_sites"][site] = ins.loc
-        return site
+        pairs = []
+        for p in carried:
+            pair = next(self.pairs)
+            b.emit("push", [p], [], {"stack": site, "pair": pair})
+            pairs.append(pair)
+        ins.attrs["_pairs"] = pairs
+        ins.attrs["_site"] = site
 
     def replay_for(self, ins: Instr, b: Builder, push: bool) -> None:
         (body,) = ins.regions
@@ -149,14 +156,7 @@ class Reverse:
             self.primal[old.id] = new
         bb = b.at(nb)
         if push:
-            site = self.push_site(ins)
-            pairs = []
-            for p in nb.params[1:]:
-                pair = next(self.pairs)
-                bb.emit("push", [p], [], {"stack": site, "pair": pair})
-                pairs.append(pair)
-            ins.attrs["_pairs"] = pairs
-            ins.attrs["_site"] = site
+            self.push_carried(ins, bb, nb.params[1:])
         self.replay_region(body, bb, False)
         nb.yields = [self.p(y) for y in body.yields]
         new = b.emit("for", [self.p(a) for a in ins.args], [r.type for r in ins.results], regions=[nb])
@@ -175,14 +175,7 @@ class Reverse:
             self.primal[old.id] = new
         bb = b.at(nbody)
         if push:
-            site = self.push_site(ins)
-            pairs = []
-            for p in nbody.params[:-1]:
-                pair = next(self.pairs)
-                bb.emit("push", [p], [], {"stack": site, "pair": pair})
-                pairs.append(pair)
-            ins.attrs["_pairs"] = pairs
-            ins.attrs["_site"] = site
+            self.push_carried(ins, bb, nbody.params[:-1])
         self.replay_region(body, bb, False)
         nbody.yields = [self.p(y) for y in body.yields]
         if push:
@@ -372,11 +365,7 @@ def _trip_count(b: Builder, start: Value, stop: Value, step: Value) -> Value:
 
 
 def _mark_atomic_uses(fn: Function) -> None:
-    used = set()
-    for ins in fn.walk():
-        used.update(a.id for a in ins.args)
-        for r in ins.regions:
-            used.update(y.id for y in r.yields)
+    used = used_ids(fn)
     for ins in fn.walk():
         if ins.op == "atomic":
             ins.attrs["_result_used"] = ins.result.id in used
@@ -386,11 +375,7 @@ def _prune_stack(fn: Function) -> None:
     """Drop push/pop pairs whose popped value is never used (repeat until stable)."""
     from ..core.passes.simplify import dce
     while True:
-        used = set()
-        for ins in fn.walk():
-            used.update(a.id for a in ins.args)
-            for r in ins.regions:
-                used.update(y.id for y in r.yields)
+        used = used_ids(fn)
         dead = {ins.attrs["pair"] for ins in fn.walk() if ins.op == "pop" and ins.result.id not in used}
         if not dead:
             return

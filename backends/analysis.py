@@ -3,16 +3,7 @@ arrays a kernel only ever scatter-adds into. Both let a backend replace contende
 
 from __future__ import annotations
 
-from ..core.ir import Function
-
-
-def used_ids(fn: Function) -> set:
-    used = set()
-    for ins in fn.walk():
-        used.update(a.id for a in ins.args)
-        for r in ins.regions:
-            used.update(y.id for y in r.yields)
-    return used
+from ..core.ir import Function, used_ids
 
 
 def scatter_arrays(fn: Function) -> set:

@@ -299,6 +299,16 @@ def verify(fn: Function, scalar_only: bool = False) -> None:
     walk(fn.body, defined)
 
 
+def used_ids(fn: Function) -> set[int]:
+    """Ids of every value some instruction or region yield uses."""
+    used: set[int] = set()
+    for ins in fn.walk():
+        used.update(a.id for a in ins.args)
+        for r in ins.regions:
+            used.update(y.id for y in r.yields)
+    return used
+
+
 # --------------------------------------------------------------------------- copying
 
 def copy_instr(ins: Instr, mapping: dict[int, Value]) -> Instr:

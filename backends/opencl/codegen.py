@@ -20,45 +20,28 @@ UNARY = {"sqrt": "sqrt", "exp": "exp", "log": "log", "log2": "log2", "log10": "l
 WORKGROUP = 64   # launches always use this work-group size (the reductions rely on it)
 CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
-HELPERS = r"""
+FAULT_HELPER = r"""
 inline int gk_fault(__global int* f, int code, int site, int value, int extent, int axis) {
     if (atomic_cmpxchg((volatile __global int*)f, 0, code) == 0) { f[1] = site; f[2] = value; f[3] = extent; f[4] = axis; }
     return 0;
 }
-inline float gk_atomic_addf(volatile __global float* p, float v) {
-    union { uint u; float f; } old, nw;
-    do { old.f = *p; nw.f = old.f + v; } while (atomic_cmpxchg((volatile __global uint*)p, old.u, nw.u) != old.u);
-    return old.f;
-}
-inline float gk_atomic_minf(volatile __global float* p, float v) {
-    union { uint u; float f; } old, nw;
-    do { old.f = *p; nw.f = fmin(old.f, v); } while (atomic_cmpxchg((volatile __global uint*)p, old.u, nw.u) != old.u);
-    return old.f;
-}
-inline float gk_atomic_maxf(volatile __global float* p, float v) {
-    union { uint u; float f; } old, nw;
-    do { old.f = *p; nw.f = fmax(old.f, v); } while (atomic_cmpxchg((volatile __global uint*)p, old.u, nw.u) != old.u);
-    return old.f;
-}
 """
-HELPERS64 = r"""
-#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
-inline double gk_atomic_addd(volatile __global double* p, double v) {
-    union { ulong u; double f; } old, nw;
-    do { old.f = *p; nw.f = old.f + v; } while (atom_cmpxchg((volatile __global ulong*)p, old.u, nw.u) != old.u);
-    return old.f;
-}
-inline double gk_atomic_mind(volatile __global double* p, double v) {
-    union { ulong u; double f; } old, nw;
-    do { old.f = *p; nw.f = fmin(old.f, v); } while (atom_cmpxchg((volatile __global ulong*)p, old.u, nw.u) != old.u);
-    return old.f;
-}
-inline double gk_atomic_maxd(volatile __global double* p, double v) {
-    union { ulong u; double f; } old, nw;
-    do { old.f = *p; nw.f = fmax(old.f, v); } while (atom_cmpxchg((volatile __global ulong*)p, old.u, nw.u) != old.u);
-    return old.f;
-}
-"""
+
+
+def _float_atomics(ctype: str, suffix: str, bits: str, cmpxchg: str) -> str:
+    """Float atomics as compare-and-swap loops on the value's bit pattern (add, min, max)."""
+    out = ""
+    for op, expr in (("add", "old.f + v"), ("min", "fmin(old.f, v)"), ("max", "fmax(old.f, v)")):
+        out += (f"inline {ctype} gk_atomic_{op}{suffix}(volatile __global {ctype}* p, {ctype} v) {{\n"
+                f"    union {{ {bits} u; {ctype} f; }} old, nw;\n"
+                f"    do {{ old.f = *p; nw.f = {expr}; }} while ({cmpxchg}((volatile __global {bits}*)p, old.u, nw.u) "
+                f"!= old.u);\n    return old.f;\n}}\n")
+    return out
+
+
+HELPERS = FAULT_HELPER + _float_atomics("float", "f", "uint", "atomic_cmpxchg")
+HELPERS64 = "#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable\n" + \
+    _float_atomics("double", "d", "ulong", "atom_cmpxchg")
 
 
 def literal(value, t: T.ScalarType) -> str:
