@@ -25,7 +25,7 @@ XDIST_WORKERS ?= 2
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: test demo bench clean distclean sysdeps
+.PHONY: test demo bench fuzz clean distclean sysdeps
 
 # Debian/Ubuntu ship venv separately (python3-venv); as root, install it when it is missing.
 $(PY):
@@ -82,9 +82,15 @@ bench: install-$(TEST_EXTRAS)
 	fi
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
+fuzz: install-$(TEST_EXTRAS)
+	GRADKIT_FUZZ_EXAMPLES=$${GRADKIT_FUZZ_EXAMPLES:-2000} $(PY) -m pytest -n $(XDIST_WORKERS) tests/fuzz -p no:warnings
+
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .hypothesis bench-results
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
-distclean: clean
+distfuzz: install-$(TEST_EXTRAS)
+	GRADKIT_FUZZ_EXAMPLES=$${GRADKIT_FUZZ_EXAMPLES:-2000} $(PY) -m pytest -n $(XDIST_WORKERS) tests/fuzz -p no:warnings
+
+clean: clean
 	rm -rf $(VENV)

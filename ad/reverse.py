@@ -319,10 +319,10 @@ class Reverse:
         one_i = b.const(1, T.int32)
         new = b.emit("for", [zero_i, trips, one_i, *init_adj], [x.type for x in init_adj], regions=[rbody])
         res = new.results
+        for j, v in enumerate(free):          # first: an init value may also be used inside the loop
+            self.adj[v.id] = res[len(fl) + j]
         for j, k in enumerate(fl):
             self.add_adj(b, inits[k], res[j])
-        for j, v in enumerate(free):
-            self.adj[v.id] = res[len(fl) + j]
 
 
 def _local_ids(ins: Instr) -> set[int]:
@@ -341,16 +341,22 @@ def _free_floats(ins: Instr) -> list[Value]:
     """Float values used inside the instruction's regions but defined outside them."""
     local = _local_ids(ins)
     seen, out = set(), []
+
+    def visit(values) -> None:
+        for v in values:
+            if v.id not in local and v.id not in seen and _is_float(v):
+                seen.add(v.id)
+                out.append(v)
+
+    def region(r: Region) -> None:
+        for sub in r.body:
+            visit(sub.args)
+            for nested in sub.regions:
+                region(nested)
+        visit(r.yields)          # nested regions may yield an outer value directly
+
     for r in ins.regions:
-        for sub in r.walk():
-            for a in sub.args:
-                if a.id not in local and a.id not in seen and _is_float(a):
-                    seen.add(a.id)
-                    out.append(a)
-        for y in r.yields:
-            if y.id not in local and y.id not in seen and _is_float(y):
-                seen.add(y.id)
-                out.append(y)
+        region(r)
     return out
 
 

@@ -124,6 +124,8 @@ class LoweringContext:
             return x
         if x.type.is_scalar and to.is_scalar and x.type.is_int and to.is_float and x.const_value is not None:
             return self.b.const(float(x.const_value), to)
+        if x.type is T.float32 and to is T.float64:      # lossless widening (e.g. a literal-only expression)
+            return self.b.prim("cast", x, to=to)
         raise self.error(node, f"{what}: expected {to.name}, got {x.type.name}")
 
     def unify(self, a, b, node):

@@ -156,6 +156,7 @@ class ExprLowering:
             if special is not None:
                 return special
         a, b = self.unify(a, b, node)
+        a, b = self.widen(a, b)
         ta, tb = a.type, b.type
         if op == "div" and ta.scalar.is_int and tb.scalar.is_int:
             a, b = self.prim("cast", a, to=_float_like(ta)), self.prim("cast", b, to=_float_like(tb))
@@ -171,6 +172,14 @@ class ExprLowering:
             raise self.error(node, "'**' on integers needs a constant non-negative integer exponent; "
                                    "cast to float for a general power")
         return self.prim(op, a, b, node=node)
+
+    def widen(self, a: Value, b: Value):
+        """float32 meeting float64 is widened to float64 (lossless, as C and NumPy do)."""
+        if a.type.scalar is T.float32 and b.type.scalar is T.float64:
+            a = self.b.prim("cast", a, to=_with_scalar(a.type, T.float64))
+        elif b.type.scalar is T.float32 and a.type.scalar is T.float64:
+            b = self.b.prim("cast", b, to=_with_scalar(b.type, T.float64))
+        return a, b
 
     def small_pow(self, a: Value, e, node):
         if not isinstance(e, NUMBER) or isinstance(e, bool) or a.type.is_array:
@@ -270,6 +279,10 @@ class ExprLowering:
             like = a.type if isinstance(a, Value) else b.type
             a = self.in_region_value(r1, a, like, node)
             b = self.in_region_value(r2, b, like, node)
+            if a.type.scalar is T.float32 and b.type.scalar is T.float64:
+                a = self._widen_in(r1, a, b.type)
+            elif b.type.scalar is T.float32 and a.type.scalar is T.float64:
+                b = self._widen_in(r2, b, a.type)
             if a.type is not b.type:
                 raise self.error(node, f"conditional expression branches differ: {a.type.name} and {b.type.name}")
         else:
@@ -286,6 +299,13 @@ class ExprLowering:
         saved, self.b = self.b, self.b.at(region)
         try:
             return region, fn()
+        finally:
+            self.b = saved
+
+    def _widen_in(self, region: Region, x: Value, to: T.Type) -> Value:
+        saved, self.b = self.b, self.b.at(region)
+        try:
+            return self.b.prim("cast", x, to=to)
         finally:
             self.b = saved
 
@@ -461,6 +481,12 @@ class ExprLowering:
 
 _FLOAT_ONLY = {"sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
                "cosh", "tanh", "atan2", "pow", "floor", "ceil", "round"}
+
+
+def _with_scalar(t: T.Type, s: T.ScalarType) -> T.Type:
+    if t.is_scalar:
+        return s
+    return T.vector(t.length, s) if t.is_vector else T.matrix((t.rows, t.cols), s)
 
 
 def _float_like(t: T.Type) -> T.Type:

@@ -289,6 +289,10 @@ class StmtLowering:
             like = T.float32
         va = self.in_region_value(regions[0], a, like, node)
         vb = self.in_region_value(regions[1], b, like, node)
+        if va.type is T.float32 and vb.type is T.float64:
+            va = self._widen_in(regions[0], va, T.float64)
+        elif vb.type is T.float32 and va.type is T.float64:
+            vb = self._widen_in(regions[1], vb, T.float64)
         if va.type is not vb.type:
             raise self.error(node, f"local '{name}' is {va.type.name} on one path and {vb.type.name} on the other; "
                                    "cast one of them")
@@ -397,6 +401,8 @@ class StmtLowering:
         for attempt in range(4):
             before, undef_before = dict(self.env), set(self.maybe_undefined)
             inits = [self.materialize(self.env[n], types[n], node) for n in carried]
+            inits = [self.b.prim("cast", v, to=T.float64) if v.type is T.float32 and types[n] is T.float64 else v
+                     for n, v in zip(carried, inits)]
             for n, v in zip(carried, inits):
                 types[n] = v.type
             try:
@@ -415,7 +421,8 @@ class StmtLowering:
             retry = False
             for n, v, y in zip(carried, inits, body_yields):
                 if y.type is not v.type:
-                    if not isinstance(before[n], Value) and attempt < 2:
+                    widen = v.type is T.float32 and y.type is T.float64
+                    if (widen or not isinstance(before[n], Value)) and attempt < 2:
                         types[n] = y.type
                         retry = True
                     else:

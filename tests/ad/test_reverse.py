@@ -290,3 +290,49 @@ def test_modified_after_recording_is_an_error(device):
     a.assign([5.0, 6.0])
     with pytest.raises(gk.GradientRuleError, match="'a'.*square_it"):
         tape.backward(grads={b: gk.array([1.0, 1.0], device=device)})
+
+
+@gk.kernel
+def init_also_used_inside(x: gk.array(dtype=gk.float64), out: gk.array(dtype=gk.float64), n: int):
+    i = gk.tid()
+    xi = x[i]
+    a = xi
+    for k in range(n):
+        a = xi * a
+    out[i] = a
+
+
+@pytest.mark.parametrize("trips", [0, 1, 3])
+def test_loop_init_value_also_used_in_body(device, trips):
+    """Found by the fuzz suite: the loop's initial value is also a free value of its body."""
+    x = gk.array([0.5, 1.5], dtype=gk.float64, device=device, requires_grad=True)
+    out = gk.zeros(2, dtype=gk.float64, device=device, requires_grad=True)
+    tape = gk.Tape()
+    with tape:
+        gk.launch(init_also_used_inside, 2, inputs=[x, out, trips], device=device)
+    tape.backward(grads={out: gk.array([1.0, 1.0], dtype=gk.float64, device=device)})
+    xs = np.array([0.5, 1.5])
+    np.testing.assert_allclose(out.numpy(), xs ** (trips + 1))
+    np.testing.assert_allclose(x.grad.numpy(), (trips + 1) * xs ** trips)
+
+
+@gk.kernel
+def branch_yields_outer_value(x: gk.array(dtype=gk.float64), out: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    xi = x[i]
+    a = xi
+    b = gk.sin(xi)
+    for k in range(1):
+        a = gk.sin(b if xi > 0.0 else xi * xi)
+    out[i] = a
+
+
+def test_branch_in_loop_yielding_an_outer_value(device):
+    """Found by the fuzz suite: a branch inside a loop yields a value defined before the loop."""
+    x = gk.array([-0.5, 0.5], dtype=gk.float64, device=device, requires_grad=True)
+    out = gk.zeros(2, dtype=gk.float64, device=device, requires_grad=True)
+    tape = gk.Tape()
+    with tape:
+        gk.launch(branch_yields_outer_value, 2, inputs=[x], outputs=[out], device=device)
+    tape.backward(grads={out: gk.array([1.0, 1.0], dtype=gk.float64, device=device)})
+    np.testing.assert_allclose(x.grad.numpy(), [np.cos(0.25) * -1.0, np.cos(np.sin(0.5)) * np.cos(0.5)])

@@ -87,7 +87,7 @@ def test_unknown_name():
 
 
 def test_type_mismatch():
-    def k(x: gk.array(dtype=float), y: gk.array(dtype=gk.float64)):
+    def k(x: gk.array(dtype=float), y: gk.array(dtype=gk.int32)):
         i = gk.tid()
         x[i] = x[i] + y[i]
     _check(k, "x[i] + y[i]", "types differ")
@@ -165,7 +165,7 @@ def test_return_value_from_kernel():
 
 def test_loop_carried_type_change():
     def k(x: gk.array(dtype=gk.float64), n: int):
-        acc = gk.float32(0.0)
+        acc = gk.int32(0)
         for j in range(n):
             acc = acc + x[j]
         x[0] = acc
@@ -182,3 +182,14 @@ def test_weak_literal_loop_adopts_type():
         x[0] = acc
     text = gk.kernel(k).ir()
     assert "float64 = for" in text
+
+
+def test_float32_widens_to_float64():
+    """float32 meeting float64 widens (lossless), in expressions, branches and loop-carried locals."""
+    def k(x: gk.array(dtype=gk.float64), n: int):
+        acc = gk.float32(0.0)
+        for j in range(n):
+            acc = acc + x[j]
+        x[0] = acc + (0.5 if acc > 0.0 else gk.float32(1.0))
+    text = gk.kernel(k).ir()
+    assert "float64 = for" in text and "cast[to=float64]" in text
