@@ -421,6 +421,9 @@ class ExprLowering:
             else:
                 tgt = like.scalar if like is not None and (like.is_vector or like.is_matrix) else like
                 vals.append(self.materialize(a, tgt, node))
+        if any(v.type.scalar is T.float64 for v in vals) and any(v.type.scalar is T.float32 for v in vals):
+            vals = [self.prim("cast", v, to=_with_scalar(v.type, T.float64)) if v.type.scalar is T.float32 else v
+                    for v in vals]
         if vals and all(v.type.is_scalar and v.type.is_int for v in vals) and name in _FLOAT_ONLY:
             vals = [self.prim("cast", v, to=T.float32) for v in vals]
         return self.prim(name, *vals, node=node)

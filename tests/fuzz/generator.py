@@ -26,7 +26,9 @@ def expressions(draw, names, depth=0):
     if depth >= 3 or draw(st.integers(0, 3)) == 0:
         leaf = draw(st.sampled_from(names + ["C"]))
         if leaf == "C":
-            return repr(draw(st.sampled_from([0.5, -1.25, 2.0, 0.1])))
+            # Literals ride on a float64 value: a literal-only expression is float32 by design (as in Warp),
+            # which the float64 reference would not model.
+            return f"(xi * 0.0 + {draw(st.sampled_from([0.5, -1.25, 2.0, 0.1]))!r})"
         return leaf
     kind = draw(st.integers(0, 2))
     if kind == 0:
