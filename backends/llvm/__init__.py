@@ -1,1 +1,0 @@
-"""gradkit backends/llvm."""
