@@ -12,7 +12,7 @@ import numpy as np
 from ...backends.base import Backend, DeviceInfo, KernelFault, fault_error
 from ...core.errors import CompileError, DeviceError
 from ...core.ir import fingerprint
-from .codegen import WORKGROUP, OpenCLCodegen
+from .codegen import OpenCLCodegen
 
 try:
     import pyopencl as cl
@@ -29,9 +29,20 @@ class CLBuffer:
         self.buf, self.nbytes = buf, nbytes
 
 
+def workgroup_size(dev) -> int:
+    """256 work-items per group on GPUs (a multiple of every vendor's warp/wavefront), 64 on CPU devices such as
+    PoCL (fewer, larger groups amortise its per-group overhead), never above the device's limit (power of two)."""
+    want = 256 if dev.type & cl.device_type.GPU else 64
+    limit = dev.max_work_group_size
+    while want > limit:
+        want //= 2
+    return max(want, 1)
+
+
 class CompiledCL:
-    def __init__(self, fn, options, device, kernel, source):
+    def __init__(self, fn, options, device, kernel, source, workgroup):
         self.fn, self.options, self.device, self.kernel, self.source = fn, options, device, kernel, source
+        self.workgroup = workgroup
         self.can_fault = options.debug or any(i.op == "push" for i in fn.walk())
 
 
@@ -105,13 +116,15 @@ class OpenCLBackend(Backend):
     def compile(self, device, fn, options):
         st = self._context(device)
         name = f"gk_{fn.name}_{fingerprint(fn)[:12]}"
-        source = OpenCLCodegen(fn, name, options.debug, options.stack_size, device.properties.get("fp64", False)).build()
+        wg = workgroup_size(st["dev"])
+        source = OpenCLCodegen(fn, name, options.debug, options.stack_size, device.properties.get("fp64", False),
+                               wg).build()
         key = hashlib.sha256(f"{source}|{st['dev'].name}|{st['dev'].driver_version}".encode()).hexdigest()
         program = st["programs"].get(key)
         if program is None:
             program = self._build(st, source, key, options.cache, fn)
             st["programs"][key] = program
-        return CompiledCL(fn, options, device, cl.Kernel(program, name), source)
+        return CompiledCL(fn, options, device, cl.Kernel(program, name), source, wg)
 
     def _build(self, st, source, key, cache, fn):
         ctx, dev = st["ctx"], st["dev"]
@@ -153,7 +166,7 @@ class OpenCLBackend(Backend):
             else:
                 kargs.append(p.type.np_dtype.type(a))
         compiled.kernel.set_args(*kargs)
-        wg = WORKGROUP
+        wg = compiled.workgroup
         cl.enqueue_nd_range_kernel(st["queue"], compiled.kernel, ((n + wg - 1) // wg * wg,), (wg,))
         if compiled.can_fault:
             rec = np.zeros(8, np.int32)

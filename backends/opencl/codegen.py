@@ -17,7 +17,7 @@ STORE = dict(CTYPE, bool="uchar")
 UNARY = {"sqrt": "sqrt", "exp": "exp", "log": "log", "log2": "log2", "log10": "log10", "sin": "sin", "cos": "cos",
          "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
          "floor": "floor", "ceil": "ceil", "round": "round"}
-WORKGROUP = 64   # launches always use this work-group size (the reductions rely on it)
+WORKGROUP = 64   # default work-group size (CPU devices); GPUs get 256 (see backend.workgroup_size)
 CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 FAULT_HELPER = r"""
@@ -68,8 +68,9 @@ def literal(value, t: T.ScalarType) -> str:
 
 
 class OpenCLCodegen:
-    def __init__(self, fn: Function, name: str, debug: bool, stack_size: int, fp64: bool):
+    def __init__(self, fn: Function, name: str, debug: bool, stack_size: int, fp64: bool, workgroup: int = WORKGROUP):
         self.fn, self.name, self.debug, self.stack_size, self.fp64 = fn, name, debug, stack_size, fp64
+        self.workgroup = workgroup      # a power of two; launches use exactly this work-group size
         self.lines: list[str] = []
         self.names: dict[int, str] = {}
         self.arrays: dict[int, tuple] = {}
@@ -292,10 +293,10 @@ class OpenCLCodegen:
             if t.dtype.ncomp > 1:
                 lin = f"({lin} * {t.dtype.ncomp} + {ins.attrs['comp'] or 0})"
             st = t.scalar
-            self.emit(1, f"__local {acc_t} {name}_red[{WORKGROUP}];")
+            self.emit(1, f"__local {acc_t} {name}_red[{self.workgroup}];")
             self.emit(1, f"{{ const int lid = get_local_id(0); {name}_red[lid] = {name}; "
                          "barrier(CLK_LOCAL_MEM_FENCE);")
-            self.emit(1, f"  for (int s = {WORKGROUP // 2}; s > 0; s >>= 1) {{ if (lid < s) {name}_red[lid] += "
+            self.emit(1, f"  for (int s = {self.workgroup // 2}; s > 0; s >>= 1) {{ if (lid < s) {name}_red[lid] += "
                          f"{name}_red[lid + s]; barrier(CLK_LOCAL_MEM_FENCE); }}")
             total = f"({STORE[st.name]}){name}_red[0]"
             if st.is_float:
