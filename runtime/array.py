@@ -17,129 +17,15 @@ import weakref
 
 import numpy as np
 
-from ..core.types import ArrayType, ScalarType, Type, array_type, as_type, float32, from_numpy_dtype, int32
+from ..core.types import ArrayType, Type, array_type, float32
 from ..core.types import matrix as _matrix
 from ..core.types import vector as _vector
 from .device import get_device
+from .array_input import (_as_dtype, _as_shape, _check_grad_dtype, _infer_dtype, _prepare,
+                          _split_dtype, _to_numpy)
 
 _I32 = np.iinfo(np.int32)
 
-
-# --------------------------------------------------------------------------- argument helpers
-
-def _is_dtype_like(obj) -> bool:
-    return (isinstance(obj, (Type, np.dtype)) or obj is float or obj is int or obj is bool
-            or (isinstance(obj, type) and issubclass(obj, np.generic)))
-
-
-def _as_dtype(dtype, arg: str = "dtype") -> Type:
-    """A user-given element dtype as a gradkit scalar/vector/matrix type (TypeError naming `arg`)."""
-    try:
-        dt = as_type(dtype)
-    except TypeError as exc:
-        raise TypeError(f"{arg}: {exc}") from None
-    if isinstance(dt, ArrayType):
-        raise TypeError(f"{arg}: an array's element dtype cannot be an array type ({dt.name})")
-    return dt
-
-
-def _as_shape(shape, arg: str = "shape") -> tuple[int, ...]:
-    """`shape` as a tuple of 1-4 non-negative ints (TypeError/ValueError naming `arg`)."""
-    if isinstance(shape, (int, np.integer)) and not isinstance(shape, (bool, np.bool_)):
-        dims = (int(shape),)
-    else:
-        try:
-            dims = tuple(shape)
-        except TypeError:
-            raise TypeError(f"{arg} must be an int or a tuple of ints, got {shape!r}") from None
-        if not all(isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) for d in dims):
-            raise TypeError(f"{arg} must contain ints, got {shape!r}")
-        dims = tuple(int(d) for d in dims)
-    if not 1 <= len(dims) <= 4:
-        raise ValueError(f"{arg} must have 1 to 4 dimensions, got {shape!r}")
-    if any(d < 0 for d in dims):
-        raise ValueError(f"{arg} must not be negative, got {shape!r}")
-    return dims
-
-
-def _to_numpy(data) -> tuple[np.ndarray, bool]:
-    """(NumPy view/copy of `data`, whether it came from Python values rather than a typed array)."""
-    from_python = isinstance(data, (list, tuple, float, int, bool)) and not isinstance(data, np.generic)
-    try:
-        host = np.asarray(data)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"data: cannot convert to an array ({exc}); ragged nested lists are not supported") \
-            from None
-    if host.dtype.kind == "O":
-        raise (ValueError if from_python else TypeError)(
-            f"data: cannot convert {type(data).__name__} to a numeric array (ragged lists or non-numbers)")
-    return host, from_python
-
-
-def _infer_dtype(host: np.ndarray, from_python: bool) -> ScalarType:
-    """Element scalar type for data without an explicit dtype (Warp's rules for Python values)."""
-    kind = host.dtype.kind
-    if from_python and kind == "f":
-        return float32
-    if from_python and kind in "iu":
-        fits = host.size == 0 or (host.min() >= _I32.min and host.max() <= _I32.max)
-        return int32 if fits else from_numpy_dtype(np.int64)
-    dt = from_numpy_dtype(host.dtype)
-    if dt is None:
-        raise TypeError(f"data: unsupported NumPy dtype {host.dtype}; supported are float32, float64, int32, "
-                        "int64, uint32 and bool (pass dtype=... to convert)")
-    return dt
-
-
-def _prepare(data, dtype, shape) -> tuple[np.ndarray, Type, tuple[int, ...]]:
-    """Host data, element dtype and array shape for `array(data, dtype, shape)` (data is not mutated)."""
-    if isinstance(data, array):
-        host, from_python = data.numpy(), False
-        dt = data.dtype if dtype is None else _as_dtype(dtype)
-    else:
-        host, from_python = _to_numpy(data)
-        if host.dtype.kind not in "biuf":
-            raise TypeError(f"data: unsupported element type {host.dtype} (complex, strings and objects "
-                            "cannot be stored in a gk.array)")
-        dt = _infer_dtype(host, from_python) if dtype is None else _as_dtype(dtype)
-    comp = dt.shape
-    if shape is not None:
-        dims = _as_shape(shape)
-        want = dims + comp
-        if host.size != int(np.prod(want)):
-            raise ValueError(f"shape {dims} with dtype {dt.name} needs {int(np.prod(want))} values; "
-                             f"data has {host.size}")
-        return host.reshape(want), dt, dims
-    if comp:
-        if host.shape[host.ndim - len(comp):] != comp or host.ndim < len(comp):
-            raise ValueError(f"data: dtype {dt.name} needs data of shape (..., {', '.join(map(str, comp))}), "
-                             f"got shape {host.shape}")
-        dims = host.shape[:host.ndim - len(comp)]
-    else:
-        dims = host.shape
-    if not dims:                      # a single scalar / vector value → a one-element array
-        dims = (1,)
-        host = host.reshape(dims + comp)
-    if len(dims) > 4:
-        raise ValueError(f"data: gk.array supports 1 to 4 dimensions, data has {len(dims)}")
-    return host, dt, dims
-
-
-def _split_dtype(data, dtype):
-    """`gk.array(float, ...)`: a dtype passed as the first argument is the element type, not data."""
-    if data is not None and _is_dtype_like(data):
-        if dtype is not None:
-            raise TypeError("dtype: gk.array(T, dtype=...) gives the element type twice")
-        return None, data
-    return data, dtype
-
-
-def _check_grad_dtype(dt: Type, arg: str) -> None:
-    if not dt.scalar.is_float:
-        raise ValueError(f"{arg}=True needs a floating-point dtype; this array's dtype is {dt.name}")
-
-
-# --------------------------------------------------------------------------- the array class
 
 class _MemoryStats:
     """Bytes held by live gradkit arrays (all devices), and the peak since `reset_peak()`."""

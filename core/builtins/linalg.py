@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..types import Type, bool_, int32, int64, uint32, matrix, vector
+from ..types import int32, int64, uint32, matrix, vector
 from . import Builtin, BuiltinTypeError, register
 
 

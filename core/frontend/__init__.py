@@ -14,13 +14,15 @@ import typing
 from .. import types as T
 from ..errors import CompileError
 from ..ir import Function, Param, Value, verify
+from .calls import CallLowering
 from .context import LoweringContext
 from .exprs import ExprLowering
+from .loops import LoopLowering
 from .source import SourceInfo
 from .stmts import StmtLowering, _contains
 
 
-class Lowerer(LoweringContext, ExprLowering, StmtLowering):
+class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLowering):
     """Lowers one kernel or @gk.func to IR."""
 
     def __init__(self, pyfunc, kind: str, building: tuple = (), max_unroll: int | None = None, grad_of=None):

@@ -11,7 +11,6 @@ import tempfile
 import warnings
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 
 import gradkit as gk

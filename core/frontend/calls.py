@@ -1,0 +1,169 @@
+"""Lowering of calls inside kernels: gradkit builtins, types (casts and constructors), atomics,
+gk.tid / gk.static, Python builtins with kernel meanings, @gk.func calls and compile-time transforms."""
+
+from __future__ import annotations
+
+import ast
+import builtins as py_builtins
+
+from .. import types as T
+from ..ir import Value
+from ..lang import LangFunction, NAMES
+from .context import NUMBER, TidCall
+from .exprs import _FLOAT_ONLY, PY_ALIASES, UNSUPPORTED_EXPR, _callee_name, _name, _with_scalar
+
+class CallLowering:
+    """Mixin: call expressions."""
+
+    def expr_Call(self, node):
+        for a in [*node.args, *(k.value for k in node.keywords)]:
+            if type(a) in UNSUPPORTED_EXPR:
+                raise self.error(a, f"{UNSUPPORTED_EXPR[type(a)]} are not supported in kernels")
+        callee = self.expr(node.func)
+        if isinstance(callee, LangFunction):
+            return self.call_lang(callee, node)
+        if isinstance(callee, T.Type):
+            return self.call_type(callee, node)
+        if callee in PY_ALIASES:
+            return self.call_lang(NAMES[PY_ALIASES[callee]], node)
+        if callee is py_builtins.float or callee is py_builtins.int or callee is py_builtins.bool:
+            return self.call_type(T.as_type(callee), node)
+        if callee is py_builtins.len:
+            (arg,) = self.call_args(node, 1, "len")
+            if not (isinstance(arg, Value) and arg.type.is_array):
+                raise self.error(node, "len() needs an array")
+            return self.b.emit("shape", [arg], [T.int32], {"axis": 0}).result
+        if callee is py_builtins.range:
+            raise self.error(node, "range() can only be used as the iterable of a for loop")
+        if getattr(callee, "_gk_func", False):
+            return self.call_func(callee, node)
+        if getattr(callee, "_gk_static", False):     # compile-time transforms such as gk.grad(f)
+            args = self.call_args(node, None, getattr(callee, "__name__", "function"))
+            kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
+            if any(isinstance(v, Value) for v in [*args, *kwargs.values()]):
+                raise self.error(node, f"{callee.__name__}() needs compile-time arguments")
+            return callee(*args, **kwargs)
+        if getattr(callee, "_gk_kernel", False):
+            raise self.error(node, f"cannot call kernel '{callee.key}' from a kernel; make it a @gk.func")
+        raise self.error(node, f"cannot call {_name(callee)} inside a kernel; "
+                               "only gradkit builtins, types and @gk.func functions can be called")
+
+    def call_args(self, node, arity: int | None, name: str) -> list:
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            raise self.error(node, "star-arguments are not supported in kernels")
+        if arity is not None and len(node.args) != arity:
+            raise self.error(node, f"{name}() takes {arity} argument{'s' * (arity != 1)}, got {len(node.args)}")
+        return [self.expr(a) for a in node.args]
+
+    def call_lang(self, fn: LangFunction, node):
+        if fn.kind == "static":
+            return self.static_eval(node)
+        if fn.kind == "tid":
+            self.call_args(node, 0, "tid")
+            return TidCall()
+        if fn.kind == "atomic":
+            args = self.call_args(node, None, fn.name)
+            if len(args) < 3 or not (isinstance(args[0], Value) and args[0].type.is_array):
+                raise self.error(node, f"{fn.name}(array, index..., value) needs an array, its indices and a value")
+            arr, idx_nodes = args[0], node.args[1:-1]
+            if len(idx_nodes) != arr.type.ndim:
+                raise self.error(node, f"{fn.name}: array '{arr.hint}' has {arr.type.ndim} dimensions but "
+                                       f"{len(idx_nodes)} indices were given")
+            idx = [self.index(n) for n in idx_nodes]
+            val = self.coerce(args[-1], arr.type.dtype, node.args[-1], f"{fn.name} value for array '{arr.hint}'")
+            return self.atomic(fn.prim, arr, idx, val, node)
+        kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
+        args = self.call_args(node, None, fn.name)
+        if fn.prim == "identity":
+            if args or set(kwargs) - {"n", "dtype"} or "n" not in kwargs:
+                raise self.error(node, "identity(n=N, dtype=gk.float32) takes keyword arguments")
+            return self.prim("identity", n=kwargs["n"], dtype=T.as_type(kwargs.get("dtype", T.float32)), node=node)
+        if kwargs:
+            raise self.error(node, f"{fn.name}() takes no keyword arguments")
+        if fn.name == "select":
+            if len(args) != 3:
+                raise self.error(node, f"select() takes 3 arguments, got {len(args)}")
+            args = [args[0], args[2], args[1]]
+        return self.call_prim(fn.prim, args, node)
+
+    def call_prim(self, name: str, args: list, node):
+        from ..builtins import BUILTINS
+        entry = BUILTINS[name]
+        if entry.arity is not None and len(args) != entry.arity:
+            shown = "select" if name == "where" and isinstance(node, ast.Call) and _callee_name(node) == "select" \
+                else _callee_name(node) or name
+            raise self.error(node, f"{shown}() takes {entry.arity} arguments, got {len(args)}")
+        if all(not isinstance(a, Value) for a in args) and entry.eval is not None and \
+                all(isinstance(a, NUMBER) for a in args) and name not in ("where",):
+            return entry.eval(*args).item() if hasattr(entry.eval(*args), "item") else entry.eval(*args)
+        if name == "where":
+            cond = self.truth(args[0], node)
+            a, b = self.unify(args[1], args[2], node)
+            return self.prim("where", cond, a, b, node=node)
+        like = next((a.type for a in args if isinstance(a, Value)), None)
+        vals = []
+        for a in args:
+            if isinstance(a, Value):
+                vals.append(a)
+            else:
+                tgt = like.scalar if like is not None and (like.is_vector or like.is_matrix) else like
+                vals.append(self.materialize(a, tgt, node))
+        if any(v.type.scalar is T.float64 for v in vals) and any(v.type.scalar is T.float32 for v in vals):
+            vals = [self.prim("cast", v, to=_with_scalar(v.type, T.float64)) if v.type.scalar is T.float32 else v
+                    for v in vals]
+        if vals and all(v.type.is_scalar and v.type.is_int for v in vals) and name in _FLOAT_ONLY:
+            vals = [self.prim("cast", v, to=T.float32) for v in vals]
+        return self.prim(name, *vals, node=node)
+
+    def call_type(self, t: T.Type, node):
+        args = self.call_args(node, None, t.name)
+        if t.is_scalar:
+            if len(args) != 1:
+                raise self.error(node, f"{t.name}() takes 1 argument, got {len(args)}")
+            (x,) = args
+            if not isinstance(x, Value):   # an explicit cast of a literal gives a strongly typed constant
+                return self.materialize(t(x).item() if not t.is_bool else bool(x), t, node)
+            if t is T.bool_ and not x.type.is_bool:
+                return self.truth(x, node)
+            return self.prim("cast", x, to=t, node=node)
+        if t.is_array:
+            raise self.error(node, "arrays cannot be created inside kernels")
+        comps: list[Value] = []
+        if not args:
+            return self.materialize(0, t, node)
+        if len(args) == 1 and not isinstance(args[0], Value):
+            return self.materialize(args[0], t, node)
+        if len(args) == 1 and isinstance(args[0], Value) and not args[0].type.is_scalar:
+            src = args[0]
+            if src.type.shape != t.shape:
+                raise self.error(node, f"cannot convert {src.type.name} to {t.name}")
+            return self.prim("cast", src, to=t, node=node)
+        for a in args:
+            if isinstance(a, Value) and a.type.is_vector:
+                comps.extend(self.prim("extract", a, self.b.const(k, T.int32)) for k in range(a.type.length))
+            else:
+                comps.append(self.coerce(a, t.scalar, node, f"{t.name} component"))
+        if len(comps) == 1 and t.ncomp > 1:
+            comps = comps * t.ncomp
+        if len(comps) != t.ncomp:
+            raise self.error(node, f"{t.name} takes {t.ncomp} components, got {len(comps)}")
+        return self.prim("construct", *comps, type=t, node=node)
+
+    def static_eval(self, node):
+        if len(node.args) != 1 or node.keywords:
+            raise self.error(node, "gk.static() takes exactly one expression")
+        code = compile(ast.Expression(node.args[0]), self.src.file, "eval")
+        ns = dict(self.static_ns)
+        for name, v in self.env.items():
+            if isinstance(v, Value):
+                ns.pop(name, None)
+            else:
+                ns[name] = v
+        for name in code.co_names:
+            if isinstance(self.env.get(name), Value):
+                raise self.error(node, f"gk.static() needs a compile-time expression, but '{name}' is a run-time "
+                                       "value (a kernel local or parameter)")
+        try:
+            return eval(code, ns)  # noqa: S307 - evaluating the user's own kernel source at compile time
+        except Exception as exc:   # the user's expression failed: report it at its location
+            raise self.error(node, f"gk.static() expression failed: {type(exc).__name__}: {exc}") from None

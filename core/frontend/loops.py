@@ -1,0 +1,209 @@
+"""Lowering of loops: `for` over range / gk.static, `while`, break and continue.
+
+A loop carries every pre-existing local its body assigns (plus the break/return flags); a `for` with a
+break or return becomes a `while` over an explicit induction variable. Literal initialisers are retyped
+(and float32 widened to float64) when the body needs it.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .. import types as T
+from ..errors import CompileError
+from ..ir import Region, Value
+from .context import NUMBER
+from .stmts import MISSING, _contains, assigned_names
+
+class LoopLowering:
+    """Mixin: `for` and `while` statements."""
+
+    def stmt_For(self, node) -> None:
+        if node.orelse:
+            raise self.error(node, "for-else is not supported")
+        it = node.iter
+        if not (isinstance(it, ast.Call)):
+            raise self.error(it, "kernels can only loop over range(...) or gk.static(...)")
+        callee = self.expr(it.func)
+        from ..lang import LangFunction
+        if isinstance(callee, LangFunction) and callee.kind == "static":
+            return self.unrolled_for(node, self.static_eval(it))
+        import builtins
+        if callee is not builtins.range:
+            raise self.error(it, "kernels can only loop over range(...) or gk.static(...)")
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node.target, "the loop variable must be a single name")
+        args = self.call_args(it, None, "range")
+        if not 1 <= len(args) <= 3:
+            raise self.error(it, f"range() takes 1 to 3 arguments, got {len(args)}")
+        if all(not isinstance(a, Value) for a in args) and self.max_unroll is not None and \
+                len(range(*args)) <= self.max_unroll and not _contains(node.body, (ast.Break, ast.Continue), True):
+            return self.unrolled_for(node, range(*args))
+        if len(args) == 1:
+            start, stop, step = 0, args[0], 1
+        else:
+            start, stop, step = (list(args) + [1])[:3]
+        start, stop, step = (self.index_value(x, it) for x in (start, stop, step))
+        if step.const_value == 0:
+            raise self.error(it, "range() step must not be zero")
+        has_break = _contains(node.body, (ast.Break,), True)
+        has_return = self.ret_flag is not None and _contains(node.body, (ast.Return,), False)
+        if has_break or has_return:
+            return self.for_as_while(node, start, stop, step)
+        self.loop(node, "for", [start, stop, step], node.body, iv_name=node.target.id)
+
+    def index_value(self, x, node) -> Value:
+        v = self.materialize(x, T.int32, node)
+        if not (v.type.is_scalar and v.type.is_int):
+            raise self.error(node, f"range() arguments must be integers, got {v.type.name}")
+        return v if v.type is T.int32 else self.prim("cast", v, to=T.int32)
+
+    def unrolled_for(self, node, items) -> None:
+        if _contains(node.body, (ast.Break, ast.Continue), True):
+            raise self.error(node, "break/continue are not supported in unrolled (gk.static) loops")
+        try:
+            items = list(items)
+        except TypeError:
+            raise self.error(node.iter, "gk.static(...) in a for loop must give an iterable") from None
+        for item in items:
+            self.assign(node.target, item, node)
+            self.block(node.body)
+
+    def for_as_while(self, node, start, stop, step) -> None:
+        iv = self.new_flag("iv")
+        self.env[iv] = start
+        sc = step.const_value
+
+        def cond(env):
+            i = env[iv]
+            if sc is not None:
+                return self.prim("lt" if sc > 0 else "gt", i, stop)
+            pos = self.prim("gt", step, self.b.const(0, T.int32))
+            return self.prim("where", pos, self.prim("lt", i, stop), self.prim("gt", i, stop))
+
+        def advance():
+            self.env[iv] = self.prim("add", self.env[iv], step)
+
+        self.loop(node, "while", [], node.body, cond=cond, iv_name=node.target.id, iv_flag=iv, advance=advance)
+        self.env.pop(iv, None)
+
+    def stmt_While(self, node) -> None:
+        if node.orelse:
+            raise self.error(node, "while-else is not supported")
+        self.loop(node, "while", [], node.body, cond=lambda env: self.truth(self.expr(node.test), node.test))
+
+    def stmt_Break(self, node) -> None:
+        if not self.loops:
+            raise self.error(node, "'break' outside a loop")
+        self.env[self.loops[-1]["brk"]] = True
+
+    def stmt_Continue(self, node) -> None:
+        if not self.loops:
+            raise self.error(node, "'continue' outside a loop")
+        self.env[self.loops[-1]["cont"]] = True
+
+    def loop(self, node, kind, bounds, body_stmts, cond=None, iv_name=None, iv_flag=None, advance=None) -> None:
+        """Build a `for`/`while` whose carried values are the pre-existing locals the body assigns."""
+        ctx = {"brk": self.new_flag("brk") if _contains(body_stmts, (ast.Break,), True) else None,
+               "cont": self.new_flag("cont") if _contains(body_stmts, (ast.Continue,), True) else None}
+        if ctx["brk"]:
+            self.env[ctx["brk"]] = False
+        names = assigned_names(body_stmts)
+        extra = {ctx["brk"], iv_flag} - {None}
+        if self.ret_flag and _contains(body_stmts, (ast.Return,), False):
+            extra |= {self.ret_flag, *self.retval_names}
+        carried = [n for n in self.env if (n in names or n in extra)
+                   and n != iv_name and isinstance(self.env[n], (Value, *NUMBER))]
+        types = {n: (self.env[n].type if isinstance(self.env[n], Value) else None) for n in carried}
+        weak_floats = [n for n in carried if isinstance(self.env[n], float)]
+        first_error = None
+        for attempt in range(4):
+            before, undef_before = dict(self.env), set(self.maybe_undefined)
+            inits = [self.materialize(self.env[n], types[n], node) for n in carried]
+            inits = [self.b.prim("cast", v, to=T.float64) if v.type is T.float32 and types[n] is T.float64 else v
+                     for n, v in zip(carried, inits)]
+            for n, v in zip(carried, inits):
+                types[n] = v.type
+            try:
+                result = self.build_loop(node, kind, bounds, body_stmts, carried, inits, ctx, cond, iv_name,
+                                         iv_flag, advance)
+            except CompileError as exc:
+                # A float literal initialiser may need to be float64 for the body to type-check: retry once so.
+                self.env, self.maybe_undefined = before, undef_before
+                if first_error is not None or not weak_floats:
+                    raise first_error or exc
+                first_error = exc
+                for n in weak_floats:
+                    types[n] = T.float64
+                continue
+            ins, body_yields = result
+            retry = False
+            for n, v, y in zip(carried, inits, body_yields):
+                if y.type is not v.type:
+                    widen = v.type is T.float32 and y.type is T.float64
+                    if (widen or not isinstance(before[n], Value)) and attempt < 2:
+                        types[n] = y.type
+                        retry = True
+                    else:
+                        raise self.error(node, f"loop variable '{n.lstrip('_')}' is {v.type.name} before the loop "
+                                               f"and {y.type.name} inside it; initialise it with the loop's type "
+                                               f"(e.g. 0.0 or gk.{y.type.name}(...))")
+            self.env, self.maybe_undefined = before, undef_before
+            if retry:
+                continue
+            self.b.region.body.append(ins)
+            for n, r in zip(carried, ins.results):
+                r.hint = n.lstrip("_")
+                self.env[n] = r
+            for n in names - set(carried) - {iv_name}:
+                if n not in self.env:
+                    self.maybe_undefined.add(n)
+            if ctx["brk"]:
+                self.env.pop(ctx["brk"], None)
+            return
+
+    def build_loop(self, node, kind, bounds, body_stmts, carried, inits, ctx, cond, iv_name, iv_flag, advance):
+        """Regions of one loop attempt; returns (the instruction, not yet inserted; the body's yields)."""
+        body = Region(params=[Value(v.type, n.lstrip("_")) for n, v in zip(carried, inits)])
+        if kind == "for":
+            body.params.insert(0, Value(T.int32, iv_name))
+        saved_b = self.b
+        self.loops.append(ctx)
+        try:
+            regions = []
+            if kind == "while":
+                cregion = Region(params=[Value(v.type, n.lstrip("_")) for n, v in zip(carried, inits)])
+                self.b = saved_b.at(cregion)
+                self.env.update(dict(zip(carried, cregion.params)))
+                c = cond(self.env)
+                for f in (ctx["brk"], self.ret_flag):
+                    if f and f in carried:
+                        c = self.prim("and", c, self.prim("not", self.env[f]))
+                cregion.yields = [c]
+                regions.append(cregion)
+            self.b = saved_b.at(body)
+            params = body.params[1:] if kind == "for" else body.params
+            self.env.update(dict(zip(carried, params)))
+            if kind == "for":
+                self.env[iv_name] = body.params[0]
+            elif iv_name is not None:
+                self.env[iv_name] = self.env[iv_flag]
+            if ctx["cont"]:
+                self.env[ctx["cont"]] = False
+            self.block(body_stmts)
+            if advance is not None:
+                advance()
+            yields = []
+            for n, v in zip(carried, inits):
+                cur = self.env.get(n, MISSING)
+                if cur is MISSING:
+                    raise self.error(node, f"loop variable '{n}' may be undefined at the end of the loop body")
+                yields.append(self.materialize(cur, v.type, node) if not isinstance(cur, Value) else cur)
+            body.yields = yields
+            regions.append(body)
+            from ..ir import Instr
+            ins = Instr(kind, [*bounds, *inits], [Value(v.type) for v in inits], None, regions, self.src.loc(node))
+            return ins, yields
+        finally:
+            self.loops.pop()
+            self.b = saved_b
