@@ -7,7 +7,6 @@ Results are cached per (function, transform, argnum).
 
 from __future__ import annotations
 
-from ..core import types as T
 from ..core.errors import CompileError
 from ..core.func import Func
 from ..core.ir import Builder, Function, Param, Region
