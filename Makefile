@@ -89,8 +89,5 @@ clean:
 	rm -rf build dist *.egg-info .pytest_cache .hypothesis bench-results
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
-distfuzz: install-$(TEST_EXTRAS)
-	GRADKIT_FUZZ_EXAMPLES=$${GRADKIT_FUZZ_EXAMPLES:-2000} $(PY) -m pytest -n $(XDIST_WORKERS) tests/fuzz -p no:warnings
-
-clean: clean
+distclean: clean
 	rm -rf $(VENV)
