@@ -51,8 +51,9 @@ def host_description() -> str:
 
 def cache_key(fingerprint: str, options_key: str) -> str:
     s = _init()
-    parts = [BACKEND_VERSION, fingerprint, options_key, llvmlite.__version__, ".".join(map(str, llvm.llvm_version_info)),
-             s["cpu"], s["features"]]
+    from ... import __version__ as gradkit_version
+    parts = [gradkit_version, BACKEND_VERSION, fingerprint, options_key, llvmlite.__version__,
+             ".".join(map(str, llvm.llvm_version_info)), s["cpu"], s["features"]]
     return "cpu:" + hashlib.sha256("|".join(parts).encode()).hexdigest()
 
 

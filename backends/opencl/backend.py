@@ -119,7 +119,9 @@ class OpenCLBackend(Backend):
         wg = workgroup_size(st["dev"])
         source = OpenCLCodegen(fn, name, options.debug, options.stack_size, device.properties.get("fp64", False),
                                wg).build()
-        key = hashlib.sha256(f"{source}|{st['dev'].name}|{st['dev'].driver_version}".encode()).hexdigest()
+        from ... import __version__ as gradkit_version
+        key = hashlib.sha256(f"{gradkit_version}|{source}|{st['dev'].name}|{st['dev'].driver_version}|"
+                             f"{st['dev'].platform.version}".encode()).hexdigest()
         program = st["programs"].get(key)
         if program is None:
             program = self._build(st, source, key, options.cache, fn)
