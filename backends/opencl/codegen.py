@@ -1,145 +1,210 @@
-"""Lowered core IR → OpenCL C. One work-item per thread (a 1-D NDRange over the linear thread id; the
-grid is passed as arguments for multi-dimensional `tid`). Structured regions become C blocks; every SSA
-value is a C variable `v<N>`; loop-carried values are variables assigned at the end of each iteration."""
+"""Lowered core IR → OpenCL C source for one kernel.
+
+One work-item per thread over a 1-D NDRange: the linear thread id is `get_global_id(0)`, guarded by
+`gid < n` because the global size is rounded up to the work-group size; multi-dimensional `tid`
+decomposes it row-major using the launch extents passed as kernel arguments. Every SSA value is a C
+variable; structured regions become C blocks; loop-carried values and region results are variables
+assigned before the loop and at the end of each iteration (no gotos). Memory access, atomics and the
+work-group reductions are emitted by access.py; scalar ops come from the table in ops.py.
+
+Kernel arguments, in order: the fault record (only when the kernel can fault: debug bounds checks or
+a value stack), the thread count `gk_n`, the launch extents `gk_d0..` (only for multi-dimensional
+`tid`), then for each *used* parameter either its buffer followed by the extents the code needs, or
+its scalar value. `Generated.args` says how to fill them from launch arguments.
+"""
 
 from __future__ import annotations
 
-import struct
+import re
+from dataclasses import dataclass, field
 
-from ...backends.analysis import reduction_sites
-from ...backends.base import OUT_OF_BOUNDS, STACK_OVERFLOW, bounds_sites
+from ...backends.base import STACK_OVERFLOW, bounds_sites
 from ...core import types as T
 from ...core.errors import CompileError
-from ...core.ir import Function, Instr, Region, Value
-
-CTYPE = {"float32": "float", "float64": "double", "int32": "int", "int64": "long", "uint32": "uint", "bool": "bool"}
-STORE = dict(CTYPE, bool="uchar")
-UNARY = {"sqrt": "sqrt", "exp": "exp", "log": "log", "log2": "log2", "log10": "log10", "sin": "sin", "cos": "cos",
-         "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
-         "floor": "floor", "ceil": "ceil", "round": "round"}
-WORKGROUP = 64   # default work-group size (CPU devices); GPUs get 256 (see backend.workgroup_size)
-CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-
-FAULT_HELPER = r"""
-inline int gk_fault(__global int* f, int code, int site, int value, int extent, int axis) {
-    if (atomic_cmpxchg((volatile __global int*)f, 0, code) == 0) { f[1] = site; f[2] = value; f[3] = extent; f[4] = axis; }
-    return 0;
-}
-"""
+from ...core.ir import Function, Instr, Region, Value, used_ids
+from . import access
+from .ops import ARGTYPE, CODE_FOR_OP, MEMTYPE, ctype, helpers_for, literal
 
 
-def _float_atomics(ctype: str, suffix: str, bits: str, cmpxchg: str) -> str:
-    """Float atomics as compare-and-swap loops on the value's bit pattern (add, min, max)."""
-    out = ""
-    for op, expr in (("add", "old.f + v"), ("min", "fmin(old.f, v)"), ("max", "fmax(old.f, v)")):
-        out += (f"inline {ctype} gk_atomic_{op}{suffix}(volatile __global {ctype}* p, {ctype} v) {{\n"
-                f"    union {{ {bits} u; {ctype} f; }} old, nw;\n"
-                f"    do {{ old.f = *p; nw.f = {expr}; }} while ({cmpxchg}((volatile __global {bits}*)p, old.u, nw.u) "
-                f"!= old.u);\n    return old.f;\n}}\n")
-    return out
+@dataclass
+class ArrayInfo:
+    """How generated code names an array parameter and which of its extents it receives."""
+
+    name: str
+    type: T.ArrayType
+    extents: dict[int, str] = field(default_factory=dict)    # axis -> C name of the extent argument
 
 
-HELPERS = FAULT_HELPER + _float_atomics("float", "f", "uint", "atomic_cmpxchg")
-HELPERS64 = "#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable\n" + \
-    _float_atomics("double", "d", "ulong", "atom_cmpxchg")
+@dataclass
+class Generated:
+    """The generated kernel: source text and the plan for binding launch arguments."""
+
+    name: str
+    source: str
+    args: list[tuple]          # per kernel argument after the fixed ones: ("buffer", p) | ("extent", p, axis)
+                               # | ("scalar", p, numpy dtype); p indexes fn.params
+    can_fault: bool            # takes a fault record (first argument) that the launch reads back
+    ndims: int                 # launch extents passed as gk_d0.. (0 when tid is 1-D or absent)
+    workgroup: int
 
 
-def literal(value, t: T.ScalarType) -> str:
-    if t.is_bool:
-        return "true" if value else "false"
-    if t is T.float32:
-        if value != value:
-            return "NAN"
-        if value in (float("inf"), float("-inf")):
-            return "INFINITY" if value > 0 else "(-INFINITY)"
-        return f"({float(struct.unpack('f', struct.pack('f', value))[0]).hex()}f)"
-    if t is T.float64:
-        if value != value:
-            return "((double)NAN)"
-        if value in (float("inf"), float("-inf")):
-            return "((double)INFINITY)" if value > 0 else "(-(double)INFINITY)"
-        return f"({float(value).hex()})"
-    if t is T.int64:
-        return f"({int(value)}L)"
-    if t is T.uint32:
-        return f"({int(value) & 0xFFFFFFFF}u)"
-    v = int(value)
-    return f"({v})" if v != -2**31 else "(-2147483647-1)"
+def _ident(text: str) -> str:
+    return re.sub(r"\W", "_", text)[:24]
 
 
-class OpenCLCodegen:
-    def __init__(self, fn: Function, name: str, debug: bool, stack_size: int, fp64: bool, workgroup: int = WORKGROUP):
-        self.fn, self.name, self.debug, self.stack_size, self.fp64 = fn, name, debug, stack_size, fp64
-        self.workgroup = workgroup      # a power of two; launches use exactly this work-group size
+class Codegen:
+    """Emits one kernel. Args: fn (lowered IR), name (the C kernel name), debug (bounds checks),
+    stack_size (value-stack slots), fp64 (the device has float64), device_extensions (its OpenCL
+    extension names, for 64-bit atomics), workgroup (the work-group size launches use; a power of two),
+    tree_reduction (sum work-group partials as a tree: GPUs; else serially after one barrier: CPUs),
+    ops (the prim table, ops.op_table(...) for the device; default ops.CODE_FOR_OP)."""
+
+    def __init__(self, fn: Function, name: str, *, debug: bool, stack_size: int, fp64: bool,
+                 device_extensions: frozenset, workgroup: int, tree_reduction: bool = True,
+                 ops: dict | None = None):
+        self.fn, self.name, self.debug, self.stack_size = fn, name, debug, stack_size
+        self.fp64, self.device_extensions, self.workgroup = fp64, device_extensions, workgroup
+        self.tree_reduction = tree_reduction
+        self.ops = ops if ops is not None else CODE_FOR_OP
+        self.kernel_name = fn.attrs.get("source_name", fn.name)
         self.lines: list[str] = []
         self.names: dict[int, str] = {}
-        self.arrays: dict[int, tuple] = {}
+        self.arrays: dict[int, ArrayInfo] = {}
+        self.used = used_ids(fn)
         self.sites = {id(ins): k for k, ins in enumerate(bounds_sites(fn))} if debug else {}
-        self.uses_stack = any(i.op in ("push", "pop") for i in fn.walk())
-        self.counter = 0
-        self.reductions = {} if debug else reduction_sites(fn)     # id(ins) -> key
-        self.acc_names: dict = {}                                  # key -> (accumulator name, ins)
+        self.uses_stack = any(ins.op == "push" for ins in fn.walk())
+        self.can_fault = debug or self.uses_stack
+        self.reductions = {} if debug else access.safe_reductions(fn)
+        self.accs: dict = {}                  # reduction key -> (accumulator name, instruction, C type)
+        self.extensions: set[str] = set()     # OpenCL extensions the emitted code needs
+        self.tid_ndims = {ins.attrs["ndim"] for ins in fn.walk() if ins.op == "tid"}
+        self.split = False                    # thread body in its own function (see build)
 
+    # ------------------------------------------------------------------ naming
     def var(self, v: Value) -> str:
         name = self.names.get(v.id)
         if name is None:
-            self.counter += 1
-            name = self.names[v.id] = f"v{self.counter}"
+            name = self.names[v.id] = f"v{len(self.names)}" + (f"_{_ident(v.hint)}" if v.hint else "")
         return name
+
+    def decl(self, v: Value) -> str:
+        return f"{ctype(v.type)} {self.var(v)}"
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("    " * depth + text)
 
-    def uses_double(self) -> bool:
-        types = [p.type.scalar if p.type.is_array else p.type for p in self.fn.params]
-        for ins in self.fn.walk():
-            types += [r.type for r in ins.results]
-        return any(t is T.float64 for t in types)
+    def error(self, message: str) -> CompileError:
+        return CompileError(f"in kernel '{self.kernel_name}': {message}")
 
-    def build(self) -> str:
-        if self.uses_double() and not self.fp64:
-            raise CompileError(f"in kernel '{self.fn.attrs.get('source_name', self.fn.name)}': this OpenCL device "
-                               "has no float64 support (cl_khr_fp64); use float32 arrays or another device")
-        params = ["__global int* gk_fault_rec", "long gk_n", "long gk_d0", "long gk_d1", "long gk_d2", "long gk_d3"]
+    # ------------------------------------------------------------------ the kernel
+    def uses_float64(self) -> bool:
         for p in self.fn.params:
-            name = self.var(p.value)
-            if p.type.is_array:
-                params.append(f"__global {STORE[p.type.scalar.name]}* restrict_{name}".replace("restrict_", ""))
-                extents = [f"{name}_s{k}" for k in range(p.type.ndim)]
-                params += [f"long {e}" for e in extents]
-                self.arrays[p.value.id] = (name, extents, p.type)
-            else:
-                params.append(f"{CTYPE[p.type.name]} {name}")
-        head = ""
-        if self.uses_double():
-            head += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" + HELPERS64
-        body_start = len(self.lines)
-        self.emit(1, "const long gk_tid = get_global_id(0);")
+            if p.value.id in self.used and (p.type.scalar if p.type.is_array else p.type) is T.float64:
+                return True
         for ins in self.fn.walk():
-            key = self.reductions.get(id(ins))
-            if key is not None and key not in self.acc_names:
-                st = ins.args[0].type.scalar
-                acc_t = ("double" if self.fp64 else "float") if st.is_float else CTYPE[st.name]
-                name = f"gk_acc{len(self.acc_names)}"
-                self.acc_names[key] = (name, ins, acc_t)
-                self.emit(1, f"{acc_t} {name} = 0;")
-        self.emit(1, "if (gk_tid < gk_n) {")
-        if self.uses_stack:
-            self.emit(2, f"ulong gk_stack[{self.stack_size}]; int gk_sp = 0;")
-        self.region(self.fn.body, 2)
-        self.emit(1, "}")
-        self.reduction_epilogue()
-        body = self.lines[body_start:]
-        return (head + HELPERS + f"\n__kernel void {self.name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n")
+            values = ins.results + [p for r in ins.regions for p in r.params]
+            if any(v.type is T.float64 for v in values):
+                return True
+        return False
 
-    # ------------------------------------------------------------------ regions
+    def signature(self) -> tuple[list[str], list[tuple]]:
+        """Kernel parameter declarations and the argument-binding plan (see Generated.args)."""
+        decls = ["__global long* gk_fault_rec"] if self.can_fault else []
+        decls.append("long gk_n")
+        ndims = max(self.tid_ndims, default=1)
+        decls += [f"long gk_d{k}" for k in range(ndims)] if ndims > 1 else []
+        plan: list[tuple] = []
+        need_axes: dict[int, set] = {}
+        for ins in self.fn.walk():
+            if ins.op in ("load", "store", "atomic"):
+                nd = ins.args[0].type.ndim
+                need_axes.setdefault(ins.args[0].id, set()).update(range(0 if self.debug else 1, nd))
+            elif ins.op == "shape":
+                need_axes.setdefault(ins.args[0].id, set()).add(ins.attrs["axis"])
+        for k, p in enumerate(self.fn.params):
+            if p.value.id not in self.used:
+                continue
+            name = f"p{k}_{_ident(p.name)}"
+            self.names[p.value.id] = name
+            if p.type.is_array:
+                info = self.arrays[p.value.id] = ArrayInfo(name, p.type)
+                decls.append(f"__global {MEMTYPE[p.type.scalar.name]}* {name}")
+                plan.append(("buffer", k))
+                for axis in sorted(need_axes.get(p.value.id, ())):
+                    info.extents[axis] = f"{name}_n{axis}"
+                    decls.append(f"long {name}_n{axis}")
+                    plan.append(("extent", k, axis))
+            else:
+                decls.append(f"{ARGTYPE[p.type.name]} {name}{'_arg' if p.type.is_bool else ''}")
+                plan.append(("scalar", k, p.type.np_dtype if not p.type.is_bool else "uint8"))
+        return decls, plan
+
+    def build(self) -> Generated:
+        if self.uses_float64() and not self.fp64:
+            raise self.error("this OpenCL device lacks float64 support (no cl_khr_fp64 extension); "
+                             "use float32 data or another device")
+        decls, plan = self.signature()
+        access.declare_reductions(self)
+        # A kernel with work-group reductions has barriers. If it also has a value stack, the thread body
+        # goes into its own (noinline) function: a CPU runtime like PoCL keeps private variables that live
+        # across a barrier once per work-item, and stack_size x 8 bytes per work-item overflows its thread
+        # stack (4096 slots x 512 work-items crashed PoCL; as a function it runs). Without a stack the
+        # body stays inline, where PoCL vectorises it (W2: 20 ms inline against 30-47 ms as a call).
+        split = self.split = bool(self.accs) and self.uses_stack
+        depth = 1 if split else 2
+        self.lines = []
+        for p in self.fn.params:
+            if p.type is T.bool_ and p.value.id in self.used:
+                self.emit(depth, f"const bool {self.var(p.value)} = {self.var(p.value)}_arg != 0;")
+        self.coordinates(depth)
+        if self.uses_stack:
+            self.emit(depth, f"ulong gk_stack[{self.stack_size}];   /* reverse-pass value stack */")
+            self.emit(depth, "int gk_sp = 0;")
+        self.region(self.fn.body, depth)
+        thread = "\n".join(self.lines)
+        self.lines = []
+        access.reduction_epilogue(self)
+        epilogue = self.lines
+        accs = list(self.accs.values())
+        kernel = ["    const long gk_gid = get_global_id(0);"]
+        kernel += [f"    {acc_t} {name} = 0;" for name, _, acc_t in accs]
+        if split:
+            params = ", ".join(["long gk_gid", *decls] + [f"{acc_t}* {name}" for name, _, acc_t in accs])
+            call_args = ", ".join(["gk_gid", *(d.split()[-1].split("*")[-1] for d in decls)] +
+                                  [f"&{name}" for name, _, _ in accs])
+            pre = (f"/* one thread's work; the work-group reductions' accumulators are passed by pointer */\n"
+                   f"__attribute__((noinline))\nvoid {self.name}_thread({params})\n{{\n{thread}\n}}\n\n")
+            kernel.append(f"    if (gk_gid < gk_n) {self.name}_thread({call_args});")
+        else:
+            pre = ""
+            kernel += ["    if (gk_gid < gk_n) {", thread, "    }"]
+        body = "\n".join(kernel + epilogue)
+        head = [f"/* gradkit kernel '{self.kernel_name}': OpenCL C generated from lowered IR */",
+                "#pragma OPENCL FP_CONTRACT OFF"]
+        if self.uses_float64() or "double" in body or "double" in thread:
+            head.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+        for ext in sorted(self.extensions):
+            head.append(f"#pragma OPENCL EXTENSION {ext} : enable")
+        source = ("\n".join(head) + "\n\n" + helpers_for(thread + body) + "\n" + pre +
+                  f"__kernel void __attribute__((reqd_work_group_size({self.workgroup}, 1, 1)))\n"
+                  f"{self.name}({', '.join(decls)})\n{{\n{body}\n}}\n")
+        ndims = max(self.tid_ndims, default=1)
+        return Generated(self.name, source, plan, self.can_fault, ndims if ndims > 1 else 0, self.workgroup)
+
+    def coordinates(self, d: int) -> None:
+        """Row-major coordinates of the linear thread id for each multi-dimensional tid in the kernel."""
+        for nd in sorted(n for n in self.tid_ndims if n > 1):
+            self.emit(d, f"long gk_rest{nd} = gk_gid;")
+            for axis in range(nd - 1, 0, -1):
+                self.emit(d, f"const int gk_c{nd}_{axis} = (int)(gk_rest{nd} % gk_d{axis}); "
+                             f"gk_rest{nd} /= gk_d{axis};")
+            self.emit(d, f"const int gk_c{nd}_0 = (int)gk_rest{nd};")
+
+    # ------------------------------------------------------------------ regions and instructions
     def region(self, region: Region, depth: int) -> list[str]:
         for ins in region.body:
             self.instr(ins, depth)
         return [self.var(y) for y in region.yields]
-
-    def decl(self, v: Value) -> str:
-        return f"{CTYPE[v.type.name]} {self.var(v)}"
 
     def instr(self, ins: Instr, d: int) -> None:
         op = ins.op
@@ -148,189 +213,104 @@ class OpenCLCodegen:
         elif op == "prim":
             self.emit(d, f"const {self.decl(ins.result)} = {self.prim(ins)};")
         elif op == "tid":
-            self.emit(d, f"const {self.decl(ins.result)} = (int)({self.coordinate(ins.attrs['axis'], ins.attrs['ndim'])});")
+            nd, axis = ins.attrs["ndim"], ins.attrs["axis"]
+            coord = "(int)gk_gid" if nd == 1 else f"gk_c{nd}_{axis}"
+            self.emit(d, f"const {self.decl(ins.result)} = {coord};")
         elif op == "shape":
-            _, extents, _ = self.arrays[ins.args[0].id]
-            self.emit(d, f"const {self.decl(ins.result)} = (int){extents[ins.attrs['axis']]};")
+            info = self.arrays[ins.args[0].id]
+            self.emit(d, f"const {self.decl(ins.result)} = (int){info.extents[ins.attrs['axis']]};")
         elif op in ("load", "store", "atomic"):
-            self.memory(ins, d)
+            access.emit_access(self, ins, d)
         elif op == "if":
-            for r in ins.results:
-                self.emit(d, f"{self.decl(r)};")
-            self.emit(d, f"if ({self.var(ins.args[0])}) {{")
-            ys = self.region(ins.regions[0], d + 1)
-            for r, y in zip(ins.results, ys):
-                self.emit(d + 1, f"{self.var(r)} = {y};")
-            self.emit(d, "} else {")
-            ys = self.region(ins.regions[1], d + 1)
-            for r, y in zip(ins.results, ys):
-                self.emit(d + 1, f"{self.var(r)} = {y};")
-            self.emit(d, "}")
+            self.if_(ins, d)
         elif op == "for":
             self.for_(ins, d)
         elif op == "while":
             self.while_(ins, d)
         elif op == "push":
             v = ins.args[0]
-            self.emit(d, f"if (gk_sp < {self.stack_size}) gk_stack[gk_sp++] = {self.to_bits(self.var(v), v.type)}; "
-                         f"else gk_fault(gk_fault_rec, {STACK_OVERFLOW}, {ins.attrs['stack']}, 0, 0, 0);")
+            self.emit(d, f"if (gk_sp < {self.stack_size}) gk_stack[gk_sp++] = {self.to_bits(self.var(v), v.type)};")
+            self.emit(d, f"else gk_fault(gk_fault_rec, {STACK_OVERFLOW}, {int(ins.attrs['stack'])}, 0, 0, 0);")
         elif op == "pop":
-            r = ins.result
-            self.emit(d, f"const {self.decl(r)} = {self.from_bits('(gk_sp > 0 ? gk_stack[--gk_sp] : 0UL)', r.type)};")
+            raw = "(gk_sp > 0 ? gk_stack[--gk_sp] : 0UL)"
+            self.emit(d, f"const {self.decl(ins.result)} = {self.from_bits(raw, ins.result.type)};")
         else:
-            raise NotImplementedError(f"opencl backend: op '{op}'")
+            raise self.error(f"the OpenCL backend cannot compile IR op '{op}' (is the IR lowered?)")
 
-    def coordinate(self, axis: int, ndim: int) -> str:
-        if ndim == 1:
-            return "gk_tid"
-        inner = "*".join(f"gk_d{k}" for k in range(axis + 1, ndim)) or "1"
-        expr = f"(gk_tid / ({inner}))"
-        return f"({expr} % gk_d{axis})" if axis > 0 else expr
+    def prim(self, ins: Instr) -> str:
+        name = ins.attrs["name"]
+        fmt = self.ops.get(name)
+        if fmt is None:
+            raise self.error(f"the OpenCL backend has no code for builtin '{name}'")
+        t = ins.args[0].type if ins.args else ins.result.type
+        if name == "where":
+            t = ins.args[1].type
+        return fmt([self.var(a) for a in ins.args], t, ins.attrs)
 
-    def carried(self, results, inits, d) -> list[str]:
-        names = []
-        for r, init in zip(results, inits):
-            self.emit(d, f"{self.decl(r)} = {init};")
-            names.append(self.var(r))
-        return names
+    def results_decl(self, results: list[Value], inits: list[str] | None, d: int) -> list[str]:
+        """Declare a mutable C variable per region result / carried value (zero or `inits`)."""
+        for k, r in enumerate(results):
+            self.emit(d, f"{self.decl(r)} = {inits[k] if inits is not None else '0'};")
+        return [self.var(r) for r in results]
+
+    def assign(self, targets: list[str], values: list[str], d: int) -> None:
+        for t, v in zip(targets, values):
+            if t != v:
+                self.emit(d, f"{t} = {v};")
+
+    def bind_params(self, params: list[Value], values: list[str], d: int) -> None:
+        for p, v in zip(params, values):
+            self.emit(d, f"const {self.decl(p)} = {v};")
+
+    def if_(self, ins: Instr, d: int) -> None:
+        out = self.results_decl(ins.results, None, d)
+        then, other = ins.regions
+        self.emit(d, f"if ({self.var(ins.args[0])}) {{")
+        self.assign(out, self.region(then, d + 1), d + 1)
+        if other.body or out:
+            self.emit(d, "} else {")
+            self.assign(out, self.region(other, d + 1), d + 1)
+        self.emit(d, "}")
 
     def for_(self, ins: Instr, d: int) -> None:
         start, stop, step, *inits = [self.var(a) for a in ins.args]
-        body = ins.regions[0]
-        acc = self.carried(ins.results, inits, d)
-        iv = self.var(body.params[0])
-        sc = ins.args[2].const_value
-        cond = (f"{iv} < {stop}" if sc > 0 else f"{iv} > {stop}") if sc is not None else \
-            f"({step} > 0 ? {iv} < {stop} : {iv} > {stop})"
-        self.emit(d, f"for (int {iv} = {start}; {cond}; {iv} += {step}) {{")
-        for p, a in zip(body.params[1:], acc):
-            self.emit(d + 1, f"const {self.decl(p)} = {a};")
-        ys = self.region(body, d + 1)
-        for a, y in zip(acc, ys):
-            self.emit(d + 1, f"{a} = {y};")
+        (body,) = ins.regions
+        acc = self.results_decl(ins.results, inits, d)
+        iv = body.params[0]
+        s = ins.args[2].const_value
+        cond = (f"{self.var(iv)} < {stop}" if s > 0 else f"{self.var(iv)} > {stop}") if s is not None else \
+            f"({step} > 0 ? {self.var(iv)} < {stop} : {self.var(iv)} > {stop})"
+        self.emit(d, f"for ({self.decl(iv)} = {start}; {cond}; {self.var(iv)} += {step}) {{")
+        self.bind_params(body.params[1:], acc, d + 1)
+        self.assign(acc, self.region(body, d + 1), d + 1)
         self.emit(d, "}")
 
     def while_(self, ins: Instr, d: int) -> None:
-        cond_r, body = ins.regions
-        acc = self.carried(ins.results, [self.var(a) for a in ins.args], d)
-        self.emit(d, "while (1) {")
-        for p, a in zip(cond_r.params, acc):
-            self.emit(d + 1, f"const {self.decl(p)} = {a};")
-        (c,) = self.region(cond_r, d + 1)
+        cond, body = ins.regions
+        acc = self.results_decl(ins.results, [self.var(a) for a in ins.args], d)
+        self.emit(d, "for (;;) {")
+        self.bind_params(cond.params, acc, d + 1)
+        (c,) = self.region(cond, d + 1)
         self.emit(d + 1, f"if (!{c}) break;")
-        for p, a in zip(body.params, acc):
-            self.emit(d + 1, f"const {self.decl(p)} = {a};")
-        ys = self.region(body, d + 1)
-        for a, y in zip(acc, ys):
-            self.emit(d + 1, f"{a} = {y};")
+        self.bind_params(body.params, acc, d + 1)
+        self.assign(acc, self.region(body, d + 1), d + 1)
         self.emit(d, "}")
 
-    def to_bits(self, x: str, t) -> str:
+    # ------------------------------------------------------------------ value stack slots (8 bytes)
+    @staticmethod
+    def to_bits(x: str, t: T.ScalarType) -> str:
         if t is T.float64:
             return f"as_ulong({x})"
         if t is T.float32:
             return f"(ulong)as_uint({x})"
         return f"(ulong)({x})"
 
-    def from_bits(self, raw: str, t) -> str:
+    @staticmethod
+    def from_bits(raw: str, t: T.ScalarType) -> str:
         if t is T.float64:
             return f"as_double({raw})"
         if t is T.float32:
             return f"as_float((uint){raw})"
         if t.is_bool:
-            return f"({raw} != 0)"
-        return f"({CTYPE[t.name]}){raw}"
-
-    # ------------------------------------------------------------------ memory
-    def memory(self, ins: Instr, d: int) -> None:
-        arr = ins.args[0]
-        name, extents, t = self.arrays[arr.id]
-        idx = [self.var(a) for a in ins.args[1:1 + t.ndim]]
-        lin = f"(long){idx[0]}"
-        for k in range(1, t.ndim):
-            lin = f"({lin} * {extents[k]} + (long){idx[k]})"
-        ncomp = t.dtype.ncomp
-        if ncomp > 1:
-            lin = f"({lin} * {ncomp} + {ins.attrs['comp'] or 0})"
-        ptr = f"{name}[{lin}]"
-        st = t.scalar
-        if ins.op == "load":
-            expr = f"({ptr} != 0)" if st.is_bool else ptr
-        elif ins.op == "store":
-            v = self.var(ins.args[-1])
-            expr = f"{ptr} = {'(uchar)' if st.is_bool else ''}{v}"
-        else:
-            expr = self.atomic(ins, f"&{ptr}", st)
-        if self.debug:
-            checks = " && ".join(f"(ulong){i} < (ulong){e}" for i, e in zip(idx, extents))
-            bad_axis = "0"
-            for k in range(t.ndim - 1, -1, -1):
-                bad_axis = f"((ulong){idx[k]} >= (ulong){extents[k]} ? {k} : {bad_axis})"
-            site = self.sites[id(ins)]
-            fault = (f"gk_fault(gk_fault_rec, {OUT_OF_BOUNDS}, {site}, "
-                     f"(int)({' '.join(f'{bad_axis} == {k} ? {i} :' for k, i in enumerate(idx))} 0), "
-                     f"(int)({' '.join(f'{bad_axis} == {k} ? {e} :' for k, e in enumerate(extents))} 0), {bad_axis})")
-            if ins.results:
-                r = ins.result
-                self.emit(d, f"const {self.decl(r)} = ({checks}) ? ({expr}) : ({CTYPE[r.type.name]})({fault});")
-            else:
-                self.emit(d, f"if ({checks}) {{ {expr}; }} else {{ {fault}; }}")
-            return
-        if ins.results:
-            self.emit(d, f"const {self.decl(ins.result)} = {expr};")
-        else:
-            self.emit(d, f"{expr};")
-
-    def reduction_epilogue(self) -> None:
-        """Sum each reduction's per-work-item partials across the work-group, then one atomic per group."""
-        for name, ins, acc_t in self.acc_names.values():
-            arr = ins.args[0]
-            aname, extents, t = self.arrays[arr.id]
-            idx = [str(i.const_value) for i in ins.args[1:1 + t.ndim]]
-            lin = f"(long){idx[0]}"
-            for k in range(1, t.ndim):
-                lin = f"({lin} * {extents[k]} + {idx[k]})"
-            if t.dtype.ncomp > 1:
-                lin = f"({lin} * {t.dtype.ncomp} + {ins.attrs['comp'] or 0})"
-            st = t.scalar
-            self.emit(1, f"__local {acc_t} {name}_red[{self.workgroup}];")
-            self.emit(1, f"{{ const int lid = get_local_id(0); {name}_red[lid] = {name}; "
-                         "barrier(CLK_LOCAL_MEM_FENCE);")
-            self.emit(1, f"  for (int s = {self.workgroup // 2}; s > 0; s >>= 1) {{ if (lid < s) {name}_red[lid] += "
-                         f"{name}_red[lid + s]; barrier(CLK_LOCAL_MEM_FENCE); }}")
-            total = f"({STORE[st.name]}){name}_red[0]"
-            if st.is_float:
-                upd = f"gk_atomic_add{'f' if st is T.float32 else 'd'}(&{aname}[{lin}], {total})"
-            elif st is T.int64:
-                upd = f"atom_add((volatile __global long*)&{aname}[{lin}], {total})"
-            else:
-                upd = f"atomic_add((volatile __global {CTYPE[st.name]}*)&{aname}[{lin}], {total})"
-            self.emit(1, f"  if (lid == 0) {upd}; }}")
-
-    def atomic(self, ins: Instr, addr: str, st) -> str:
-        kind = ins.attrs["kind"]
-        v = self.var(ins.args[-1])
-        key = self.reductions.get(id(ins))
-        if key is not None:
-            name, _, acc_t = self.acc_names[key]
-            return f"({name} {'+=' if kind == 'add' else '-='} ({acc_t}){v})"
-        if ins.attrs.get("exclusive"):
-            target = addr[1:]
-            if kind in ("add", "sub"):
-                return f"({target} {'+=' if kind == 'add' else '-='} {v}) {'-' if kind == 'add' else '+'} {v}"
-            fn = ("fmin" if kind == "min" else "fmax") if st.is_float else kind
-            return f"({target} = {fn}({target}, {v}))"
-        if st.is_float:
-            suffix = "f" if st is T.float32 else "d"
-            if kind == "sub":
-                return f"gk_atomic_add{suffix}({addr}, -{v})"
-            return f"gk_atomic_{kind}{suffix}({addr}, {v})"
-        if st is T.int64:
-            return f"atom_{kind}((volatile __global long*){addr}, {v})"
-        cast = "uint" if st is T.uint32 else "int"
-        return f"atomic_{kind}((volatile __global {cast}*){addr}, {v})"
-
-    # ------------------------------------------------------------------ prims
-    def prim(self, ins: Instr) -> str:
-        from .prims import prim_expr
-        return prim_expr(self, ins)
+            return f"({raw} != 0UL)"
+        return f"({ctype(t)}){raw}"

@@ -1,0 +1,93 @@
+"""Building OpenCL programs: an in-memory cache per device and the optional on-disk binary cache.
+
+Built programs are kept per device by sha256(source, build options). With `options.cache` (a
+runtime.cache.KernelCache), the program binary is stored under a key that also hashes the device
+name, driver version and platform version, and is loaded with `cl.Program(ctx, [dev], [binary])`;
+an entry the driver rejects is rebuilt from source (warned once per process) and overwritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+
+from ...core.errors import CompileError
+from .devices import DeviceState, cl
+
+_warned_corrupt = False
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+
+
+def get_program(state: DeviceState, source: str, kernel_name: str, cache=None):
+    """The built program for `source` on `state`'s device (memory cache, then disk cache, then build)."""
+    options = " ".join(state.build_options)
+    key = _digest(source, options)
+    program = state.programs.get(key)
+    if program is not None:
+        return program
+    disk_key = "opencl-binary:" + _digest(source, options, state.identity())
+    if cache is not None:
+        program = _load_binary(state, cache, disk_key)
+    if program is None:
+        program = build_from_source(state, source, kernel_name)
+        if cache is not None:
+            _store_binary(state, cache, disk_key, program)
+    state.programs[key] = program
+    return program
+
+
+def build_from_source(state: DeviceState, source: str, kernel_name: str):
+    """Compile OpenCL C; a failure is a CompileError with the build log and the numbered source."""
+    program = cl.Program(state.ctx, source)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", cl.CompilerWarning)   # PoCL chatter; failures still raise
+            return program.build(options=state.build_options, devices=[state.dev])
+    except cl.Error as exc:
+        try:
+            log = program.get_build_info(state.dev, cl.program_build_info.LOG).strip()
+        except cl.Error:
+            log = ""
+        numbered = "\n".join(f"{k:4d}  {line}" for k, line in enumerate(source.splitlines(), 1))
+        raise CompileError(
+            f"in kernel '{kernel_name}': the OpenCL compiler of {state.dev.name.strip()} rejected the "
+            f"generated code (a gradkit bug, please report it):\n{log or exc}\n"
+            f"--- generated OpenCL C ---\n{numbered}") from None
+
+
+def _load_binary(state: DeviceState, cache, key: str):
+    global _warned_corrupt
+    try:
+        blob = cache.get(key)
+    except OSError:            # the disk cache is an optimisation; never fatal
+        return None
+    if not blob:
+        return None
+    try:
+        program = cl.Program(state.ctx, [state.dev], [blob])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", cl.CompilerWarning)
+            program.build(options=state.build_options, devices=[state.dev])
+        program.all_kernels()   # a binary that loads but holds no usable kernels is corrupt too
+        return program
+    except (cl.Error, ValueError, RuntimeError) as exc:
+        if not _warned_corrupt:
+            _warned_corrupt = True
+            warnings.warn(f"gradkit: an OpenCL program binary in the kernel cache is unusable ({exc}); "
+                          "rebuilding from source", RuntimeWarning, stacklevel=4)
+        return None
+
+
+def _store_binary(state: DeviceState, cache, key: str, program) -> None:
+    try:
+        (blob,) = program.binaries
+    except (cl.Error, ValueError):
+        return                 # the driver cannot give a binary back: nothing to cache
+    if blob:
+        try:
+            cache.put(key, bytes(blob))
+        except OSError:        # a read-only or full cache only costs a rebuild next time
+            return
