@@ -16,6 +16,7 @@ class Config:
         self.adjoint_stack_size: int = 4096  # per-thread value-stack slots of the reverse pass
         self.verbose: bool = False
         self.snapshot_max_bytes: int = 16 << 20  # debug bundles: cap per array snapshot
+        self.snapshot_launches: bool = False     # tapes keep per-launch before/after array snapshots
 
     def __repr__(self) -> str:
         return "Config(" + ", ".join(f"{k}={v!r}" for k, v in vars(self).items()) + ")"

@@ -134,6 +134,7 @@ class array:
             _check_grad_dtype(self.dtype, "requires_grad")
             if self._grad is None:
                 self._grad = array._alloc(self.shape, self.dtype, self.device)
+                self._grad.label = f"{self.label}.grad" if self.label else None
         else:
             self._grad = None
 

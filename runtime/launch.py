@@ -80,6 +80,7 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     n = 1
     for d in dims:
         n *= d
+    snaps = tape._snapshot_before(kernel, bound) if tape is not None and tape.snapshotting else None
     t0 = time.perf_counter() if tape is not None else 0.0
     if config.check_nan:
         from .nan_check import snapshot
@@ -89,7 +90,7 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     for k in spec.written:
         call_args[k]._bump()
     if tape is not None:
-        tape._record_launch(kernel, dims, dev, bound, len(inputs), variant, (time.perf_counter() - t0) * 1e3)
+        tape._record_launch(kernel, dims, dev, bound, len(inputs), variant, (time.perf_counter() - t0) * 1e3, snaps)
     if config.check_nan:
         from .nan_check import check_after_launch
         check_after_launch(kernel, spec, call_args, variant, before)

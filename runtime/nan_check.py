@@ -29,6 +29,24 @@ def check_after_launch(kernel, spec, call_args, variant: str, before: dict[int, 
         index = tuple(int(i) for i in bad[:a.ndim])
         value = data[tuple(bad)]
         label = getattr(a, "label", None) or names[k]
-        direction = "backward (adjoint)" if variant.startswith("adjoint") else "forward"
-        raise NaNError(f"kernel '{kernel.key}' ({direction} launch) wrote {value} into array '{label}' at index "
-                       f"{index if len(index) > 1 else index[0]}; it held only finite values before the launch")
+        if label.startswith("adj_"):
+            label = f"{label[4:]}.grad"
+        backward = variant.startswith("adjoint")
+        site = write_site(spec.fn, k)
+        where = f" (written at {site.file}:{site.line})" if site is not None else ""
+        err = NaNError(f"kernel '{kernel.key}' ({'backward (adjoint)' if backward else 'forward'} launch) wrote "
+                       f"{value} into array '{label}' at index {index if len(index) > 1 else index[0]}{where}; "
+                       "it held only finite values before the launch")
+        err.kernel, err.array, err.direction = kernel.key, label, "backward" if backward else "forward"
+        err.index, err.value = list(index), float(value)
+        err.file, err.line = (site.file, site.line) if site is not None else (None, None)
+        raise err
+
+
+def write_site(fn, k: int):
+    """The source location of the first store or atomic into parameter `k` of `fn` (None if unknown)."""
+    pid = fn.params[k].value.id
+    for ins in fn.walk():
+        if ins.op in ("store", "atomic") and ins.args[0].id == pid and ins.loc is not None:
+            return ins.loc
+    return None

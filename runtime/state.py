@@ -2,3 +2,4 @@
 
 tape = None          # the innermost recording gk.Tape
 forward_mode = None  # the active gk.ForwardMode
+capture = None       # the active viz.capture.Capture of `gradkit debug` (if any)

@@ -23,6 +23,7 @@ class LaunchRecord:
     kernel_obj: object = field(default=None, repr=False)
     versions: dict = field(default_factory=dict, repr=False)   # id(array) -> version right after the launch
     kind: str = "launch"
+    snapshots: object = field(default=None, repr=False)        # LaunchSnapshots when the tape takes them
 
     @property
     def args(self) -> list:
@@ -42,9 +43,14 @@ class FuncRecord:
 class Tape:
     """Records launches inside `with tape:`; `backward()` runs their adjoints in reverse order."""
 
-    def __init__(self, loss=None, clear_gradients: bool = True, check: bool | None = None):
+    def __init__(self, loss=None, clear_gradients: bool = True, check: bool | None = None,
+                 snapshots: bool | None = None):
+        from ..core.config import config
         self.loss, self.clear_gradients, self.check = loss, clear_gradients, check
+        self.snapshotting = config.snapshot_launches if snapshots is None else bool(snapshots)
         self.records: list = []
+        self.backward_records: list = []      # BackwardRecord per adjoint launch, when snapshotting
+        self.loss_history: list[float] = []   # loss value at each backward(loss=...)
         self._scopes: list[str] = []
         self._touched: dict[int, object] = {}
         self._outer = None
@@ -96,13 +102,27 @@ class Tape:
         if kernel.rule_violations:
             raise GradientRuleError("\n".join(v.describe(kernel.key) for v in kernel.rule_violations))
 
-    def _record_launch(self, kernel, dims, device, bound, n_inputs, variant, ms) -> None:
+    def _array_args(self, kernel, args) -> dict:
+        return {name: a for (name, _), a in zip(kernel.params, args) if hasattr(a, "buffer")}
+
+    def _snapshot_before(self, kernel, bound):
+        from ..core.config import config
+        from .snapshots import LaunchSnapshots, take
+        return LaunchSnapshots(before=take(self._array_args(kernel, bound), config.snapshot_max_bytes))
+
+    def _record_launch(self, kernel, dims, device, bound, n_inputs, variant, ms, snaps=None) -> None:
         arrays = [a for a in bound if hasattr(a, "buffer")]
         for a in arrays:
             self._touch(a)
+        if snaps is not None:
+            from ..core.config import config
+            from .snapshots import take
+            snaps.after = take(self._array_args(kernel, bound), config.snapshot_max_bytes)
         rec = LaunchRecord(kernel.key, dims, device.name, list(bound[:n_inputs]), list(bound[n_inputs:]),
-                           tuple(self._scopes), ms, kernel, {id(a): a.version for a in arrays})
+                           tuple(self._scopes), ms, kernel, {id(a): a.version for a in arrays}, snapshots=snaps)
         self.records.append(rec)
+        if state.capture is not None:
+            state.capture.recorded(self)
 
     def record_func(self, backward, arrays) -> None:
         """Record `backward()` to run at this point of the backward pass; `arrays` are zeroed by `zero()`."""
@@ -144,18 +164,46 @@ class Tape:
             if arr.grad is None:
                 raise ValueError("backward(grads=...): every seeded array needs requires_grad=True")
             arr.grad.assign(seed)
+        if loss is not None:
+            self.loss_history.append(float(loss.numpy().reshape(-1)[0]))
+        if state.capture is not None:
+            state.capture.recorded(self)
+            if loss is not None:
+                state.capture.backward_started(self.loss_history[-1])
         self._run_adjoints()
 
     def _run_adjoints(self) -> None:
         """Run every recorded adjoint in reverse order, accumulating into the arrays' current `.grad`."""
         from .launch import launch
-        for rec in reversed(self.records):
+        self.backward_records.clear()
+        for index in range(len(self.records) - 1, -1, -1):
+            rec = self.records[index]
             if isinstance(rec, FuncRecord):
                 rec.backward()
                 continue
             self._check_versions(rec)
+            if not self.snapshotting:
+                launch(rec.kernel_obj, rec.dim, rec.inputs, rec.outputs, device=rec.device, adjoint=True,
+                       record_tape=False)
+                continue
+            self._snapshotted_adjoint(index, rec, launch)
+
+    def _snapshotted_adjoint(self, index: int, rec: LaunchRecord, launch) -> None:
+        """Run one adjoint launch with gradient snapshots around it (kept even when the launch raises)."""
+        import time
+
+        from ..core.config import config
+        from .snapshots import BackwardRecord, LaunchSnapshots, take
+        grads = {name: getattr(a, "grad", None) for name, a in self._array_args(rec.kernel_obj, rec.args).items()}
+        snaps = LaunchSnapshots(before=take(grads, config.snapshot_max_bytes))
+        t0 = time.perf_counter()
+        try:
             launch(rec.kernel_obj, rec.dim, rec.inputs, rec.outputs, device=rec.device, adjoint=True,
                    record_tape=False)
+        finally:
+            ms = (time.perf_counter() - t0) * 1e3
+            snaps.after = take(grads, config.snapshot_max_bytes)
+            self.backward_records.append(BackwardRecord(index, rec.kernel, ms, snaps))
 
     def _check_versions(self, rec: LaunchRecord) -> None:
         spec_fn = rec.kernel_obj.lowered("adjoint")
@@ -187,6 +235,7 @@ class Tape:
         """Forget every record and zero the gradients."""
         self.zero()
         self.records.clear()
+        self.backward_records.clear()
         self._touched.clear()
         self.scope_events.clear()
         self._scopes.clear()

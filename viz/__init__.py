@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .bundle import load_bundle
+from .capture import Capture
 from .kernel_graph import kernel_graph
 from .tape_graph import tape_graph
 
-__all__ = ["kernel_graph", "tape_graph", "load_bundle"]
+__all__ = ["Capture", "kernel_graph", "tape_graph", "load_bundle"]

@@ -2,9 +2,14 @@
 `load_bundle(path)` validates the schema and shapes and raises a clear error on anything malformed.
 
 Layout (a folder, or the same files in a .zip):
-    manifest.json   schema version, launches, arrays (shape, dtype, label, requires_grad), kernels
-                    (source, IR, adjoint IR, generated code), tape graph (DOT), notes
-    arrays.npz      "value/<array id>", "grad/<array id>" (current values; size-capped)
+    manifest.json   schema version, launches (with per-argument statistics before/after when the tape took
+                    snapshots), backward launches (gradient statistics before/after), arrays (shape, dtype,
+                    label, requires_grad), gradient norms, kernels (source, IR, adjoint IR, generated code),
+                    tape graph (DOT, plain and gradient-coloured), NaN/Inf origin, loss history, notes
+    arrays.npz      "value/<array id>", "grad/<array id>" (current values), "before/<launch>/<array id>",
+                    "after/<launch>/<array id>" (forward snapshots), "grad_before/<backward launch>/<array id>",
+                    "grad_after/<backward launch>/<array id>" (gradient snapshots); each size-capped by
+                    gk.config.snapshot_max_bytes, with a note when capped
 """
 
 from __future__ import annotations
@@ -17,7 +22,10 @@ import zipfile
 
 import numpy as np
 
-SCHEMA = 1
+from ..runtime.snapshots import array_stats
+
+SCHEMA = 2
+SNAPSHOT_KINDS = ("before", "after", "grad_before", "grad_after")
 
 
 class BundleError(ValueError):
@@ -51,14 +59,21 @@ def _kernel_meta(k, devices: set) -> dict:
     return meta
 
 
-def save_bundle(tape, path, max_bytes: int | None = None) -> pathlib.Path:
-    """Write the tape's records, graph, arrays, gradients and kernel code to a folder (or a .zip)."""
+def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history=None) -> pathlib.Path:
+    """Write the tape's records, snapshots, graph, arrays, gradients and kernel code to a folder (or a .zip).
+
+    `nan` is a dict describing a NaN/Inf origin (see `runtime.capture`); `loss_history` a list of floats.
+    """
     from ..core.config import config
     cap = config.snapshot_max_bytes if max_bytes is None else max_bytes
     path = pathlib.Path(path)
     arrays, names, kernels, devices = {}, {}, {}, set()
-    launches = []
-    for rec in tape.launches:
+    launches, blobs, notes, capped = [], {}, [], 0
+    launch_of_record = {}
+    for index, rec in enumerate(tape.records):
+        if getattr(rec, "kind", "") != "launch":
+            continue
+        launch_of_record[index] = len(launches)
         params = [n for n, _ in rec.kernel_obj.params]
         ids = []
         for name, a in zip(params, rec.args):
@@ -71,24 +86,59 @@ def save_bundle(tape, path, max_bytes: int | None = None) -> pathlib.Path:
                 ids.append(None)
         kernels[rec.kernel] = rec.kernel_obj
         devices.add(rec.device)
-        launches.append({"kernel": rec.kernel, "dim": list(rec.dim), "device": rec.device, "scope": list(rec.scope),
-                         "ms": rec.ms, "params": params, "n_inputs": len(rec.inputs), "arrays": ids,
-                         "scalars": [None if i is not None else _scalar(v) for i, v in zip(ids, rec.args)]})
-    notes, blobs = [], {}
+        entry = {"index": len(launches), "kernel": rec.kernel, "dim": list(rec.dim), "device": rec.device,
+                 "scope": list(rec.scope), "ms": rec.ms, "params": params, "n_inputs": len(rec.inputs),
+                 "arrays": ids, "scalars": [None if i is not None else _scalar(v) for i, v in zip(ids, rec.args)]}
+        if rec.snapshots is not None:
+            aid_of = dict(zip(params, ids))
+            entry["stats"] = {}
+            for when in ("before", "after"):
+                snaps = getattr(rec.snapshots, when)
+                entry["stats"][when] = {p: sn.stats for p, sn in snaps.items()}
+                for p, sn in snaps.items():
+                    if sn.data is None or sn.data.nbytes > cap:
+                        capped += 1
+                    else:
+                        blobs[f"{when}/{entry['index']}/{aid_of[p]}"] = sn.data
+        launches.append(entry)
+    backward = []
+    for b, brec in enumerate(getattr(tape, "backward_records", [])):
+        fwd = launches[launch_of_record[brec.record]]
+        aid_of = dict(zip(fwd["params"], fwd["arrays"]))
+        entry = {"index": b, "record": fwd["index"], "kernel": brec.kernel, "ms": brec.ms, "stats": {}}
+        for when in ("before", "after"):
+            snaps = getattr(brec.grads, when)
+            entry["stats"][when] = {p: sn.stats for p, sn in snaps.items()}
+            for p, sn in snaps.items():
+                if sn.data is None or sn.data.nbytes > cap:
+                    capped += 1
+                else:
+                    blobs[f"grad_{when}/{b}/{aid_of[p]}"] = sn.data
+        backward.append(entry)
+    if capped:
+        notes.append(f"{capped} launch snapshots kept statistics only: over the {cap}-byte cap "
+                     "(gk.config.snapshot_max_bytes)")
+    grad_norms = {}
     for aid, a in arrays.items():
         for kind, src in (("value", a), ("grad", a.grad)):
             if src is None:
                 continue
             data = np.asarray(src.numpy())
+            if kind == "grad":
+                grad_norms[aid] = array_stats(data).get("norm", float("nan"))
             if data.nbytes > cap:
                 notes.append(f"{kind} of {names[aid]} ({data.nbytes} bytes) not stored: over the "
                              f"{cap}-byte cap (gk.config.snapshot_max_bytes)")
                 continue
             blobs[f"{kind}/{aid}"] = data
-    manifest = {"schema": SCHEMA, "launches": launches,
+    manifest = {"schema": SCHEMA, "launches": launches, "backward": backward,
                 "arrays": [_array_meta(aid, a, names) for aid, a in arrays.items()],
+                "grad_norms": grad_norms,
                 "kernels": {n: _kernel_meta(k, devices) for n, k in kernels.items()},
-                "graph": tape.visualize(), "notes": notes}
+                "graph": tape.visualize(), "graph_gradients": tape.visualize(show_gradients=True),
+                "nan": nan, "loss_history": list(loss_history if loss_history is not None
+                                                  else getattr(tape, "loss_history", [])),
+                "notes": notes}
     buf = io.BytesIO()
     np.savez_compressed(buf, **blobs)
     text = json.dumps(manifest, indent=1, default=str)
@@ -126,6 +176,22 @@ class Bundle:
     def grad(self, array_id: str):
         return self.arrays.get(f"grad/{array_id}")
 
+    @property
+    def backward(self) -> list:
+        return self.manifest.get("backward", [])
+
+    @property
+    def nan(self) -> dict | None:
+        return self.manifest.get("nan")
+
+    def snapshot(self, launch: int, array_id: str, when: str = "before"):
+        """The array's values before/after forward launch `launch` (None when not stored)."""
+        return self.arrays.get(f"{when}/{launch}/{array_id}")
+
+    def grad_snapshot(self, backward: int, array_id: str, when: str = "after"):
+        """The array's gradient before/after backward launch `backward` (None when not stored)."""
+        return self.arrays.get(f"grad_{when}/{backward}/{array_id}")
+
 
 def load_bundle(path) -> Bundle:
     """Read and validate a bundle folder or zip (schema version, required keys, array shapes)."""
@@ -158,8 +224,16 @@ def load_bundle(path) -> Bundle:
     except Exception as exc:
         raise BundleError(f"{path}: arrays.npz is damaged ({exc})") from None
     meta = {a["id"]: a for a in manifest["arrays"]}
+    counts = {"before": len(manifest["launches"]), "after": len(manifest["launches"]),
+              "grad_before": len(manifest.get("backward", [])), "grad_after": len(manifest.get("backward", []))}
     for key, data in arrays.items():
         kind, _, aid = key.partition("/")
+        if kind in SNAPSHOT_KINDS:
+            number, _, aid = aid.partition("/")
+            if not number.isdigit() or int(number) >= counts[kind]:
+                raise BundleError(f"{path}: arrays.npz holds '{key}' but the manifest has no such launch")
+        elif kind not in ("value", "grad"):
+            raise BundleError(f"{path}: arrays.npz holds an unknown entry '{key}'")
         if aid not in meta:
             raise BundleError(f"{path}: arrays.npz holds '{key}' but the manifest lists no array '{aid}'")
         shape = tuple(meta[aid]["shape"])

@@ -100,7 +100,7 @@ def test_bundle_round_trip_and_malformed(tmp_path, device):
     with pytest.raises(ValueError, match="cut.zip"):
         gk.viz.load_bundle(tmp_path / "cut.zip")
     with zipfile.ZipFile(tmp_path / "bad.zip", "w") as z:
-        z.writestr("manifest.json", json.dumps({"schema": 1, "launches": [], "kernels": {}, "graph": "",
+        z.writestr("manifest.json", json.dumps({"schema": 2, "launches": [], "kernels": {}, "graph": "",
                                                  "arrays": [{"id": "x", "shape": [3]}]}))
         z.writestr("arrays.npz", b"not an npz")
     with pytest.raises(ValueError, match="damaged"):

@@ -1,0 +1,75 @@
+"""`Capture`: what `gradkit debug` wraps a user's script in — per-launch snapshots and NaN checks on, the
+tapes the script records and the first NaN/Inf error kept, one debug bundle written at the end.
+
+    with Capture() as cap:
+        runpy.run_path("script.py", run_name="__main__")
+    cap.save("bundle")        # the tape that hit the NaN, else the last tape that recorded launches
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+from ..core.config import config
+from ..core.errors import NaNError
+from ..runtime import state
+from .bundle import save_bundle
+
+
+class Capture:
+    """Context manager collecting the tapes a block records; a gk.NaNError ends the block and is kept."""
+
+    def __init__(self, snapshots: bool = True, check_nan: bool = True):
+        self.snapshots, self.check_nan = snapshots, check_nan
+        self.tape = None            # the most recent tape that recorded or ran backward
+        self.tapes_seen = 0
+        self.loss_history: list[float] = []
+        self.error: NaNError | None = None
+        self.nan: dict | None = None
+        self._saved = None
+
+    def __enter__(self) -> "Capture":
+        if state.capture is not None:
+            raise RuntimeError("gradkit Capture blocks do not nest")
+        self._saved = (config.snapshot_launches, config.check_nan)
+        config.snapshot_launches, config.check_nan = self.snapshots, self.check_nan
+        state.capture = self
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        config.snapshot_launches, config.check_nan = self._saved
+        state.capture = None
+        if isinstance(exc, NaNError):
+            self.error, self.nan = exc, self._nan_origin(exc)
+            return True
+        return False
+
+    def recorded(self, tape) -> None:
+        """Called by a tape when it records a launch or starts its backward pass."""
+        if tape is not self.tape:
+            self.tapes_seen += 1
+            self.tape = tape
+
+    def backward_started(self, loss_value: float) -> None:
+        self.loss_history.append(loss_value)
+
+    def _nan_origin(self, exc: NaNError) -> dict:
+        """The error as bundle data, with the index of the launch (forward or backward) that raised it."""
+        origin = {"message": str(exc)}
+        for key in ("kernel", "array", "direction", "index", "value", "file", "line"):
+            origin[key] = getattr(exc, key, None)
+        tape, launch = self.tape, None
+        if tape is not None:
+            if origin["direction"] == "backward" and tape.backward_records:
+                launch = len(tape.backward_records) - 1
+            elif origin["direction"] == "forward" and tape.launches:
+                launch = len(tape.launches) - 1
+        origin["launch"] = launch
+        return origin
+
+    def save(self, path) -> pathlib.Path:
+        """Write the bundle of the captured tape; ValueError when the block recorded no launches."""
+        if self.tape is None or not self.tape.launches:
+            raise ValueError("nothing to save: the script recorded no launches on a gk.Tape "
+                             "(the debugger shows what a Tape records)")
+        return save_bundle(self.tape, path, nan=self.nan, loss_history=self.loss_history)
