@@ -27,7 +27,12 @@ def scatter_arrays(fn: Function) -> set:
 
 def reduction_sites(fn: Function) -> dict:
     """Atomic adds/subs whose element is fixed (constant indices) and whose old value is unused: they
-    become partial sums (float32 summed in float64) plus one atomic per chunk of threads."""
+    become partial sums (float32 summed in float64) plus one atomic per chunk of threads.
+
+    Only arrays the kernel touches in no other way qualify: then no thread can observe that its
+    contribution is deferred to the end of its chunk (`atomic_add(loss, 0, v); seen[i] = loss[0]` must
+    see its own add), and summing per chunk only reassociates a sum whose order atomics leave open.
+    Returns id(instruction) -> (array value id, constant index, component)."""
     used = used_ids(fn)
     params = {p.value.id for p in fn.params}
     out = {}
@@ -39,4 +44,6 @@ def reduction_sites(fn: Function) -> dict:
         if arr.id not in params or ins.result.id in used or any(i.const_value is None for i in idx):
             continue
         out[id(ins)] = (arr.id, tuple(i.const_value for i in idx), ins.attrs["comp"])
-    return out
+    touched_otherwise = {ins.args[0].id for ins in fn.walk()
+                         if ins.op in ("load", "store", "atomic") and id(ins) not in out}
+    return {k: key for k, key in out.items() if key[0] not in touched_otherwise}

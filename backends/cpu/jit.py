@@ -13,10 +13,12 @@ import llvmlite.binding as llvm
 from .mathlib import register_libm
 
 def _source_hash() -> str:
-    """A hash of this backend's own code, so editing the code generator invalidates cached objects."""
+    """A hash of this backend's code and the shared analyses it uses, so editing either invalidates cached
+    objects."""
     import pathlib
+    here = pathlib.Path(__file__).parent
     h = hashlib.sha256()
-    for f in sorted(pathlib.Path(__file__).parent.glob("*.py")):
+    for f in [*sorted(here.glob("*.py")), here.parent / "analysis.py", here.parent / "base.py"]:
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
 

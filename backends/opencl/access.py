@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...backends.analysis import reduction_sites
 from ...backends.base import OUT_OF_BOUNDS
 from ...core import types as T
-from ...core.ir import Function, Instr
+from ...core.ir import Instr
 from .ops import ctype
 
 if TYPE_CHECKING:
@@ -23,17 +22,6 @@ if TYPE_CHECKING:
 BASE_ATOMICS64 = "cl_khr_int64_base_atomics"
 EXTENDED_ATOMICS64 = "cl_khr_int64_extended_atomics"
 R = "@"   # placeholder for the result variable in emitted statements
-
-
-def safe_reductions(fn: Function) -> dict[int, tuple]:
-    """Atomic adds/subs onto a fixed element whose old value is unused (backends.analysis.reduction_sites),
-    kept only for arrays that the kernel touches in no other way: then no thread can observe that its
-    contribution is deferred to the end of the work-group, and summing per group only reassociates a sum
-    whose order atomics leave unspecified anyway. Returns id(instruction) -> accumulator key."""
-    sites = reduction_sites(fn)
-    touched_otherwise = {ins.args[0].id for ins in fn.walk()
-                         if ins.op in ("load", "store", "atomic") and id(ins) not in sites}
-    return {k: key for k, key in sites.items() if key[0] not in touched_otherwise}
 
 
 def linear_index(info: ArrayInfo, idx: list[str], comp: int | None) -> str:

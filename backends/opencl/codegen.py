@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ...backends.analysis import reduction_sites
 from ...backends.base import STACK_OVERFLOW, bounds_sites
 from ...core import types as T
 from ...core.errors import CompileError
@@ -74,7 +75,7 @@ class Codegen:
         self.sites = {id(ins): k for k, ins in enumerate(bounds_sites(fn))} if debug else {}
         self.uses_stack = any(ins.op == "push" for ins in fn.walk())
         self.can_fault = debug or self.uses_stack
-        self.reductions = {} if debug else access.safe_reductions(fn)
+        self.reductions = {} if debug else reduction_sites(fn)
         self.accs: dict = {}                  # reduction key -> (accumulator name, instruction, C type)
         self.extensions: set[str] = set()     # OpenCL extensions the emitted code needs
         self.tid_ndims = {ins.attrs["ndim"] for ins in fn.walk() if ins.op == "tid"}
