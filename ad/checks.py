@@ -37,26 +37,43 @@ def _key(ins: Instr):
     return (ins.args[0].id, tuple(a.id for a in ins.args[1:1 + ins.args[0].type.ndim]), ins.attrs.get("comp"))
 
 
+def _walk_paths(region, path=()):
+    """Every instruction with its branch path: ((id of an enclosing `if`, branch number), ...)."""
+    for ins in region.body:
+        yield ins, path
+        for k, sub in enumerate(ins.regions):
+            yield from _walk_paths(sub, path + ((id(ins), k),) if ins.op == "if" else path)
+
+
+def _exclusive(a: tuple, b: tuple) -> bool:
+    """True when the two paths lie in different branches of one `if` (never both run)."""
+    branch = dict(a)
+    return any(k in branch and branch[k] != v for k, v in b)
+
+
 def static_violations(fn: Function) -> list[Violation]:
-    """Rule 1 and 2 violations certain from the IR alone (same array, same index values)."""
+    """Rule 1 and 2 violations certain from the IR alone (same array, same index values, both can run)."""
     reads: dict = {}
     writes: dict = {}
     out: list[Violation] = []
     names = {p.value.id: p.name for p in fn.params}
     seen = set()
-    for ins in fn.walk():
+    for ins, path in _walk_paths(fn.body):
         if ins.op not in ("load", "store", "atomic") or ins.args[0].id not in names:
             continue
         key = _key(ins)
         name = names[ins.args[0].id]
         if ins.op == "load":
-            reads.setdefault(key, ins)
+            reads.setdefault(key, []).append((ins, path))
             continue
-        if key in reads and (ins.op == "store" or ins.attrs["kind"] in ("add", "sub")) and (1, key) not in seen:
-            out.append(Violation(1, name, reads[key], ins))
+        mutates = ins.op == "store" or ins.attrs["kind"] in ("add", "sub")
+        read = next((r for r, rp in reads.get(key, []) if not _exclusive(rp, path)), None)
+        if mutates and read is not None and (1, key) not in seen:
+            out.append(Violation(1, name, read, ins))
             seen.add((1, key))
-        if ins.op == "store" and key in writes and (2, key) not in seen:
-            out.append(Violation(2, name, writes[key], ins))
+        write = next((w for w, wp in writes.get(key, []) if not _exclusive(wp, path)), None)
+        if ins.op == "store" and write is not None and (2, key) not in seen:
+            out.append(Violation(2, name, write, ins))
             seen.add((2, key))
-        writes.setdefault(key, ins)
+        writes.setdefault(key, []).append((ins, path))
     return out

@@ -396,6 +396,17 @@ def _drop(region: Region, pairs: set[int]) -> None:
             _drop(r, pairs)
 
 
+def _settle_exclusive(fn: Function) -> None:
+    """Keep `exclusive` (plain read-modify-write) on an adjoint atomic only when every access to that array
+    in the kernel is an exclusive atomic: a thread adding into its own element while neighbours add into the
+    same element atomically (a stencil's adjoint) would otherwise lose their updates."""
+    shared = {ins.args[0].id for ins in fn.walk()
+              if ins.op in ("load", "store") or (ins.op == "atomic" and not ins.attrs.get("exclusive"))}
+    for ins in fn.walk():
+        if ins.op == "atomic" and ins.attrs.get("exclusive") and ins.args[0].id in shared:
+            ins.attrs["exclusive"] = False
+
+
 def adjoint_function(fwd: Function) -> Function:
     """The adjoint of a lowered kernel: forward params + one `adj_<name>` array per float array param."""
     fwd = copy_function(fwd)
@@ -421,5 +432,6 @@ def adjoint_function(fwd: Function) -> Function:
     rev.reverse_region(fwd.body, b)
     simplify(fn)
     _prune_stack(fn)
+    _settle_exclusive(fn)
     fn.attrs["uses_stack"] = any(i.op == "push" for i in fn.walk())
     return fn

@@ -76,7 +76,8 @@ def _load_binary(state: DeviceState, cache, key: str):
     except (cl.Error, ValueError, RuntimeError) as exc:
         if not _warned_corrupt:
             _warned_corrupt = True
-            warnings.warn(f"gradkit: an OpenCL program binary in the kernel cache is unusable ({exc}); "
+            reason = " ".join(str(exc).split())[:300]        # drivers' build logs span many lines
+            warnings.warn(f"gradkit: an OpenCL program binary in the kernel cache is unusable ({reason}); "
                           "rebuilding from source", RuntimeWarning, stacklevel=4)
         return None
 

@@ -39,6 +39,15 @@ def accumulate(a: gk.array(dtype=float), out: gk.array(dtype=float), loss: gk.ar
     gk.atomic_add(loss, 0, out[i] * 0.0)
 
 
+@gk.kernel
+def branch_writes(a: gk.array(dtype=float), out: gk.array(dtype=float)):
+    i = gk.tid()
+    if a[i] > 1.0:
+        out[i] = a[i] * 3.0
+    else:
+        out[i] = a[i] * a[i]
+
+
 def _arrays(device):
     x = gk.array([1.0, 2.0, 3.0], device=device, requires_grad=True)
     b = gk.array([4.0], device=device, requires_grad=True)
@@ -79,5 +88,7 @@ def test_allowed_patterns_raise_nothing(device):
             gk.launch(accumulate, 2, inputs=[a], outputs=[out, loss], device=device)
             gk.launch(reads_a, 2, inputs=[out], outputs=[gk.zeros(2, device=device, requires_grad=True)],
                       device=device)
-    tape.backward(loss=loss)
-    np.testing.assert_allclose(a.grad.numpy(), [1.0, 1.0])
+            branched = gk.zeros(2, device=device, requires_grad=True)
+            gk.launch(branch_writes, 2, inputs=[a], outputs=[branched], device=device)   # one write per branch
+    tape.backward(loss=loss, grads={branched: np.array([1.0, 1.0], np.float32)})
+    np.testing.assert_allclose(a.grad.numpy(), [1.0 + 2 * 0.5, 1.0 + 3.0])
