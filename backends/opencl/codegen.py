@@ -58,14 +58,17 @@ class Codegen:
     stack_size (value-stack slots), fp64 (the device has float64), device_extensions (its OpenCL
     extension names, for 64-bit atomics), workgroup (the work-group size launches use; a power of two),
     tree_reduction (sum work-group partials as a tree: GPUs; else serially after one barrier: CPUs),
+    ptx_atomics (float atomic adds as inline PTX `atom.global.add`: NVIDIA devices that pass the probe),
     ops (the prim table, ops.op_table(...) for the device; default ops.CODE_FOR_OP)."""
 
     def __init__(self, fn: Function, name: str, *, debug: bool, stack_size: int, fp64: bool,
                  device_extensions: frozenset, workgroup: int, tree_reduction: bool = True,
+                 ptx_atomics: bool = False,
                  ops: dict | None = None):
         self.fn, self.name, self.debug, self.stack_size = fn, name, debug, stack_size
         self.fp64, self.device_extensions, self.workgroup = fp64, device_extensions, workgroup
         self.tree_reduction = tree_reduction
+        self.ptx_atomics = ptx_atomics
         self.ops = ops if ops is not None else CODE_FOR_OP
         self.kernel_name = fn.attrs.get("source_name", fn.name)
         self.lines: list[str] = []
@@ -186,6 +189,8 @@ class Codegen:
             head.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
         for ext in sorted(self.extensions):
             head.append(f"#pragma OPENCL EXTENSION {ext} : enable")
+        if self.ptx_atomics:
+            head.append("#define GK_PTX_ATOMICS 1     /* float atomic adds as native PTX atom.global.add */")
         source = ("\n".join(head) + "\n\n" + helpers_for(thread + body) + "\n" + pre +
                   f"__kernel void __attribute__((reqd_work_group_size({self.workgroup}, 1, 1)))\n"
                   f"{self.name}({', '.join(decls)})\n{{\n{body}\n}}\n")

@@ -77,6 +77,26 @@ def info(dev, ordinal: int) -> DeviceInfo:
          "driver_version": dev.driver_version, "opencl_version": dev.version})
 
 
+PTX_PROBE = """
+__kernel void probe(__global float* p, __global double* q) {
+    float r; double s;
+    asm volatile("atom.global.add.f32 %0, [%1], %2;" : "=f"(r) : "l"(p), "f"(1.0f) : "memory");
+    asm volatile("atom.global.add.f64 %0, [%1], %2;" : "=d"(s) : "l"(q), "d"(1.0) : "memory");
+}
+"""
+
+
+def _builds(ctx, source: str) -> bool:
+    import warnings
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cl.Program(ctx, source).build()
+        return True
+    except cl.Error:
+        return False
+
+
 class DeviceState:
     """One device's context, in-order queue, built programs and fault record (made lazily)."""
 
@@ -93,6 +113,15 @@ class DeviceState:
             # float32 `/` and sqrt correctly rounded, as NumPy and the CPU backend compute them
             self.build_options.append("-cl-fp32-correctly-rounded-divide-sqrt")
         self._fault = None
+        self._ptx_atomics = None
+
+    @property
+    def ptx_atomics(self) -> bool:
+        """Whether the device's compiler takes inline PTX float atomics (NVIDIA GPUs); probed once by
+        building a one-line program, since drivers do not advertise it."""
+        if self._ptx_atomics is None:
+            self._ptx_atomics = "NVIDIA" in self.dev.vendor.upper() and _builds(self.ctx, PTX_PROBE)
+        return self._ptx_atomics
 
     def identity(self) -> str:
         """What a program binary depends on besides its source: device, driver and platform versions."""

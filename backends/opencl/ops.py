@@ -170,13 +170,28 @@ def _float_divmod(c: str) -> dict[str, str]:
     }
 
 
+# NVIDIA's OpenCL compiler accepts inline PTX: a native float add in L2 instead of a compare-and-swap loop
+# (W2's 65536 per-group adds onto one address: 90 ms with CAS on an H100). Defined when the device passed
+# the probe in devices.py.
+_PTX_ADD = {"float": ("f32", "f"), "double": ("f64", "d")}
+
+
 def _float_atomics(c: str, bits: str, cmpxchg: str) -> dict[str, str]:
-    """Float atomics as compare-and-swap loops on the value's bit pattern; each returns the old value."""
+    """Float atomics as compare-and-swap loops on the value's bit pattern (add natively where the device
+    takes inline PTX, GK_PTX_ATOMICS); each returns the old value."""
     out = {}
     for op, expr in (("add", "old.f + v"), ("min", "fmin(old.f, v)"), ("max", "fmax(old.f, v)")):
         skip = "" if op == "add" else "        if (upd.u == old.u) return old.f;   /* nothing to write */\n"
+        native = ""
+        if op == "add":
+            ptx, reg = _PTX_ADD[c]
+            native = (f"#ifdef GK_PTX_ATOMICS\n"
+                      f"    {c} r;\n"
+                      f"    asm volatile(\"atom.global.add.{ptx} %0, [%1], %2;\" : \"={reg}\"(r) : \"l\"(p), \"{reg}\"(v) : \"memory\");\n"
+                      f"    return r;\n"
+                      f"#else\n")
         out[f"gk_atomic_{op}_{c}"] = (
-            f"inline {c} gk_atomic_{op}_{c}(volatile __global {c}* p, {c} v) {{\n"
+            f"inline {c} gk_atomic_{op}_{c}(volatile __global {c}* p, {c} v) {{\n{native}"
             f"    union {{ {bits} u; {c} f; }} old, upd;\n"
             f"    old.f = *p;\n"
             f"    for (;;) {{\n"
@@ -184,7 +199,7 @@ def _float_atomics(c: str, bits: str, cmpxchg: str) -> dict[str, str]:
             f"        const {bits} seen = {cmpxchg}((volatile __global {bits}*)p, old.u, upd.u);\n"
             f"        if (seen == old.u) return old.f;\n"
             f"        old.u = seen;\n"
-            f"    }}\n}}\n")
+            f"    }}\n" + ("#endif\n" if native else "") + "}\n")
     return out
 
 

@@ -242,3 +242,21 @@ def test_w1_elementwise_and_launch_rounding():
         got = host(y)
         np.testing.assert_allclose(got[:n], np.sin(x64) * x64 + 0.5 * x64 * x64, rtol=1e-5, atol=1e-6)
         assert (got[n:] == 7.0).all(), "threads past n must not run"
+
+
+@pytest.mark.parametrize("t", [F32, F64], ids=["f32", "f64"])
+def test_float_adds_use_native_ptx_atomics_only_where_the_probe_passed(t):
+    from gradkit.backends.opencl.codegen import Codegen
+    k = K(x=A(t), out=A(t))
+    b, i = k.b, k.tid()
+    b.atomic("add", k.out, [k.c(0)], b.load(k.x, [i], comp=0), comp=0)
+    b.store(k.x, [i], b.load(k.out, [k.c(0)], comp=0), comp=0)         # read back: not a reduction
+    fn = k.fn("scatter")
+    common = dict(debug=False, stack_size=8, fp64=True, device_extensions=frozenset(
+        {"cl_khr_int64_base_atomics", "cl_khr_fp64"}), workgroup=64)
+    native = Codegen(fn, "k", ptx_atomics=True, **common).build().source
+    plain = Codegen(fn, "k", **common).build().source
+    ptx = "f32" if t is F32 else "f64"
+    assert "#define GK_PTX_ATOMICS 1" in native and "#define GK_PTX_ATOMICS" not in plain
+    assert f"atom.global.add.{ptx}" in native          # inside #ifdef: the CAS loop stays for other devices
+    assert "atomic_cmpxchg" in plain or "atom_cmpxchg" in plain
