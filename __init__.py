@@ -19,6 +19,7 @@ from .runtime.array import (array, array1d, array2d, array3d, array4d, empty, fr
 from .runtime.device import Device, ScopedDevice, get_device, get_devices, set_device, synchronize
 from .runtime.kernel import Kernel, func, kernel
 from .core.func import func_grad, func_replay
+from .core.native import func_native
 from .runtime.launch import launch
 from .runtime.tape import LaunchRecord, ScopedTimer, Tape
 from .runtime.forward_mode import ForwardMode
@@ -35,5 +36,5 @@ __all__ = [
     "mat22d", "mat33d", "mat44d", "vector", "matrix", "array", "array1d", "array2d", "array3d", "array4d",
     "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "from_numpy", "from_dlpack", "Device",
     "ScopedDevice", "get_device", "get_devices", "set_device", "synchronize", "Kernel", "kernel", "func",
-    "func_grad", "func_replay", "launch", "Tape", "LaunchRecord", "ScopedTimer", "ForwardMode", "checkpoint", "grad_replaced", "grad_for", "grad", "jvp", "backends", "autograd", "viz", *_LANG_NAMES,
+    "func_grad", "func_replay", "func_native", "launch", "Tape", "LaunchRecord", "ScopedTimer", "ForwardMode", "checkpoint", "grad_replaced", "grad_for", "grad", "jvp", "backends", "autograd", "viz", *_LANG_NAMES,
 ]

@@ -11,6 +11,7 @@ branches yield them, so control flow needs no special cases beyond that.
 from __future__ import annotations
 
 from ..core.builtins import BUILTINS
+from ..core.errors import CompileError
 from ..core.ir import Builder, Function, Instr, Param, Region, Value, copy_function
 from ..core.passes.simplify import simplify
 
@@ -45,6 +46,10 @@ class Tangent:
         op = ins.op
         if op in ("if", "for", "while"):
             return self.structured(ins, b)
+        if op == "native" and (any(self.t(a) is not None for a in ins.args)
+                               or any(a.id in self.duals for a in ins.args)):
+            raise CompileError(f"@gk.func_native '{ins.attrs['native'].name}' (called at {ins.loc}) has no tangent "
+                               "rule: forward mode cannot differentiate through native code")
         if op == "pop" and _is_float(ins.result):
             # Tangents ride the value stack with their values: pushed after, so popped first.
             t = b.emit("pop", [], [ins.result.type], {**ins.attrs, "pair": ("d", ins.attrs.get("pair"))}).result

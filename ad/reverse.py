@@ -25,6 +25,7 @@ import itertools
 
 from ..core import types as T
 from ..core.builtins import BUILTINS
+from ..core.errors import CompileError
 from ..core.ir import Builder, Function, Instr, Param, Region, Value, copy_function, copy_instr, used_ids
 from ..core.passes import lower
 from ..core.passes.simplify import simplify
@@ -97,7 +98,10 @@ class Reverse:
             for r, y in zip(ins.results, region.yields):
                 self.primal[r.id] = self.p(y)
             return
-        new = b.emit(op, [self.p(a) for a in ins.args], [r.type for r in ins.results], dict(ins.attrs))
+        attrs = dict(ins.attrs)
+        if op == "native":
+            attrs["variant"] = "replay"
+        new = b.emit(op, [self.p(a) for a in ins.args], [r.type for r in ins.results], attrs)
         for r, n in zip(ins.results, new.results):
             n.const_value, n.hint = r.const_value, r.hint
         self.map_results(ins, new)
@@ -237,6 +241,25 @@ class Reverse:
             self.reverse_loop(ins, b)
         elif op == "call":
             self.reverse_call(ins, b)
+        elif op == "native":
+            self.reverse_native(ins, b)
+
+    def reverse_native(self, ins: Instr, b: Builder) -> None:
+        """The adjoint snippet: primal arguments, the return value's adjoint and the adjoint arrays in; one
+        contribution per float scalar parameter out."""
+        spec = ins.attrs["native"]
+        if not spec.has("adjoint"):
+            raise CompileError(f"@gk.func_native '{spec.name}' (called at {ins.loc}) has no adj_snippets, so "
+                               "gradients through it are unknown; give it adj_snippets or launch without "
+                               "differentiating through it")
+        args = [self.p(a) for a in ins.args]
+        adj_ret = [self.adj.get(r.id) or self.zero(b, r.type) for r in ins.results]
+        adj_arrays = [self.adj_arrays[ins.args[k].id] for k in spec.float_arrays()]
+        scalars = spec.float_scalars()
+        new = b.emit("native", args + adj_ret + adj_arrays, [ins.args[k].type for k in scalars],
+                     {"native": spec, "variant": "adjoint"})
+        for k, g in zip(scalars, new.results):
+            self.add_adj(b, ins.args[k], g)
 
     def exclusive(self, idx: list[Value]) -> bool:
         """True when the index is exactly the thread's own coordinates (one thread per element)."""
@@ -402,6 +425,7 @@ def _settle_exclusive(fn: Function) -> None:
     same element atomically (a stencil's adjoint) would otherwise lose their updates."""
     shared = {ins.args[0].id for ins in fn.walk()
               if ins.op in ("load", "store") or (ins.op == "atomic" and not ins.attrs.get("exclusive"))}
+    shared.update(a.id for ins in fn.walk() if ins.op == "native" for a in ins.args)
     for ins in fn.walk():
         if ins.op == "atomic" and ins.attrs.get("exclusive") and ins.args[0].id in shared:
             ins.attrs["exclusive"] = False

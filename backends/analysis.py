@@ -14,6 +14,9 @@ def scatter_arrays(fn: Function) -> set:
     ok, bad = set(), set()
     scatter = False
     for ins in fn.walk():
+        if ins.op == "native":          # opaque code: its arrays are not privatised
+            bad.update(index[a.id] for a in ins.args if a.id in index)
+            continue
         if ins.op not in ("load", "store", "atomic") or ins.args[0].id not in index:
             continue
         k = index[ins.args[0].id]
@@ -46,4 +49,5 @@ def reduction_sites(fn: Function) -> dict:
         out[id(ins)] = (arr.id, tuple(i.const_value for i in idx), ins.attrs["comp"])
     touched_otherwise = {ins.args[0].id for ins in fn.walk()
                          if ins.op in ("load", "store", "atomic") and id(ins) not in out}
+    touched_otherwise.update(a.id for ins in fn.walk() if ins.op == "native" for a in ins.args)
     return {k: key for k, key in out.items() if key[0] not in touched_otherwise}

@@ -10,7 +10,9 @@ from __future__ import annotations
 from ..backends.base import CompileOptions
 from ..core.config import config
 from ..core.frontend import lower_function
+from ..core.errors import CompileError
 from ..core.ir import Function, format_function
+from ..core.native import check_snippets
 from ..core.passes import lower
 from ..core.types import ArrayType
 
@@ -33,9 +35,13 @@ class Specialization:
 def written_params(fn: Function) -> list[int]:
     """Indices of array parameters the function stores or atomically updates."""
     index = {p.value.id: k for k, p in enumerate(fn.params)}
-    out = sorted({index[ins.args[0].id] for ins in fn.walk()
-                  if ins.op in ("store", "atomic") and ins.args[0].id in index})
-    return out
+    out = set()
+    for ins in fn.walk():
+        if ins.op in ("store", "atomic") and ins.args[0].id in index:
+            out.add(index[ins.args[0].id])
+        elif ins.op == "native":       # native code may write any array it is passed
+            out.update(index[a.id] for a in ins.args if a.id in index and a.type.is_array)
+    return sorted(out)
 
 
 class Kernel:
@@ -138,6 +144,10 @@ class Kernel:
         if spec is None:
             from .cache import default_cache
             fn = self.lowered(variant)
+            try:
+                check_snippets(fn, device.backend)
+            except CompileError as exc:
+                raise CompileError(f"kernel '{self.key}' on device '{device.name}': {exc}") from None
             options = CompileOptions(debug=config.debug, stack_size=config.adjoint_stack_size, cache=default_cache())
             compiled = device.impl.compile(device.info, fn, options)
             spec = self._specs[key] = Specialization(fn, compiled, options, device)

@@ -17,6 +17,7 @@ from ...backends.analysis import reduction_sites as _reduction_sites, scatter_ar
 from ...backends.base import OUT_OF_BOUNDS, STACK_OVERFLOW, bounds_sites
 from ...core import types as T
 from ...core.ir import Function, Instr, Region
+from . import native
 from .mathlib import MathLib
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -70,6 +71,7 @@ class Codegen:
         self.uses_stack = any(i.op in ("push", "pop") for i in fn.walk())
         self.reductions = {} if debug else _reduction_sites(fn)   # id(ins) -> key of its accumulator
         self.accumulators: dict = {}                                  # key -> (alloca, ins)
+        self.native_defs: dict[str, str] = {}                         # native snippet name -> definition
 
     # ------------------------------------------------------------------ function skeleton
     def build(self) -> ir.Module:
@@ -108,6 +110,7 @@ class Codegen:
                 acc = b.alloca(acc_t, name="partial")
                 b.store(ir.Constant(acc_t, 0.0 if st.is_float else 0), acc)
                 self.accumulators[key] = (acc, ins)
+        self.native_accs = native.accumulators(self, b)
         loop = func.append_basic_block("thread")
         body = func.append_basic_block("body")
         done = func.append_basic_block("done")
@@ -137,6 +140,10 @@ class Codegen:
                 b.atomic_rmw("add", addr, total, "monotonic")
         b.ret_void()
         return self.module
+
+    def text(self) -> str:
+        """The module as LLVM IR text, with native snippets defined (see native.py)."""
+        return native.define_natives(str(self.build()), self.native_defs)
 
     def scalar_from_slot(self, b, raw, t):
         if t is T.float64:
@@ -182,6 +189,8 @@ class Codegen:
             self.push(ins, b)
         elif op == "pop":
             self.pop(ins, b)
+        elif op == "native":
+            native.emit_native(self, ins, b)
         else:
             raise NotImplementedError(f"cpu backend: op '{op}'")
 

@@ -23,7 +23,7 @@ from ...backends.base import STACK_OVERFLOW, bounds_sites
 from ...core import types as T
 from ...core.errors import CompileError
 from ...core.ir import Function, Instr, Region, Value, used_ids
-from . import access
+from . import access, native
 from .ops import ARGTYPE, CODE_FOR_OP, MEMTYPE, ctype, helpers_for, literal
 
 
@@ -69,6 +69,7 @@ class Codegen:
         self.fp64, self.device_extensions, self.workgroup = fp64, device_extensions, workgroup
         self.tree_reduction = tree_reduction
         self.ptx_atomics = ptx_atomics
+        self.native_defs: dict[str, str] = {}  # @gk.func_native snippets as functions (native.py)
         self.ops = ops if ops is not None else CODE_FOR_OP
         self.kernel_name = fn.attrs.get("source_name", fn.name)
         self.lines: list[str] = []
@@ -191,7 +192,8 @@ class Codegen:
             head.append(f"#pragma OPENCL EXTENSION {ext} : enable")
         if self.ptx_atomics:
             head.append("#define GK_PTX_ATOMICS 1     /* float atomic adds as native PTX atom.global.add */")
-        source = ("\n".join(head) + "\n\n" + helpers_for(thread + body) + "\n" + pre +
+        natives = "".join(f"/* @gk.func_native */\n{code}\n" for code in self.native_defs.values())
+        source = ("\n".join(head) + "\n\n" + helpers_for(thread + body) + "\n" + natives + pre +
                   f"__kernel void __attribute__((reqd_work_group_size({self.workgroup}, 1, 1)))\n"
                   f"{self.name}({', '.join(decls)})\n{{\n{body}\n}}\n")
         ndims = max(self.tid_ndims, default=1)
@@ -240,6 +242,8 @@ class Codegen:
         elif op == "pop":
             raw = "(gk_sp > 0 ? gk_stack[--gk_sp] : 0UL)"
             self.emit(d, f"const {self.decl(ins.result)} = {self.from_bits(raw, ins.result.type)};")
+        elif op == "native":
+            native.emit_native(self, ins, d)
         else:
             raise self.error(f"the OpenCL backend cannot compile IR op '{op}' (is the IR lowered?)")
 

@@ -9,7 +9,7 @@ from ..builtins import BUILTINS
 from ..ir import Builder, Function, Instr, Region, Value
 
 PURE = {"const", "prim", "tid", "shape", "load"}
-EFFECTS = {"store", "atomic", "push", "pop"}
+EFFECTS = {"store", "atomic", "push", "pop", "native"}   # native: may write any array it is passed
 _NO_FOLD = {"div", "floordiv", "mod"}   # integer division by zero must keep backend semantics
 
 
@@ -92,6 +92,8 @@ class Simplifier:
                 _invalidate(cse, written)
             if ins.op in ("store", "atomic"):
                 _invalidate(cse, {ins.args[0].id})
+            if ins.op == "native":
+                _invalidate(cse, {a.id for a in ins.args if a.type.is_array})
             if ins.op == "load":
                 key = ("load", ins.args[0].id, ins.attrs["comp"], tuple(a.id for a in ins.args[1:]))
                 hit = cse.get(key)
@@ -113,7 +115,14 @@ class Simplifier:
 
 
 def _written_arrays(ins: Instr) -> set[int]:
-    return {s.args[0].id for r in ins.regions for s in r.walk() if s.op in ("store", "atomic")}
+    out = set()
+    for r in ins.regions:
+        for s in r.walk():
+            if s.op in ("store", "atomic"):
+                out.add(s.args[0].id)
+            elif s.op == "native":
+                out.update(a.id for a in s.args if a.type.is_array)
+    return out
 
 
 def _invalidate(cse: dict, arrays: set[int]) -> None:
