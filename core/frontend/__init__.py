@@ -68,9 +68,10 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
                                        f"'{primal.name}' takes {q.type.name}")
         if _contains(tree.body, (ast.Return,), False):
             raise self.error(tree, f"custom gradient '{self.name}' updates gk.adjoint[x] instead of returning")
-        self.grad_params = [p.name for p in params[:n_in] if p.type.is_scalar and p.type.is_float]
-        for n in self.grad_params:
-            self.env[f"__adj_{n}"] = 0.0
+        floats = [p for p in params[:n_in] if not p.type.is_array and p.type.scalar.is_float]
+        self.grad_params = [p.name for p in floats]
+        for p in floats:     # scalars start as a weak 0.0; vectors and matrices as typed zeros
+            self.env[f"__adj_{p.name}"] = 0.0 if p.type.is_scalar else self.materialize(0.0, p.type, tree)
 
     def static_annotation(self, ann_node):
         code = compile(ast.Expression(ann_node), self.src.file, "eval")

@@ -85,6 +85,8 @@ class Scalarizer:
             b.region.body.append(ins)
             return
         ins.args = self.flat(ins.args)
+        if op == "call":        # kept for AD (custom grad/replay): its vector results become components
+            ins.results = self.split_params(ins.results)
         b.region.body.append(ins)
 
     def set(self, v: Value, parts: list[Value]) -> None:

@@ -101,3 +101,45 @@ def test_custom_grad_signature_is_checked():
 
     with pytest.raises(gk.CompileError, match="must take the 1 inputs of 'f' followed by 1 output adjoint"):
         k.ir(adjoint=True)
+
+
+@gk.func
+def transform(v: gk.vec3, m: gk.mat33) -> (gk.vec3, float):
+    return m @ v, gk.dot(v, v)
+
+
+@gk.func_grad(transform)
+def adj_transform(v: gk.vec3, m: gk.mat33, adj_mv: gk.vec3, adj_vv: float):
+    # the exact adjoint, except that the v-gradient is doubled: the test can tell it ran
+    gk.adjoint[v] += 2.0 * (gk.transpose(m) @ adj_mv + 2.0 * adj_vv * v)
+    gk.adjoint[m] += gk.outer(adj_mv, v)
+
+
+@gk.kernel
+def run_transform(vs: gk.array(dtype=gk.vec3), ms: gk.array(dtype=gk.mat33), out: gk.array(dtype=gk.vec3),
+                  sq: gk.array(dtype=float)):
+    i = gk.tid()
+    mv, vv = transform(vs[i], ms[i])
+    out[i] = mv
+    sq[i] = vv
+
+
+def test_custom_grad_on_vec_and_mat_arguments_with_two_outputs(device, rng):
+    n = 7
+    v0 = rng.standard_normal((n, 3)).astype(np.float32)
+    m0 = rng.standard_normal((n, 3, 3)).astype(np.float32)
+    go, gs = rng.standard_normal((n, 3)).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    vs = gk.array(v0, dtype=gk.vec3, device=device, requires_grad=True)
+    ms = gk.array(m0, dtype=gk.mat33, device=device, requires_grad=True)
+    out = gk.zeros(n, dtype=gk.vec3, device=device, requires_grad=True)
+    sq = gk.zeros(n, device=device, requires_grad=True)
+    tape = gk.Tape()
+    with tape:
+        gk.launch(run_transform, n, inputs=[vs, ms], outputs=[out, sq], device=device)
+    v, m = v0.astype(np.float64), m0.astype(np.float64)
+    np.testing.assert_allclose(out.numpy(), np.einsum("nij,nj->ni", m, v), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(sq.numpy(), (v * v).sum(1), rtol=1e-5)
+    tape.backward(grads={out: go, sq: gs})
+    true_v = np.einsum("nji,nj->ni", m, go) + 2 * gs[:, None] * v
+    np.testing.assert_allclose(vs.grad.numpy(), 2.0 * true_v, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ms.grad.numpy(), np.einsum("ni,nj->nij", go, v), rtol=1e-4, atol=1e-5)
