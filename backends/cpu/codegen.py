@@ -111,23 +111,10 @@ class Codegen:
                 b.store(ir.Constant(acc_t, 0.0 if st.is_float else 0), acc)
                 self.accumulators[key] = (acc, ins)
         self.native_accs = native.accumulators(self, b)
-        loop = func.append_basic_block("thread")
-        body = func.append_basic_block("body")
-        done = func.append_basic_block("done")
-        b.branch(loop)
-        b.position_at_end(loop)
-        tid = b.phi(I64, name="tid")
-        tid.add_incoming(start, entry)
-        b.cbranch(b.icmp_signed("<", tid, end), body, done)
-        b.position_at_end(body)
-        self.tid = tid
-        if self.uses_stack:
-            b.store(ir.Constant(I32, 0), self.sp)
-        self.region(self.fn.body, b)
-        nxt = b.add(tid, ir.Constant(I64, 1), flags=["nsw"])
-        tid.add_incoming(nxt, b.block)
-        b.branch(loop)
-        b.position_at_end(done)
+        if self.fn.attrs.get("tid_ndim", 1) == 1:
+            self.flat_loop(b, start, end)
+        else:
+            self.row_loops(b, start, end)
         for acc, ins in self.accumulators.values():
             # One atomic per thread range instead of one per thread (reductions onto a fixed element).
             addr, _, _ = self.address(b, ins)
@@ -140,6 +127,85 @@ class Codegen:
                 b.atomic_rmw("add", addr, total, "monotonic")
         b.ret_void()
         return self.module
+
+    def thread_body(self, b) -> None:
+        """One thread's work (self.tid and coordinates set by the enclosing loop)."""
+        if self.uses_stack:
+            b.store(ir.Constant(I32, 0), self.sp)
+        self.region(self.fn.body, b)
+
+    def flat_loop(self, b, start, end) -> None:
+        """1-D grids: one loop over the worker's thread range."""
+        loop = self.func.append_basic_block("thread")
+        body = self.func.append_basic_block("body")
+        done = self.func.append_basic_block("done")
+        pre = b.block
+        b.branch(loop)
+        b.position_at_end(loop)
+        tid = b.phi(I64, name="tid")
+        tid.add_incoming(start, pre)
+        b.cbranch(b.icmp_signed("<", tid, end), body, done)
+        b.position_at_end(body)
+        self.tid, self.coords = tid, None
+        self.thread_body(b)
+        tid.add_incoming(b.add(tid, ir.Constant(I64, 1), flags=["nsw"]), b.block)
+        b.branch(loop)
+        b.position_at_end(done)
+
+    def row_loops(self, b, start, end) -> None:
+        """n-D grids: the worker's flat range [start, end) walked as rows of the last axis, so the inner
+        loop has consecutive last coordinates (vectorisable, no division per thread); the leading
+        coordinates are computed once per row."""
+        ndim = self.fn.attrs["tid_ndim"]
+        width = self.dims[ndim - 1]
+        one, zero = ir.Constant(I64, 1), ir.Constant(I64, 0)
+        rows = self.func.append_basic_block("rows")
+        row = self.func.append_basic_block("row")
+        cols = self.func.append_basic_block("cols")
+        body = self.func.append_basic_block("body")
+        next_row = self.func.append_basic_block("next_row")
+        done = self.func.append_basic_block("done")
+        r0 = b.udiv(start, width)
+        j0 = b.sub(start, b.mul(r0, width))
+        pre = b.block
+        b.branch(rows)
+        b.position_at_end(rows)
+        flat = b.phi(I64, name="flat")
+        r = b.phi(I64, name="r")
+        jstart = b.phi(I64, name="jstart")
+        flat.add_incoming(start, pre)
+        r.add_incoming(r0, pre)
+        jstart.add_incoming(j0, pre)
+        b.cbranch(b.icmp_signed("<", flat, end), row, done)
+        b.position_at_end(row)
+        left = b.add(jstart, b.sub(end, flat))
+        jend = b.select(b.icmp_signed("<", left, width), left, width)
+        lead, q = [], r                       # leading coordinates, innermost first
+        for k in range(ndim - 2, -1, -1):
+            if k == 0:
+                lead.append(q)
+            else:
+                nq = b.udiv(q, self.dims[k])
+                lead.append(b.sub(q, b.mul(nq, self.dims[k])))
+                q = nq
+        row_base = b.mul(r, width)
+        b.branch(cols)
+        b.position_at_end(cols)
+        j = b.phi(I64, name="j")
+        j.add_incoming(jstart, row)
+        b.cbranch(b.icmp_signed("<", j, jend), body, next_row)
+        b.position_at_end(body)
+        self.tid = b.add(row_base, j)
+        self.coords = [b.trunc(c, I32) for c in reversed(lead)] + [b.trunc(j, I32)]
+        self.thread_body(b)
+        j.add_incoming(b.add(j, one, flags=["nsw"]), b.block)
+        b.branch(cols)
+        b.position_at_end(next_row)
+        flat.add_incoming(b.add(flat, b.sub(jend, jstart)), next_row)
+        r.add_incoming(b.add(r, one), next_row)
+        jstart.add_incoming(zero, next_row)
+        b.branch(rows)
+        b.position_at_end(done)
 
     def text(self) -> str:
         """The module as LLVM IR text, with native snippets defined (see native.py)."""
@@ -195,6 +261,8 @@ class Codegen:
             raise NotImplementedError(f"cpu backend: op '{op}'")
 
     def coordinate(self, b, axis: int, ndim: int):
+        if self.coords is not None and len(self.coords) == ndim:
+            return self.coords[axis]
         if ndim == 1:
             return b.trunc(self.tid, I32)
         inner = None
