@@ -46,6 +46,7 @@ class Reverse:
         self.pairs = itertools.count()
         fn_sites: dict = {}
         adj_fn.attrs["stack_sites"] = fn_sites
+        self.sole_writes = _sole_writes(fwd)  # arrays whose adjoint need not be zeroed after a store
 
     # ------------------------------------------------------------------ helpers
     def p(self, v: Value) -> Value:
@@ -220,7 +221,10 @@ class Reverse:
                 idx = [self.p(a) for a in ins.args[1:-1]]
                 comp = ins.attrs["comp"]
                 g = b.load(arr, idx, comp=comp)
-                b.store(arr, idx, self.zero(b, arr.type.scalar), comp=comp)
+                if ins.args[0].id not in self.sole_writes or not self.exclusive(ins.args[1:-1]):
+                    # the element's earlier value (or another write) may take gradient too: what this
+                    # store overwrote gets none
+                    b.store(arr, idx, self.zero(b, arr.type.scalar), comp=comp)
                 self.add_adj(b, value, g)
         elif op == "atomic":
             arr = self.adj_arrays.get(ins.args[0].id)
@@ -417,6 +421,29 @@ def _drop(region: Region, pairs: set[int]) -> None:
     for ins in region.body:
         for r in ins.regions:
             _drop(r, pairs)
+
+
+def _sole_writes(fn: Function) -> set:
+    """Arrays the kernel writes with exactly one store, outside loops, and never reads or updates: each
+    thread writes its element once, so after the adjoint of that store nothing else in this kernel can
+    take gradient from the element, and its adjoint need not be zeroed (as in Warp, `y.grad` keeps the
+    gradient that reached y; zeroing also cost 5x on an H100: a load then a zero store per element)."""
+    stores: dict = {}
+    other = set()
+
+    def visit(region, in_loop):
+        for ins in region.body:
+            if ins.op == "store":
+                stores[ins.args[0].id] = stores.get(ins.args[0].id, 0) + (2 if in_loop else 1)
+            elif ins.op in ("load", "atomic"):
+                other.add(ins.args[0].id)
+            elif ins.op in ("native", "call"):
+                other.update(a.id for a in ins.args)
+            for sub in ins.regions:
+                visit(sub, in_loop or ins.op in ("for", "while"))
+
+    visit(fn.body, False)
+    return {a for a, count in stores.items() if count == 1 and a not in other}
 
 
 def _settle_exclusive(fn: Function) -> None:

@@ -151,9 +151,13 @@ class Tape:
 
     # Backward ------------------------------------------------------------------
     def backward(self, loss=None, grads: dict | None = None) -> None:
-        """Seed `loss.grad = 1` (or the given output gradients) and run every recorded adjoint in reverse."""
+        """Seed `loss.grad = 1` (or the given output gradients) and run every recorded adjoint in reverse.
+
+        Gradients of arrays the launches wrote are zeroed first and hold this pass's gradient afterwards;
+        gradients of inputs accumulate across calls (`zero()` clears them)."""
         if loss is None and grads is None:
             raise ValueError("Tape.backward needs loss= or grads=")
+        self._zero_written_grads()
         if loss is not None:
             if loss.grad is None:
                 raise ValueError("backward(loss=...): the loss array needs requires_grad=True")
@@ -171,6 +175,16 @@ class Tape:
             if loss is not None:
                 state.capture.backward_started(self.loss_history[-1])
         self._run_adjoints()
+
+    def _zero_written_grads(self) -> None:
+        """Zero the gradients of arrays the recorded launches wrote (intermediates and outputs) before a
+        backward pass: they then hold this pass's gradient afterwards (the debugger shows them), while
+        inputs keep accumulating across backward calls."""
+        for rec in self.launches:
+            for j in _written_user_params(rec.kernel_obj):
+                grad = getattr(rec.args[j], "grad", None)
+                if grad is not None:
+                    grad.zero_()
 
     def _run_adjoints(self) -> None:
         """Run every recorded adjoint in reverse order, accumulating into the arrays' current `.grad`."""
@@ -257,6 +271,17 @@ class Tape:
     def save(self, path) -> None:
         from ..viz.bundle import save_bundle
         save_bundle(self, path)
+
+
+def _written_user_params(kernel) -> list[int]:
+    """User-level parameter indices of the arrays a kernel's forward pass writes (cached on the IR)."""
+    from .kernel import written_params
+    fwd = kernel.lowered("forward")
+    cached = fwd.attrs.get("_written_user")
+    if cached is None:
+        user = [u for u, (_, n) in enumerate(fwd.attrs.get("param_split", [])) for _ in range(n)]
+        cached = fwd.attrs["_written_user"] = sorted({user[k] for k in written_params(fwd)})
+    return cached
 
 
 def _primal_reads(adj_fn, kernel) -> list[int]:

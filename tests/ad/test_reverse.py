@@ -216,10 +216,14 @@ def test_warp_three_kernel_chain(device, rng):
         gk.launch(sum_it, 10, inputs=[c], outputs=[loss], device=device)
     tape.backward(loss=loss)
     np.testing.assert_allclose(a.grad.numpy(), 8 * x, rtol=1e-5)
+    # intermediates keep the gradient that reached them (the debugger's gradient-flow view shows them)
+    np.testing.assert_allclose(b.grad.numpy(), 4 * x, rtol=1e-5)
+    np.testing.assert_allclose(c.grad.numpy(), np.ones(10), rtol=1e-6)
     assert len(tape.launches) == 3 and tape.launches[1].kernel == "square_it"
-    # gradients accumulate across backward calls; zero() clears them
+    # input gradients accumulate across backward calls, intermediates hold the latest pass; zero() clears them
     tape.backward(loss=loss)
     np.testing.assert_allclose(a.grad.numpy(), 16 * x, rtol=1e-5)
+    np.testing.assert_allclose(b.grad.numpy(), 4 * x, rtol=1e-5)
     tape.zero()
     assert not a.grad.numpy().any()
     assert set(map(id, tape.gradients)) >= {id(a), id(b), id(c), id(loss)}
