@@ -90,30 +90,17 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
                  "scope": list(rec.scope), "ms": rec.ms, "params": params, "n_inputs": len(rec.inputs),
                  "arrays": ids, "scalars": [None if i is not None else _scalar(v) for i, v in zip(ids, rec.args)]}
         if rec.snapshots is not None:
-            aid_of = dict(zip(params, ids))
-            entry["stats"] = {}
-            for when in ("before", "after"):
-                snaps = getattr(rec.snapshots, when)
-                entry["stats"][when] = {p: sn.stats for p, sn in snaps.items()}
-                for p, sn in snaps.items():
-                    if sn.data is None or sn.data.nbytes > cap:
-                        capped += 1
-                    else:
-                        blobs[f"{when}/{entry['index']}/{aid_of[p]}"] = sn.data
+            entry["stats"], n = _snapshot_entries(rec.snapshots, "", entry["index"], dict(zip(params, ids)),
+                                                  blobs, cap)
+            capped += n
         launches.append(entry)
     backward = []
     for b, brec in enumerate(getattr(tape, "backward_records", [])):
         fwd = launches[launch_of_record[brec.record]]
         aid_of = dict(zip(fwd["params"], fwd["arrays"]))
-        entry = {"index": b, "record": fwd["index"], "kernel": brec.kernel, "ms": brec.ms, "stats": {}}
-        for when in ("before", "after"):
-            snaps = getattr(brec.grads, when)
-            entry["stats"][when] = {p: sn.stats for p, sn in snaps.items()}
-            for p, sn in snaps.items():
-                if sn.data is None or sn.data.nbytes > cap:
-                    capped += 1
-                else:
-                    blobs[f"grad_{when}/{b}/{aid_of[p]}"] = sn.data
+        entry = {"index": b, "record": fwd["index"], "kernel": brec.kernel, "ms": brec.ms}
+        entry["stats"], n = _snapshot_entries(brec.grads, "grad_", b, aid_of, blobs, cap)
+        capped += n
         backward.append(entry)
     if capped:
         notes.append(f"{capped} launch snapshots kept statistics only: over the {cap}-byte cap "
@@ -151,6 +138,21 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
         (path / "manifest.json").write_text(text)
         (path / "arrays.npz").write_bytes(buf.getvalue())
     return path
+
+
+def _snapshot_entries(snaps, prefix: str, number: int, aid_of: dict, blobs: dict, cap: int) -> tuple[dict, int]:
+    """Statistics of a launch's before/after snapshots by parameter; their data into `blobs` under
+    "<prefix><when>/<number>/<array id>" when under the cap. Returns (stats, how many were capped)."""
+    stats, capped = {}, 0
+    for when in ("before", "after"):
+        taken = getattr(snaps, when)
+        stats[when] = {p: sn.stats for p, sn in taken.items()}
+        for p, sn in taken.items():
+            if sn.data is None or sn.data.nbytes > cap:
+                capped += 1
+            else:
+                blobs[f"{prefix}{when}/{number}/{aid_of[p]}"] = sn.data
+    return stats, capped
 
 
 def _scalar(v):
