@@ -97,6 +97,48 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     return None
 
 
+class PreparedAdjoint:
+    """A recorded launch's adjoint, bound once and replayed by later backward passes while its gradient
+    arrays stay the same objects and the settings it was compiled for hold (Tape.backward's fast path:
+    no argument parsing, no specialisation lookup per launch)."""
+
+    __slots__ = ("key", "spec", "dims", "call_args", "grads", "sources")
+
+    def __init__(self, key, spec, dims, call_args, grads, sources):
+        self.key, self.spec, self.dims, self.call_args = key, spec, dims, call_args
+        self.grads, self.sources = grads, sources
+
+    def valid(self) -> bool:
+        if self.key != (config.debug, config.adjoint_stack_size) or config.check_nan or state.forward_mode:
+            return False          # other settings, NaN checks and forward-over-reverse take `launch`
+        for a, g in zip(self.sources, self.grads):
+            if a.grad is not g:
+                return False
+        return True
+
+    def run(self) -> None:
+        spec, call_args = self.spec, self.call_args
+        if self.dims and all(self.dims):
+            spec.launch(spec.compiled, self.dims, call_args)
+        for k in spec.written:
+            call_args[k]._bump()
+
+
+def prepare_adjoint(kernel, dims, inputs, outputs, device) -> PreparedAdjoint | None:
+    """Bind the adjoint launch of a recorded launch; None when an array lacks `.grad` (its adjoint is a
+    scratch array that must start at zero each time, so the launch goes through `launch`)."""
+    from .adjoint_args import _source_params
+    dev = get_device(device)
+    bound = kernel.binder()([*inputs, *outputs], dev)
+    spec = kernel.specialization(dev, "adjoint")
+    sources = [bound[j] for j in _source_params(spec, "adj_of")]
+    grads = [a.grad for a in sources]
+    if any(g is None for g in grads):
+        return None
+    call_args = list(_flatten(spec, bound)) + grads
+    return PreparedAdjoint((config.debug, config.adjoint_stack_size), spec, tuple(dims), call_args, grads, sources)
+
+
 def _check_tid(kernel, spec, dims) -> None:
     want = spec.fn.attrs.get("tid_ndim", 1)
     if spec.fn.attrs.get("uses_tid", True) and want != len(dims) and want > 1:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
+from ..core.config import config
 from ..core.errors import GradientRuleError
 from . import state
 
@@ -24,6 +25,7 @@ class LaunchRecord:
     versions: dict = field(default_factory=dict, repr=False)   # id(array) -> version right after the launch
     kind: str = "launch"
     snapshots: object = field(default=None, repr=False)        # LaunchSnapshots when the tape takes them
+    prepared: object = field(default=None, repr=False)         # launch.PreparedAdjoint, made by backward
 
     @property
     def args(self) -> list:
@@ -45,7 +47,6 @@ class Tape:
 
     def __init__(self, loss=None, clear_gradients: bool = True, check: bool | None = None,
                  snapshots: bool | None = None):
-        from ..core.config import config
         self.loss, self.clear_gradients, self.check = loss, clear_gradients, check
         self.snapshotting = config.snapshot_launches if snapshots is None else bool(snapshots)
         self.records: list = []
@@ -77,7 +78,6 @@ class Tape:
                 a.grad.zero_()
 
     def _checking(self) -> bool:
-        from ..core.config import config
         return config.check_ad if self.check is None else bool(self.check)
 
     def _check_rules(self, kernel, bound) -> None:
@@ -106,20 +106,20 @@ class Tape:
         return {name: a for (name, _), a in zip(kernel.params, args) if hasattr(a, "buffer")}
 
     def _snapshot_before(self, kernel, bound):
-        from ..core.config import config
         from .snapshots import LaunchSnapshots, take
         return LaunchSnapshots(before=take(self._array_args(kernel, bound), config.snapshot_max_bytes))
 
     def _record_launch(self, kernel, dims, device, bound, n_inputs, variant, ms, snaps=None) -> None:
         arrays = [a for a in bound if hasattr(a, "buffer")]
+        touched = self._touched
         for a in arrays:
-            self._touch(a)
+            if id(a) not in touched:
+                self._touch(a)
         if snaps is not None:
-            from ..core.config import config
             from .snapshots import take
             snaps.after = take(self._array_args(kernel, bound), config.snapshot_max_bytes)
-        rec = LaunchRecord(kernel.key, dims, device.name, list(bound[:n_inputs]), list(bound[n_inputs:]),
-                           tuple(self._scopes), ms, kernel, {id(a): a.version for a in arrays}, snapshots=snaps)
+        rec = LaunchRecord(kernel.key, dims, device.name, bound[:n_inputs], bound[n_inputs:],
+                           tuple(self._scopes) if self._scopes else (), ms, kernel, {id(a): a.version for a in arrays}, snapshots=snaps)
         self.records.append(rec)
         if state.capture is not None:
             state.capture.recorded(self)
@@ -180,27 +180,50 @@ class Tape:
         """Zero the gradients of arrays the recorded launches wrote (intermediates and outputs) before a
         backward pass: they then hold this pass's gradient afterwards (the debugger shows them), while
         inputs keep accumulating across backward calls."""
+        written, per_kernel = {}, {}
         for rec in self.launches:
-            for j in _written_user_params(rec.kernel_obj):
-                grad = getattr(rec.args[j], "grad", None)
-                if grad is not None:
-                    grad.zero_()
+            kernel = rec.kernel_obj
+            params = per_kernel.get(id(kernel))
+            if params is None:
+                params = per_kernel[id(kernel)] = _written_user_params(kernel)
+            args = rec.args
+            for j in params:
+                written[id(args[j])] = args[j]
+        for a in written.values():
+            if a.grad is not None:
+                a.grad.zero_()
 
     def _run_adjoints(self) -> None:
         """Run every recorded adjoint in reverse order, accumulating into the arrays' current `.grad`."""
-        from .launch import launch
+        from .launch import launch, prepare_adjoint
         self.backward_records.clear()
+        shared: dict = {}
+        fast = not config.check_nan and state.forward_mode is None   # else every adjoint takes `launch`
         for index in range(len(self.records) - 1, -1, -1):
             rec = self.records[index]
             if isinstance(rec, FuncRecord):
                 rec.backward()
                 continue
             self._check_versions(rec)
-            if not self.snapshotting:
+            if self.snapshotting:
+                self._snapshotted_adjoint(index, rec, launch)
+                continue
+            prepared = rec.prepared
+            ready = prepared is not None and prepared.valid()
+            if not ready and fast:
+                # records of the same kernel on the same argument objects share one binding
+                key = (id(rec.kernel_obj), rec.device, rec.dim, *map(id, rec.inputs), *map(id, rec.outputs))
+                prepared = shared.get(key)
+                if prepared is None or not prepared.valid():
+                    prepared = shared[key] = prepare_adjoint(rec.kernel_obj, rec.dim, rec.inputs, rec.outputs,
+                                                             rec.device)
+                rec.prepared = prepared
+                ready = prepared is not None and prepared.valid()
+            if ready:
+                prepared.run()
+            else:       # scratch adjoints or NaN checks: the full launch path
                 launch(rec.kernel_obj, rec.dim, rec.inputs, rec.outputs, device=rec.device, adjoint=True,
                        record_tape=False)
-                continue
-            self._snapshotted_adjoint(index, rec, launch)
 
     def _snapshotted_adjoint(self, index: int, rec: LaunchRecord, launch) -> None:
         """Run one adjoint launch with gradient snapshots around it (kept even when the launch raises)."""
@@ -220,13 +243,12 @@ class Tape:
             self.backward_records.append(BackwardRecord(index, rec.kernel, ms, snaps))
 
     def _check_versions(self, rec: LaunchRecord) -> None:
-        spec_fn = rec.kernel_obj.lowered("adjoint")
-        names = [n for n, _ in rec.kernel_obj.params]
-        reads = _primal_reads(spec_fn, rec.kernel_obj)
-        args = rec.args
+        reads = _primal_reads(rec.kernel_obj.lowered("adjoint"), rec.kernel_obj)
+        args, versions = rec.args, rec.versions
         for j in reads:
             a = args[j]
-            if a.version != rec.versions.get(id(a), a.version):
+            if a.version != versions.get(id(a), a.version):
+                names = [n for n, _ in rec.kernel_obj.params]
                 label = getattr(a, "label", None) or names[j]
                 raise GradientRuleError(
                     f"array '{label}' (parameter '{names[j]}' of kernel '{rec.kernel}') was modified after it was "

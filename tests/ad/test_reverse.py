@@ -340,3 +340,31 @@ def test_branch_in_loop_yielding_an_outer_value(device):
         gk.launch(branch_yields_outer_value, 2, inputs=[x], outputs=[out], device=device)
     tape.backward(grads={out: gk.array([1.0, 1.0], dtype=gk.float64, device=device)})
     np.testing.assert_allclose(x.grad.numpy(), [np.cos(0.25) * -1.0, np.cos(np.sin(0.5)) * np.cos(0.5)])
+
+
+def test_repeated_backward_follows_replaced_gradient_arrays(device, rng):
+    """Tape.backward binds each recorded adjoint once and reuses it; a replaced `.grad` array, a scratch
+    adjoint (an array without requires_grad) and NaN checks all still take effect."""
+    x0 = rng.normal(size=10).astype(np.float32)
+    a = gk.array(x0, device=device, requires_grad=True)
+    b = gk.zeros(10, device=device)                  # no requires_grad: a scratch adjoint each pass
+    c = gk.zeros(10, device=device, requires_grad=True)
+    loss = gk.zeros(1, device=device, requires_grad=True)
+    tape = gk.Tape()
+    with tape:
+        for _ in range(3):                             # three records share one binding
+            gk.launch(square_it, 10, inputs=[a], outputs=[c], device=device)
+        gk.launch(double_it, 10, inputs=[a], outputs=[b], device=device)
+        gk.launch(sum_it, 10, inputs=[c], outputs=[loss], device=device)
+    tape.backward(loss=loss)
+    np.testing.assert_allclose(a.grad.numpy(), 3 * 2 * x0, rtol=1e-5)
+    fresh = gk.zeros(10, device=device)
+    a.grad = fresh
+    tape.backward(loss=loss)
+    np.testing.assert_allclose(fresh.numpy(), 3 * 2 * x0, rtol=1e-5)
+    gk.config.check_nan = True
+    try:
+        tape.backward(loss=loss)
+    finally:
+        gk.config.check_nan = False
+    np.testing.assert_allclose(fresh.numpy(), 2 * 3 * 2 * x0, rtol=1e-5)
