@@ -16,8 +16,9 @@ PIP := $(PY) -m pip --disable-pip-version-check
 
 # System tools the tests use, as command:debian-package pairs; installed with apt-get when running as
 # root (otherwise a note is printed and the tests that need them are skipped).
-# Hook: append chromium:chromium when the debugger's browser tests land.
-SYSTEM_DEPS ?= dot:graphviz
+# chromium is Debian's browser package (/usr/bin/chromium): the debugger's Playwright tests drive it
+# instead of a browser downloaded by `playwright install`.
+SYSTEM_DEPS ?= dot:graphviz chromium:chromium
 
 TEST_EXTRAS ?= test
 DEMO_EXTRAS ?= test

@@ -1,0 +1,334 @@
+"""`gradkit` command line: run scripts under the debugger's Capture and open the Streamlit debugger.
+
+    gradkit debug [options] script.py [args]   run it (snapshots + NaN checks on), write a bundle, open it
+    gradkit open [options] BUNDLE_OR_FOLDER    open a bundle, or a folder of bundles
+    gradkit examples [options]                 capture every examples/*.py into one folder and open it
+
+Options go before the script (what follows it is the script's own argv). Bundles go to the user cache
+folder (platformdirs) unless --out says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import importlib.util
+import pathlib
+import runpy
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+import urllib.request
+import webbrowser
+from dataclasses import dataclass
+
+APP_MAIN = pathlib.Path(__file__).with_name("main.py")
+
+
+# Output: rich when installed, plain prints otherwise ----------------------------------------------------
+class _Plain:
+    def print(self, *args, **kwargs) -> None:
+        print(*args, file=sys.stderr)
+
+    @contextlib.contextmanager
+    def status(self, text: str):
+        print(text, file=sys.stderr)
+        yield
+
+
+def _console(quiet: bool = False):
+    if quiet:
+        return _Quiet()
+    try:
+        from rich.console import Console
+        return Console(stderr=True, highlight=False)
+    except ImportError:
+        return _Plain()
+
+
+class _Quiet(_Plain):
+    def print(self, *args, **kwargs) -> None:
+        pass
+
+    @contextlib.contextmanager
+    def status(self, text: str):
+        yield
+
+
+# Capturing scripts ----------------------------------------------------------------------------------------
+@dataclass
+class CaptureReport:
+    script: pathlib.Path
+    bundle: pathlib.Path | None      # None when the script recorded no launches on a tape
+    launches: int
+    tapes: int
+    exit_code: int | str | None      # the script's SystemExit code (None: ran to the end)
+    error: str | None                # traceback of an exception the script raised (not a NaNError)
+    nan: str | None                  # the gk.NaNError message, when one stopped the script
+
+
+def cache_dir() -> pathlib.Path:
+    import platformdirs
+    return pathlib.Path(platformdirs.user_cache_dir("gradkit")) / "debug"
+
+
+def _stamp() -> str:
+    return datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def capture_script(script, args=(), out=None) -> CaptureReport:
+    """Run `script` as __main__ with sys.argv = [script, *args] under gk.viz.Capture and save its bundle."""
+    from ..viz.capture import Capture
+    script = pathlib.Path(script).resolve()
+    if not script.is_file():
+        raise FileNotFoundError(f"no such script: {script}")
+    out = pathlib.Path(out) if out else cache_dir() / f"{script.stem}-{_stamp()}"
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [str(script), *map(str, args)]
+    sys.path.insert(0, str(script.parent))
+    exit_code, error = None, None
+    cap = Capture()
+    try:
+        with cap:
+            runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as exc:
+        exit_code = exc.code
+    except Exception:
+        error = traceback.format_exc()
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    tape = cap.tape
+    launches = len(tape.launches) if tape is not None else 0
+    bundle = cap.save(out) if launches else None
+    return CaptureReport(script, bundle, launches, cap.tapes_seen, exit_code, error,
+                         str(cap.error) if cap.error is not None else None)
+
+
+def _report(console, rep: CaptureReport) -> None:
+    if rep.error:
+        console.print(f"[red]{rep.script.name} raised an exception:[/red]\n{rep.error}", markup=True)
+    if rep.exit_code not in (None, 0):
+        console.print(f"[yellow]{rep.script.name} exited with code {rep.exit_code}[/yellow]")
+    if rep.nan:
+        console.print(f"[bold red]NaN/Inf:[/bold red] {rep.nan}")
+    if rep.bundle is None:
+        console.print(f"[yellow]{rep.script.name} recorded no launches on a gk.Tape: nothing to debug "
+                      "(the debugger shows what a Tape records)[/yellow]")
+    else:
+        console.print(f"[green]bundle[/green] {rep.bundle}  ({rep.launches} launches, "
+                      f"{rep.tapes} tape{'s' if rep.tapes != 1 else ''} seen)")
+
+
+# Serving the app --------------------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def app_command(target, port: int) -> list[str]:
+    """The command line that starts the debugger on a bundle or folder of bundles."""
+    return [sys.executable, "-m", "streamlit", "run", str(APP_MAIN), "--server.headless", "true",
+            "--server.port", str(port), "--browser.gatherUsageStats", "false", "--", str(target)]
+
+
+def wait_for_health(port: int, proc=None, timeout: float = 60.0) -> bool:
+    """Poll Streamlit's health endpoint until it answers ok (False on timeout or when `proc` exits)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def _exit_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def serve(target, port: int | None = None, open_browser: bool = True, console=None) -> int:
+    """Run the debugger on `target` until interrupted; returns Streamlit's exit code."""
+    console = console or _console()
+    if importlib.util.find_spec("streamlit") is None:
+        console.print("[red]the debugger needs Streamlit: pip install 'gradkit[app]'[/red]")
+        return 1
+    port = port or free_port()
+    proc = subprocess.Popen(app_command(target, port))
+    # SIGTERM (e.g. a test stopping us) must still stop the app: turn it into SystemExit so `finally` runs.
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        with console.status(f"starting the debugger on port {port}..."):
+            ready = wait_for_health(port, proc)
+        url = f"http://localhost:{port}"
+        if ready:
+            console.print(f"[bold]gradkit debugger[/bold] at {url}  (Ctrl-C stops it)")
+            if open_browser:
+                webbrowser.open(url)
+        return proc.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+# Commands ------------------------------------------------------------------------------------------------
+def cmd_debug(ns) -> int:
+    console = _console(ns.quiet)
+    with console.status(f"running {ns.script} under the gradkit debugger (snapshots and NaN checks on)..."):
+        try:
+            rep = capture_script(ns.script, ns.args, ns.out)
+        except FileNotFoundError as exc:
+            console.print(f"[red]{exc}[/red]")
+            return 2
+    _report(console, rep)
+    if rep.bundle is None:
+        return 1
+    print(rep.bundle)
+    if ns.bundle_only:
+        return 0
+    return serve(rep.bundle, ns.port, not ns.no_browser, console)
+
+
+def cmd_open(ns) -> int:
+    from ..viz.bundle import BundleError
+    from .data import find_bundles
+    console = _console(ns.quiet)
+    try:
+        found = find_bundles(ns.bundle)
+    except BundleError as exc:
+        console.print(f"[red]{exc}[/red]")
+        return 2
+    if not found:
+        console.print(f"[red]{ns.bundle} holds no debug bundles[/red]")
+        return 2
+    return serve(pathlib.Path(ns.bundle).resolve(), ns.port, not ns.no_browser, console)
+
+
+def examples_dir() -> pathlib.Path | None:
+    """The repository's examples/ folder (next to the gradkit package in a source checkout)."""
+    import gradkit
+    here = pathlib.Path(gradkit.__file__).resolve().parent
+    for candidate in (here / "examples", pathlib.Path.cwd() / "examples"):
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def cmd_examples(ns) -> int:
+    console = _console(ns.quiet)
+    folder = pathlib.Path(ns.dir) if ns.dir else examples_dir()
+    scripts = sorted(folder.glob("*.py")) if folder is not None and folder.is_dir() else []
+    if not scripts:
+        console.print(f"[red]no example scripts found in {folder or 'examples/'} (give --dir)[/red]")
+        return 2
+    out = pathlib.Path(ns.out) if ns.out else cache_dir() / f"examples-{_stamp()}"
+    out.mkdir(parents=True, exist_ok=True)
+    results = _run_examples(scripts, out, ns.timeout, console)
+    written = [name for name, status in results if status == "ok"]
+    for name, status in results:
+        colour = "green" if status == "ok" else "yellow"
+        console.print(f"[{colour}]{name}[/{colour}]: {status}")
+    if not written:
+        console.print("[red]no example recorded launches on a tape[/red]")
+        return 1
+    print(out)
+    if ns.bundle_only:
+        return 0
+    return serve(out, ns.port, not ns.no_browser, console)
+
+
+def _run_examples(scripts, out: pathlib.Path, timeout: float, console) -> list[tuple[str, str]]:
+    """Capture each script in its own process (`gradkit debug --bundle-only`); a log per script in `out`."""
+    results = []
+    try:
+        from rich.progress import Progress
+        progress = Progress(console=console) if not isinstance(console, _Plain) else None
+    except ImportError:
+        progress = None
+    with progress or contextlib.nullcontext():
+        task = progress.add_task("capturing examples", total=len(scripts)) if progress else None
+        for script in scripts:
+            if progress:
+                progress.update(task, description=f"capturing {script.name}")
+            else:
+                console.print(f"capturing {script.name}")
+            cmd = [sys.executable, "-m", "gradkit.app.cli", "debug", "--bundle-only", "--quiet", "--out",
+                   str(out / script.stem), str(script)]
+            log = out / f"{script.stem}.log"
+            try:
+                with open(log, "w") as fh:
+                    rc = subprocess.run(cmd, check=False, stdout=fh, stderr=subprocess.STDOUT,
+                                        timeout=timeout, cwd=script.parent).returncode
+                status = "ok" if (out / script.stem).exists() else f"no bundle (exit {rc}, see {log})"
+            except subprocess.TimeoutExpired:
+                status = f"timed out after {timeout:g} s (see {log})"
+            results.append((script.name, status))
+            if progress:
+                progress.advance(task)
+    return results
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gradkit", description="gradkit gradient debugger: capture scripts "
+                                     "into debug bundles and inspect them in a Streamlit app.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def serving(p, bundle_only: bool = True):
+        p.add_argument("--port", type=int, default=None, help="port for the app (default: a free one)")
+        p.add_argument("--no-browser", action="store_true", help="do not open a web browser")
+        if bundle_only:
+            p.add_argument("--bundle-only", action="store_true",
+                           help="write the bundle(s), do not start the app")
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+
+    p = sub.add_parser("debug", help="run a script with snapshots and NaN checks, then open the debugger",
+                       description="Run SCRIPT as __main__ (sys.argv = [SCRIPT, *ARGS]) with "
+                                   "per-launch snapshots and NaN/Inf checks, save the tape it recorded as a "
+                                   "bundle and open the debugger. Options go before SCRIPT.")
+    p.add_argument("script", help="the Python script to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    p.add_argument("-o", "--out", help="bundle path (a folder, or a .zip); default: the user cache folder")
+    serving(p)
+    p.set_defaults(func=cmd_debug)
+
+    p = sub.add_parser("open", help="open a debug bundle (or a folder of bundles) in the debugger")
+    p.add_argument("bundle", help="a bundle folder or .zip, or a folder of bundles")
+    serving(p, bundle_only=False)
+    p.set_defaults(func=cmd_open)
+
+    p = sub.add_parser("examples", help="capture every examples/*.py into one folder of bundles and open it")
+    p.add_argument("--dir", help="folder of example scripts (default: the repository's examples/)")
+    p.add_argument("-o", "--out", help="folder for the bundles (default: the user cache folder)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per script (default 600)")
+    serving(p)
+    p.set_defaults(func=cmd_examples)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    if ns.command is None:
+        parser.print_help()
+        return 2
+    return ns.func(ns)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

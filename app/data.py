@@ -1,0 +1,451 @@
+"""The debugger's data layer: tables, flags and source excerpts computed from a debug bundle.
+
+No Streamlit here (the views only lay these out), so everything the app shows is unit-tested without a
+browser. Rows are plain dicts (one per table row) and keep the manifest's numbers unformatted.
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import zipfile
+
+import numpy as np
+
+from ..viz.bundle import Bundle, BundleError, load_bundle
+
+STAT_KEYS = ("min", "max", "mean", "norm", "nonfinite")
+VANISHING = 1e-8     # default |grad| below which a gradient counts as vanishing
+EXPLODING = 1e6      # default |grad| above which a gradient counts as exploding
+
+
+# Finding and opening bundles ---------------------------------------------------------------------------
+def is_bundle(path) -> bool:
+    """A bundle folder (with manifest.json) or a zip holding manifest.json."""
+    path = pathlib.Path(path)
+    if path.is_dir():
+        return (path / "manifest.json").is_file()
+    if path.is_file() and zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            return "manifest.json" in z.namelist()
+    return False
+
+
+def find_bundles(path) -> list[pathlib.Path]:
+    """The bundle at `path`, or the bundles directly inside the folder `path` (sorted by name)."""
+    path = pathlib.Path(path)
+    if is_bundle(path):
+        return [path]
+    if not path.is_dir():
+        raise BundleError(f"{path}: no such bundle or folder")
+    return sorted(p for p in path.iterdir() if is_bundle(p))
+
+
+def open_bundle(path) -> Bundle:
+    return load_bundle(path)
+
+
+# Arrays and launches -----------------------------------------------------------------------------------
+def array_meta(bundle: Bundle) -> dict[str, dict]:
+    """Array id -> manifest entry (id, label, shape, dtype, requires_grad, device)."""
+    return {a["id"]: a for a in bundle.manifest["arrays"]}
+
+
+def label(bundle: Bundle, aid: str | None) -> str:
+    meta = array_meta(bundle).get(aid)
+    return meta["label"] if meta else str(aid)
+
+
+def _dim(dim) -> str:
+    return "x".join(str(d) for d in dim)
+
+
+def _new_nonfinite(stats: dict | None) -> dict[str, int]:
+    """{param: non-finite entries gained between 'before' and 'after'} for one launch's stats."""
+    if not stats:
+        return {}
+    out = {}
+    for p, after in stats.get("after", {}).items():
+        before = stats.get("before", {}).get(p, {})
+        gained = after.get("nonfinite", 0) - before.get("nonfinite", 0)
+        if gained > 0:
+            out[p] = gained
+    return out
+
+
+def launch_rows(bundle: Bundle) -> list[dict]:
+    """Every launch in execution order: the forward launches, then the adjoint launches of backward()."""
+    rows = []
+    for la in bundle.launches:
+        gained = _new_nonfinite(la.get("stats"))
+        rows.append({"order": len(rows), "pass": "forward", "index": la.get("index", len(rows)),
+                     "kernel": la["kernel"], "dim": _dim(la["dim"]), "device": la["device"],
+                     "ms": float(la.get("ms") or 0.0), "scope": "/".join(la.get("scope", [])),
+                     "forward launch": la.get("index", len(rows)),
+                     "new non-finite": ", ".join(f"{p} ({n})" for p, n in gained.items())})
+    for b in bundle.backward:
+        fwd = bundle.launches[b["record"]]
+        gained = _new_nonfinite(b.get("stats"))
+        rows.append({"order": len(rows), "pass": "backward", "index": b["index"], "kernel": b["kernel"],
+                     "dim": _dim(fwd["dim"]), "device": fwd["device"], "ms": float(b.get("ms") or 0.0),
+                     "scope": "/".join(fwd.get("scope", [])), "forward launch": b["record"],
+                     "new non-finite": ", ".join(f"{p}.grad ({n})" for p, n in gained.items())})
+    return rows
+
+
+def row_title(row: dict) -> str:
+    """A one-line name of a launch row, e.g. '#3 backward squared_error [16] (of forward #2)'."""
+    title = f"#{row['order']} {row['pass']} {row['kernel']} [{row['dim']}]"
+    if row["pass"] == "backward":
+        title += f" (of forward #{row['forward launch']})"
+    return title
+
+
+def backward_of(bundle: Bundle, forward_index: int) -> list[dict]:
+    """The backward records (adjoint launches) of forward launch `forward_index`."""
+    return [b for b in bundle.backward if b["record"] == forward_index]
+
+
+def _stats_row(param: str, role: str, what: str, when: str, stats: dict | None) -> dict:
+    row = {"param": param, "role": role, "of": what, "when": when}
+    for k in STAT_KEYS:
+        row[k] = (stats or {}).get(k)
+    return row
+
+
+def launch_detail(bundle: Bundle, row: dict) -> dict:
+    """What the launch detail panel shows for one `launch_rows` row.
+
+    Returns {"title", "arguments": [...], "values": [...], "gradients": [...], "notes": [...]}: arguments
+    with their shapes (or scalar values), value statistics before/after the forward launch and gradient
+    statistics before/after its adjoint launch(es)."""
+    meta = array_meta(bundle)
+    fwd = bundle.launches[row["forward launch"]]
+    n_in = fwd.get("n_inputs", len(fwd["params"]))
+    arguments = []
+    for j, (p, aid) in enumerate(zip(fwd["params"], fwd["arrays"])):
+        role = "input" if j < n_in else "output"
+        if aid is None:
+            arguments.append({"param": p, "role": role, "kind": "scalar", "array": "", "shape": "",
+                              "dtype": "", "requires_grad": None, "value": fmt(fwd["scalars"][j])})
+            continue
+        m = meta.get(aid, {})
+        arguments.append({"param": p, "role": role, "kind": "array", "array": m.get("label", aid),
+                          "shape": "x".join(map(str, m.get("shape", []))), "dtype": m.get("dtype", ""),
+                          "requires_grad": m.get("requires_grad"), "value": ""})
+    roles = {a["param"]: a["role"] for a in arguments}
+    values, gradients, notes = [], [], []
+    stats = fwd.get("stats")
+    if stats:
+        for p in fwd["params"]:
+            for when in ("before", "after"):
+                if p in stats.get(when, {}):
+                    values.append(_stats_row(p, roles[p], "value", when, stats[when][p]))
+    else:
+        notes.append("This launch has no value snapshots: the tape was recorded without snapshots "
+                     "(run the script under `gradkit debug`, or use gk.Tape(snapshots=True)).")
+    if row["pass"] == "backward":
+        records = [b for b in bundle.backward if b["index"] == row["index"]]
+    else:
+        records = backward_of(bundle, row["forward launch"])
+    for b in records:
+        for p in fwd["params"]:
+            for when in ("before", "after"):
+                if p in b.get("stats", {}).get(when, {}):
+                    r = _stats_row(p, roles[p], "gradient", when, b["stats"][when][p])
+                    r["backward launch"] = b["index"]
+                    gradients.append(r)
+    if not records:
+        notes.append("No gradient statistics: no backward pass of this launch was recorded with snapshots.")
+    return {"title": row_title(row), "arguments": arguments, "values": values, "gradients": gradients,
+            "notes": notes}
+
+
+def snapshot_preview(bundle: Bundle, row: dict, param: str, limit: int = 64) -> dict:
+    """Flattened leading entries of one argument's stored snapshots ({column: values}, NaN-padded)."""
+    fwd = bundle.launches[row["forward launch"]]
+    aid = dict(zip(fwd["params"], fwd["arrays"])).get(param)
+    cols = {}
+    if aid is None:
+        return cols
+    for when in ("before", "after"):
+        data = bundle.snapshot(fwd["index"], aid, when)
+        if data is not None:
+            cols[f"value {when}"] = data
+    if row["pass"] == "backward":
+        for when in ("before", "after"):
+            data = bundle.grad_snapshot(row["index"], aid, when)
+            if data is not None:
+                cols[f"grad {when}"] = data
+    flat = {k: np.asarray(v, dtype=np.float64).reshape(-1)[:limit] for k, v in cols.items()}
+    n = max((len(v) for v in flat.values()), default=0)
+    return {k: np.pad(v, (0, n - len(v)), constant_values=np.nan) for k, v in flat.items()}
+
+
+def summary(bundle: Bundle) -> dict:
+    m = bundle.manifest
+    return {"launches": len(bundle.launches), "backward launches": len(bundle.backward),
+            "arrays": len(m["arrays"]), "kernels": sorted(m["kernels"]),
+            "devices": sorted({la["device"] for la in bundle.launches}),
+            "total ms": sum(float(la.get("ms") or 0.0) for la in bundle.launches),
+            "nan": m.get("nan") is not None or any(r["new non-finite"] for r in launch_rows(bundle)),
+            "loss_history": list(m.get("loss_history") or []), "notes": list(m.get("notes") or [])}
+
+
+# Tape graph --------------------------------------------------------------------------------------------
+def graph_dot(bundle: Bundle, gradients: bool = True) -> str:
+    """The tape graph as DOT: the gradient-coloured one when the bundle has it."""
+    m = bundle.manifest
+    return (m.get("graph_gradients") if gradients else None) or m["graph"]
+
+
+def cut_off_arrays(bundle: Bundle) -> list[dict]:
+    """Float arrays the launches use that lack requires_grad: no gradient is computed for them, and none
+    flows back through them to whatever produced them."""
+    written = set()
+    for la in bundle.launches:
+        n_in = la.get("n_inputs", len(la["params"]))
+        written.update(a for a in la["arrays"][n_in:] if a is not None)
+    out = []
+    for a in bundle.manifest["arrays"]:
+        if a["requires_grad"] or not a["dtype"].startswith(("float", "vec", "mat")):
+            continue
+        users = sorted({la["kernel"] for la in bundle.launches if a["id"] in la["arrays"]})
+        why = (f"'{a['label']}' has requires_grad=False, so backward() computes no gradient for it"
+               + (" and none flows back through it to the launch that wrote it" if a["id"] in written else "")
+               + ". Fine for data and constants; a bug when it is a parameter you train "
+               "(create it with requires_grad=True).")
+        out.append({"array": a["label"], "id": a["id"], "shape": "x".join(map(str, a["shape"])),
+                    "dtype": a["dtype"], "used by": ", ".join(users),
+                    "written by a launch": a["id"] in written, "explanation": why})
+    return out
+
+
+# Gradient flow -----------------------------------------------------------------------------------------
+def gradient_flow(bundle: Bundle, vanishing: float = VANISHING, exploding: float = EXPLODING) -> list[dict]:
+    """One row per array: its gradient norm and a flag: ok / zero / vanishing / exploding / non-finite /
+    no gradient (requires_grad=False) / no backward (no backward pass ran)."""
+    norms = bundle.manifest.get("grad_norms") or {}
+    ran_backward = bool(bundle.backward) or bool(bundle.manifest.get("loss_history")) or any(
+        v for v in norms.values() if not math.isnan(v))
+    rows = []
+    for a in bundle.manifest["arrays"]:
+        aid = a["id"]
+        grad = bundle.grad(aid)
+        floating = grad is not None and grad.dtype.kind == "f"
+        nonfinite = int(np.count_nonzero(~np.isfinite(grad))) if floating else 0
+        norm = norms.get(aid)
+        if norm is None and grad is not None:
+            g = np.asarray(grad, dtype=np.float64)
+            g = g[np.isfinite(g)]
+            norm = float(np.sqrt(np.dot(g, g)))
+        if not a["requires_grad"]:
+            flag = "no gradient (requires_grad=False)"
+        elif norm is None:
+            flag = "not stored"
+        elif nonfinite:
+            flag = "non-finite"
+        elif not ran_backward:
+            flag = "no backward"
+        elif norm == 0.0:
+            flag = "zero"
+        elif norm < vanishing:
+            flag = "vanishing"
+        elif norm > exploding:
+            flag = "exploding"
+        else:
+            flag = "ok"
+        rows.append({"array": a["label"], "id": aid, "shape": "x".join(map(str, a["shape"])),
+                     "requires_grad": a["requires_grad"], "grad norm": norm, "non-finite": nonfinite,
+                     "flag": flag})
+    return rows
+
+
+def flow_explanation(flag: str) -> str:
+    return {
+        "zero": "the gradient is exactly zero: the loss does not depend on this array along any recorded "
+                "path (or a branch/clamp blocks it)",
+        "vanishing": "the gradient norm is below the vanishing threshold: updates through it are negligible",
+        "exploding": "the gradient norm is above the exploding threshold",
+        "non-finite": "the gradient holds NaN or Inf entries (see NaN/Inf origin)",
+        "no gradient (requires_grad=False)": "created without requires_grad=True: gradient flow is cut off "
+                                             "here",
+        "no backward": "no backward pass ran on this tape (all gradients are zero)",
+        "not stored": "the gradient was over the snapshot size cap and was not stored",
+    }.get(flag, "")
+
+
+def gradient_histogram(bundle: Bundle, aid: str, bins: int = 30) -> dict | None:
+    """Histogram of one array's finite gradient entries: {"counts", "left", "right", "nonfinite"}."""
+    grad = bundle.grad(aid)
+    if grad is None:
+        return None
+    g = np.asarray(grad, dtype=np.float64).reshape(-1)
+    finite = g[np.isfinite(g)]
+    if finite.size == 0:
+        return {"counts": [], "left": [], "right": [], "nonfinite": int(g.size)}
+    lo, hi = float(finite.min()), float(finite.max())
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    counts, edges = np.histogram(finite, bins=bins, range=(lo, hi))
+    return {"counts": counts.tolist(), "left": edges[:-1].tolist(), "right": edges[1:].tolist(),
+            "nonfinite": int(g.size - finite.size)}
+
+
+# NaN / Inf origin --------------------------------------------------------------------------------------
+def _first_bad_index(data: np.ndarray | None) -> tuple[list[int] | None, float | None]:
+    if data is None or data.dtype.kind != "f":
+        return None, None
+    bad = np.argwhere(~np.isfinite(data))
+    if not len(bad):
+        return None, None
+    return [int(i) for i in bad[0]], float(data[tuple(bad[0])])
+
+
+def nan_origin(bundle: Bundle) -> dict | None:
+    """Where the first non-finite value came from: the manifest's record (a gk.NaNError caught by
+    `gradkit debug`), else the first launch, forward or backward, whose snapshots gained a NaN/Inf.
+
+    Returns the record with "launch" (forward index), "backward" (backward index or None), "kernel",
+    "array", "param", "direction", "index", "value", "file", "line", "message", "source" ("manifest" or
+    "snapshots")."""
+    rec = bundle.nan
+    if rec:
+        out = dict(rec)
+        out["source"] = "manifest"
+        out["backward"] = None
+        launch = rec.get("launch")
+        if rec.get("direction") == "backward" and launch is not None and launch < len(bundle.backward):
+            out["backward"] = launch
+            out["launch"] = bundle.backward[launch]["record"]
+        elif launch is None:
+            matches = [la["index"] for la in bundle.launches if la["kernel"] == rec.get("kernel")]
+            out["launch"] = matches[-1] if matches else None
+        out["param"] = _param_of(bundle, out)
+        return out
+    for la in bundle.launches:
+        gained = _new_nonfinite(la.get("stats"))
+        if gained:
+            return _inferred(bundle, la, None, next(iter(gained)), "forward")
+    for b in bundle.backward:
+        gained = _new_nonfinite(b.get("stats"))
+        if gained:
+            return _inferred(bundle, bundle.launches[b["record"]], b["index"], next(iter(gained)), "backward")
+    return None
+
+
+def _param_of(bundle: Bundle, origin: dict) -> str | None:
+    """The kernel parameter an origin's array label refers to ('y.grad' -> the param bound to y)."""
+    if origin.get("launch") is None:
+        return None
+    la = bundle.launches[origin["launch"]]
+    name = (origin.get("array") or "").removesuffix(".grad")
+    for p, aid in zip(la["params"], la["arrays"]):
+        if aid is not None and (label(bundle, aid) == name or p == name):
+            return p
+    return None
+
+
+def _inferred(bundle: Bundle, la: dict, backward: int | None, param: str, direction: str) -> dict:
+    aid = dict(zip(la["params"], la["arrays"]))[param]
+    data = (bundle.snapshot(la["index"], aid, "after") if backward is None
+            else bundle.grad_snapshot(backward, aid, "after"))
+    index, value = _first_bad_index(data)
+    name = label(bundle, aid) + (".grad" if direction == "backward" else "")
+    kernel = bundle.manifest["kernels"].get(la["kernel"], {})
+    line = _write_line(kernel, param)
+    where = f" at index {index}" if index is not None else ""
+    return {"kernel": la["kernel"], "array": name, "param": param, "direction": direction, "index": index,
+            "value": value, "launch": la["index"], "backward": backward, "file": kernel.get("file"),
+            "line": line, "source": "snapshots",
+            "message": f"kernel '{la['kernel']}' ({direction} launch) wrote a non-finite value into "
+                       f"'{name}'{where} (found in the launch snapshots)"}
+
+
+def _write_line(kernel: dict, param: str) -> int | None:
+    """The first source line of the kernel that stores into `param` (a textual guess: `param[`...`] =`)."""
+    first = kernel.get("first_line")
+    for k, text in enumerate((kernel.get("python_source") or "").splitlines()):
+        stripped = text.strip()
+        if (stripped.startswith(f"{param}[") and "=" in stripped.split("]", 1)[-1]) or \
+                f"atomic_add({param}," in stripped.replace(" ", ""):
+            return first + k if first else None
+    return None
+
+
+def source_excerpt(bundle: Bundle, kernel: str, line: int | None, file: str | None = None) -> dict:
+    """The kernel's Python source as numbered lines with `line` (a file line number) marked.
+
+    Returns {"file", "first_line", "lines": [(number, text, is_hit)], "hit": text or None}; falls back to
+    reading `file` around `line` when the bundle lacks the kernel's source."""
+    meta = bundle.manifest["kernels"].get(kernel, {})
+    src = meta.get("python_source") or ""
+    first = meta.get("first_line") or 1
+    file = meta.get("file") or file
+    lines = src.splitlines()
+    outside = line is not None and not first <= line < first + len(lines)
+    if outside and file and pathlib.Path(file).is_file():
+        text = pathlib.Path(file).read_text(errors="replace").splitlines()
+        first = max(1, line - 5)
+        lines = text[first - 1:line + 5]
+    numbered = [(first + k, t, line is not None and first + k == line) for k, t in enumerate(lines)]
+    hit = next((t for _, t, h in numbered if h), None)
+    return {"file": file, "first_line": first, "lines": numbered, "hit": hit}
+
+
+def values_at(bundle: Bundle, origin: dict) -> list[dict]:
+    """Each array argument of the origin launch at the offending element, before and after it."""
+    if origin.get("launch") is None or origin.get("index") is None:
+        return []
+    la = bundle.launches[origin["launch"]]
+    index = tuple(origin["index"])
+    rows = []
+    for p, aid in zip(la["params"], la["arrays"]):
+        if aid is None:
+            continue
+        row = {"param": p, "array": label(bundle, aid)}
+        for kind, when, getter, number in (("value", "before", bundle.snapshot, la["index"]),
+                                           ("value", "after", bundle.snapshot, la["index"]),
+                                           ("grad", "before", bundle.grad_snapshot, origin.get("backward")),
+                                           ("grad", "after", bundle.grad_snapshot, origin.get("backward"))):
+            data = getter(number, aid, when) if number is not None else None
+            row[f"{kind} {when}"] = _element(data, index)
+        rows.append(row)
+    return rows
+
+
+def _element(data, index):
+    if data is None:
+        return None
+    try:
+        value = np.asarray(data)[index[:np.ndim(data)]]
+    except IndexError:
+        return None                      # a differently shaped argument (e.g. a 1-element loss)
+    value = np.asarray(value, dtype=np.float64)
+    return float(value) if value.ndim == 0 else str(np.round(value, 6).tolist())
+
+
+# Code --------------------------------------------------------------------------------------------------
+def kernel_code(bundle: Bundle, name: str) -> dict:
+    """{"python", "file", "first_line", "ir", "adjoint_ir", "code": {device: {variant: text}}}."""
+    meta = bundle.manifest["kernels"][name]
+    return {"python": meta.get("python_source") or "(source unavailable)", "file": meta.get("file"),
+            "first_line": meta.get("first_line"), "ir": meta.get("ir", ""),
+            "adjoint_ir": meta.get("adjoint_ir", ""),
+            "code": meta.get("code") or {}}
+
+
+def code_language(device: str) -> str:
+    """The st.code language of a device's generated code."""
+    return "c" if device.startswith("opencl") else "llvm"
+
+
+def fmt(value) -> str:
+    """Compact number formatting for captions."""
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        return f"{value:.4g}"
+    return str(value)

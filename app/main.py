@@ -1,0 +1,77 @@
+"""The gradkit gradient debugger (Streamlit): `streamlit run app/main.py -- BUNDLE_OR_FOLDER`.
+
+`gradkit debug script.py` / `gradkit open BUNDLE` start it. The sidebar picks the bundle (when given a
+folder of bundles) and the view; both are mirrored in the URL (?bundle=NAME&view=SLUG).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+
+import streamlit as st
+
+from gradkit.app import data, view_check, view_code, view_flow, view_graph, view_launches, view_nan
+from gradkit.app.ui import VIEWS
+from gradkit.viz.bundle import BundleError
+
+RENDER = {"launches": view_launches.render, "graph": view_graph.render, "flow": view_flow.render,
+          "nan": view_nan.render, "code": view_code.render, "check": view_check.render}
+
+
+@st.cache_resource(max_entries=16, show_spinner="loading bundle...")
+def _load(path: str, mtime: float):
+    return data.open_bundle(path)
+
+
+def _target() -> pathlib.Path | None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    target = args[0] if args else os.environ.get("GRADKIT_BUNDLE")
+    return pathlib.Path(target) if target else None
+
+
+def _from_query(key: str, options: list[str]) -> None:
+    """Seed a sidebar widget from the URL the first time the session sees it."""
+    value = st.query_params.get(key)
+    if key not in st.session_state and value in options:
+        st.session_state[key] = value
+
+
+def main() -> None:
+    st.set_page_config(page_title="gradkit debugger", page_icon="∇", layout="wide")
+    st.sidebar.title("∇ gradkit debugger")
+    target = _target()
+    if target is None:
+        st.error("No bundle given: start the app with `gradkit open BUNDLE` or `gradkit debug script.py`.")
+        return
+    try:
+        bundles = data.find_bundles(target)
+    except BundleError as exc:
+        st.error(str(exc))
+        return
+    if not bundles:
+        st.error(f"{target} holds no debug bundles.")
+        return
+    names = [b.name for b in bundles]
+    _from_query("bundle", names)
+    name = st.sidebar.selectbox("Bundle", names, key="bundle", disabled=len(names) == 1)
+    path = bundles[names.index(name)]
+    _from_query("view", list(VIEWS))
+    view = st.sidebar.radio("View", list(VIEWS), format_func=VIEWS.get, key="view")
+    st.query_params.update(bundle=name, view=view)
+    try:
+        bundle = _load(str(path), path.stat().st_mtime)
+    except BundleError as exc:
+        st.error(str(exc))
+        return
+    s = data.summary(bundle)
+    st.sidebar.caption(f"{path}\n\n{s['launches']} launches · {s['backward launches']} backward · "
+                       f"devices: {', '.join(s['devices']) or '—'}")
+    if s["nan"]:
+        st.sidebar.error("NaN/Inf recorded")
+    st.title(f"{VIEWS[view]} — {name}")
+    RENDER[view](bundle, name)
+
+
+main()

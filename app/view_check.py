@@ -1,0 +1,57 @@
+"""Check view: gradcheck (reverse mode against central differences) on one recorded forward launch,
+re-run from the bundle's "before" snapshots with the kernel re-imported from its file."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from . import checks, data
+from .ui import table
+
+RESULTS = "check_results"
+
+
+def render(bundle, name: str) -> None:
+    rows = [r for r in data.launch_rows(bundle) if r["pass"] == "forward"]
+    if not rows:
+        st.warning("This bundle recorded no launches.")
+        return
+    titles = [data.row_title(r) for r in rows]
+    title = st.selectbox("Forward launch", titles, key="check_launch")
+    row = rows[titles.index(title)]
+    missing = checks.missing_snapshots(bundle, row["index"])
+    if missing:
+        st.warning(missing)
+        return
+    c1, c2, c3 = st.columns(3)
+    eps = c1.number_input("eps", value=1e-3, format="%.1e", min_value=0.0, key="check_eps")
+    atol = c2.number_input("atol", value=1e-3, format="%.1e", min_value=0.0, key="check_atol")
+    rtol = c3.number_input("rtol", value=1e-2, format="%.1e", min_value=0.0, key="check_rtol")
+    st.caption("Arrays are rebuilt from the launch's 'before' snapshots and the kernel is imported from "
+               f"{bundle.manifest['kernels'].get(row['kernel'], {}).get('file')} (not as `__main__`). "
+               "A launch passes when |analytic - numeric| <= atol + rtol·|numeric| for every Jacobian entry.")
+    key = (name, row["index"], eps, atol, rtol)
+    results = st.session_state.setdefault(RESULTS, {})
+    if st.button("Run gradcheck", key="check_run"):
+        with st.spinner("computing Jacobians..."):
+            try:
+                results[key] = checks.run_gradcheck(bundle, row["index"], eps=eps, atol=atol, rtol=rtol)
+            except checks.CheckError as exc:
+                results[key] = exc
+    result = results.get(key)
+    if result is None:
+        return
+    if isinstance(result, checks.CheckError):
+        st.error(str(result))
+        return
+    for note in result.notes:
+        st.info(note)
+    if result.ok:
+        st.success(f"gradcheck passed for '{row['kernel']}' on {result.device}")
+    else:
+        st.error(f"gradcheck failed for '{row['kernel']}' on {result.device}: worst entries below")
+    st.markdown("**Jacobian blocks (output × input)**")
+    table(result.pairs, key="check_pairs")
+    if result.worst:
+        st.markdown("**Worst failing entries**")
+        table(result.worst, key="check_worst")

@@ -1,0 +1,76 @@
+"""Gradient flow view: per-array gradient norms (log scale) with zero / vanishing / exploding / cut-off
+arrays flagged, the histogram of one gradient, and the loss history."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from . import data
+from .ui import table
+
+FLAG_COLORS = {"ok": "#4c78a8", "zero": "#f2b701", "vanishing": "#e45756", "exploding": "#b279a2",
+               "non-finite": "#000000", "no gradient (requires_grad=False)": "#ff9da6",
+               "no backward": "#bab0ac", "not stored": "#bab0ac"}
+
+
+def render(bundle, name: str) -> None:
+    c1, c2 = st.columns(2)
+    vanishing = c1.number_input("vanishing below |grad| <", value=data.VANISHING, format="%.1e",
+                                min_value=0.0, key="flow_vanishing")
+    exploding = c2.number_input("exploding above |grad| >", value=data.EXPLODING, format="%.1e",
+                                min_value=0.0, key="flow_exploding")
+    rows = data.gradient_flow(bundle, vanishing=vanishing, exploding=exploding)
+    if not rows:
+        st.warning("This bundle holds no arrays.")
+        return
+    _norm_chart(rows)
+    flagged = [r for r in rows if r["flag"] != "ok"]
+    for r in flagged:
+        text = f"**{r['array']}** — {r['flag']}: {data.flow_explanation(r['flag'])}"
+        (st.error if r["flag"] in ("non-finite", "exploding", "vanishing", "zero") else st.warning)(text)
+    table([{k: v for k, v in r.items() if k != "id"} for r in rows], key="flow_table")
+    _histogram(bundle, rows)
+    history = bundle.manifest.get("loss_history") or []
+    if history:
+        st.subheader("Loss history")
+        st.caption("The loss at each backward(loss=...) of the captured tapes.")
+        st.line_chart({"loss": history})
+
+
+def _norm_chart(rows: list[dict]) -> None:
+    st.subheader("Gradient norms")
+    positive = [r["grad norm"] for r in rows if r["grad norm"]]
+    floor = min(positive) / 10 if positive else 1e-12
+    points = pd.DataFrame([{"array": r["array"], "norm": r["grad norm"] if r["grad norm"] else floor,
+                            "base": floor / 10, "grad norm": data.fmt(r["grad norm"]), "flag": r["flag"]}
+                           for r in rows])
+    present = [f for f in FLAG_COLORS if any(r["flag"] == f for r in rows)]
+    chart = alt.Chart(points).mark_bar().encode(
+        x=alt.X("array:N", sort=None, title="array"),
+        y=alt.Y("norm:Q", scale=alt.Scale(type="log"), title="‖grad‖ (log scale)"), y2="base:Q",
+        color=alt.Color("flag:N", scale=alt.Scale(domain=present, range=[FLAG_COLORS[f] for f in present])),
+        tooltip=["array:N", "grad norm:N", "flag:N"])
+    st.altair_chart(chart, width="stretch")
+    st.caption("Arrays without a gradient (or with a zero one) are drawn at a floor bar; hover for values.")
+
+
+def _histogram(bundle, rows: list[dict]) -> None:
+    st.subheader("Gradient histogram")
+    choices = {r["array"]: r["id"] for r in rows if bundle.grad(r["id"]) is not None}
+    if not choices:
+        st.caption("No gradients stored in this bundle.")
+        return
+    pick = st.selectbox("Gradient of", list(choices), key="flow_hist_array")
+    bins = st.slider("bins", 5, 100, 30, key="flow_hist_bins")
+    hist = data.gradient_histogram(bundle, choices[pick], bins=bins)
+    if hist["nonfinite"]:
+        st.error(f"{hist['nonfinite']} non-finite entries (not plotted)")
+    if not hist["counts"]:
+        return
+    values = pd.DataFrame({"left": hist["left"], "right": hist["right"], "count": hist["counts"]})
+    chart = alt.Chart(values).mark_bar().encode(
+        x=alt.X("left:Q", bin="binned", title=f"{pick}.grad"), x2="right:Q", y=alt.Y("count:Q"),
+        tooltip=["left:Q", "right:Q", "count:Q"])
+    st.altair_chart(chart, width="stretch")

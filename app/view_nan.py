@@ -1,0 +1,63 @@
+"""NaN/Inf origin view: the first launch (forward or backward) that wrote a non-finite value, the array and
+element, the kernel source with the line that wrote it highlighted, and the arguments at that element."""
+
+from __future__ import annotations
+
+import html
+
+import streamlit as st
+
+from . import data
+from .ui import static_table
+
+LINE_STYLE = "display:block;white-space:pre;font-family:monospace"
+HIT_STYLE = LINE_STYLE + ";background:#ffd6d6;border-left:4px solid #d62728;font-weight:bold"
+
+
+def source_html(excerpt: dict) -> str:
+    """Numbered source lines in a <pre>, the hit line marked with class gk-nan-line."""
+    out = []
+    for number, text, hit in excerpt["lines"]:
+        line = f"{number:>5} │ {html.escape(text)}"
+        out.append(f'<span class="gk-nan-line" style="{HIT_STYLE}">{line}</span>' if hit
+                   else f'<span style="{LINE_STYLE}">{line}</span>')
+    return ('<pre class="gk-source" style="font-size:0.85em;line-height:1.35;padding:0.5em;'
+            'background:#f7f7f9;border-radius:4px;overflow-x:auto">' + "".join(out) + "</pre>")
+
+
+def render(bundle, name: str) -> None:
+    origin = data.nan_origin(bundle)
+    if origin is None:
+        st.success("No NaN or Inf was recorded: no launch, forward or backward, wrote a non-finite value "
+                   "(with `gradkit debug` every launch is checked).")
+        return
+    st.error(origin.get("message") or "a launch wrote a non-finite value")
+    cols = st.columns(5)
+    cols[0].metric("pass", origin.get("direction") or "?")
+    cols[1].metric("kernel", origin.get("kernel") or "?")
+    cols[2].metric("array", origin.get("array") or "?")
+    index = origin.get("index")
+    cols[3].metric("element", str(index if index is None or len(index) > 1 else index[0]))
+    cols[4].metric("value", data.fmt(origin.get("value")))
+    launch = origin.get("launch")
+    where = f"forward launch #{launch}" if launch is not None else "an unrecorded launch"
+    if origin.get("backward") is not None:
+        order = len(bundle.launches) + origin["backward"]
+        where = f"backward launch #{order} (adjoint of forward launch #{launch})"
+    how = "raised by the NaN check" if origin["source"] == "manifest" else "found in the snapshots"
+    st.markdown(f"First non-finite value written by **{where}** ({how}).")
+    st.subheader("Source")
+    excerpt = data.source_excerpt(bundle, origin.get("kernel"), origin.get("line"), origin.get("file"))
+    if excerpt["lines"]:
+        st.caption(f"{excerpt['file']}:{origin.get('line') or '?'}")
+        st.markdown(source_html(excerpt), unsafe_allow_html=True)
+        if excerpt["hit"] is None:
+            st.caption("(the writing line is unknown: the whole kernel is shown)")
+    else:
+        st.caption("The kernel's source is not in the bundle.")
+    values = data.values_at(bundle, origin)
+    if values:
+        st.subheader(f"Arguments at element {index}")
+        st.caption("Each array argument of the launch at the offending element, before and after it.")
+        keep = [k for k in values[0] if any(v[k] is not None for v in values)]
+        static_table([{k: v[k] for k in keep} for v in values])
