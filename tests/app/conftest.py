@@ -1,0 +1,56 @@
+"""Fixtures for the debugger tests: debug bundles recorded from the small scripts next to this file
+(run the way `gradkit debug` runs them), a bundle without snapshots, and a zip bundle."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+
+import gradkit as gk
+
+HERE = pathlib.Path(__file__).resolve().parent
+SCRIPTS = {"nan": HERE / "sample_nan.py", "train": HERE / "sample_train.py", "sqrt": HERE / "sample_sqrt.py"}
+
+
+@gk.kernel
+def scale(x: gk.array(dtype=float), a: float, y: gk.array(dtype=float)):
+    i = gk.tid()
+    y[i] = a * x[i]
+
+
+def record_plain(path: pathlib.Path) -> pathlib.Path:
+    """A bundle from a tape without snapshots, whose input lacks requires_grad."""
+    x = gk.array(np.arange(4, dtype=np.float32), label="x")
+    y = gk.zeros(4, requires_grad=True, label="y")
+    tape = gk.Tape(snapshots=False)
+    with tape:
+        gk.launch(scale, 4, inputs=[x, 2.0], outputs=[y])
+    tape.backward(grads={y: np.ones(4, np.float32)})
+    tape.save(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def bundle_dir(tmp_path_factory) -> pathlib.Path:
+    """A folder of bundles: nan (forward NaN), train (cut-off and vanishing gradients), sqrt (backward Inf),
+    plain (no snapshots) and zipped (train again, as a .zip)."""
+    from gradkit.app.cli import capture_script
+    folder = tmp_path_factory.mktemp("bundles")
+    for name, script in SCRIPTS.items():
+        report = capture_script(script, [], folder / name)
+        assert report.bundle is not None, report.error
+    record_plain(folder / "plain")
+    return folder
+
+
+@pytest.fixture(name="record_plain")
+def _record_plain():
+    return record_plain
+
+
+@pytest.fixture(scope="session")
+def bundles(bundle_dir):
+    from gradkit.app.data import open_bundle
+    return {p.name: open_bundle(p) for p in sorted(bundle_dir.iterdir())}

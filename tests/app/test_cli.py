@@ -1,0 +1,86 @@
+"""`gradkit` command line: --help, `debug` (script run as __main__ with its argv under Capture, a bundle
+written), `open` on a non-bundle, and `examples` capturing a folder of scripts into a folder of bundles."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from gradkit.app import cli, data
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def test_help(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert all(cmd in out for cmd in ("debug", "open", "examples"))
+    assert cli.main([]) == 2                                   # no command: help, non-zero
+
+
+def test_console_script_help():
+    """The `gradkit` entry point's module runs (python -m gradkit.app.cli --help)."""
+    out = subprocess.run([sys.executable, "-m", "gradkit.app.cli", "debug", "--help"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "--bundle-only" in out and "--no-browser" in out and "--port" in out
+
+
+def test_debug_writes_a_bundle_with_the_script_argv(tmp_path, capsys):
+    out = tmp_path / "b"
+    script = str(HERE / "sample_train.py")
+    assert cli.main(["debug", "--bundle-only", "-q", "--out", str(out), script, "2"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == str(out)
+    b = data.open_bundle(out)
+    assert len(b.manifest["loss_history"]) == 2                 # the script read sys.argv[1] == "2"
+    assert b.manifest["kernels"]["predict"]["file"] == str(HERE / "sample_train.py")
+    assert b.launches[0]["stats"]                               # snapshots were on
+
+
+def test_debug_keeps_the_nan_error(tmp_path):
+    report = cli.capture_script(HERE / "sample_nan.py", [], tmp_path / "b")
+    assert report.nan and "log_energy" in report.nan and report.error is None
+    assert data.open_bundle(report.bundle).nan["kernel"] == "log_energy"
+
+
+def test_debug_script_errors(tmp_path):
+    raising = tmp_path / "raising.py"
+    raising.write_text((HERE / "sample_sqrt.py").read_text().replace("    tape.backward(loss=loss)\n",
+                                                                      "    raise RuntimeError('boom')\n"))
+    report = cli.capture_script(raising, [], tmp_path / "b")
+    assert "RuntimeError: boom" in report.error and report.bundle is not None and report.launches == 2
+    empty = tmp_path / "empty.py"
+    empty.write_text("import sys\nprint('nothing here')\nsys.exit(3)\n")
+    report = cli.capture_script(empty, [], tmp_path / "e")
+    assert report.bundle is None and report.exit_code == 3
+    assert cli.main(["debug", "--bundle-only", "-q", "--out", str(tmp_path / "e"), str(empty)]) == 1
+    assert cli.main(["debug", "--bundle-only", "-q", str(tmp_path / "missing.py")]) == 2
+
+
+def test_open_rejects_a_non_bundle(tmp_path):
+    assert cli.main(["open", "-q", "--no-browser", str(tmp_path / "nothing")]) == 2
+    assert cli.main(["open", "-q", "--no-browser", str(tmp_path)]) == 2       # a folder without bundles
+
+
+def test_examples_capture_a_folder(tmp_path, capsys):
+    scripts = tmp_path / "examples"
+    scripts.mkdir()
+    for name in ("sample_nan.py", "sample_sqrt.py"):
+        (scripts / name).write_text((HERE / name).read_text())
+    (scripts / "no_tape.py").write_text("print('no launches')\n")
+    out = tmp_path / "bundles"
+    assert cli.main(["examples", "--dir", str(scripts), "--out", str(out), "--bundle-only", "-q"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == str(out)
+    assert [p.name for p in data.find_bundles(out)] == ["sample_nan", "sample_sqrt"]
+    assert (out / "no_tape.log").read_text().count("no launches") == 1
+
+
+def test_app_command():
+    cmd = cli.app_command("/x/bundle", 8123)
+    assert cmd[1:4] == ["-m", "streamlit", "run"] and pathlib.Path(cmd[4]) == cli.APP_MAIN
+    assert cmd[cmd.index("--server.port") + 1] == "8123" and cmd[-2:] == ["--", "/x/bundle"]
+    assert cli.examples_dir() is None or cli.examples_dir().name == "examples"

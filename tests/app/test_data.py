@@ -1,0 +1,213 @@
+"""The debugger's data layer (no browser): launch table and detail, gradient flow flags, cut-off arrays,
+NaN/Inf origin with its source line, code, bundle discovery, and gradcheck re-run from snapshots."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+
+import gradkit as gk
+from gradkit.app import checks, data
+from gradkit.viz.bundle import BundleError
+
+
+def test_find_bundles(bundle_dir, tmp_path):
+    names = [p.name for p in data.find_bundles(bundle_dir)]
+    assert names == ["nan", "plain", "sqrt", "train"]
+    assert data.find_bundles(bundle_dir / "nan") == [bundle_dir / "nan"]
+    assert data.find_bundles(tmp_path) == []
+    with pytest.raises(BundleError, match="no such bundle"):
+        data.find_bundles(tmp_path / "missing")
+
+
+def test_zip_bundle_is_found(tmp_path, record_plain):
+    record_plain(tmp_path / "b.zip")
+    assert data.is_bundle(tmp_path / "b.zip") and data.find_bundles(tmp_path) == [tmp_path / "b.zip"]
+    assert data.launch_rows(data.open_bundle(tmp_path / "b.zip"))[0]["kernel"] == "scale"
+
+
+def test_launch_rows_forward_then_backward(bundles):
+    rows = data.launch_rows(bundles["train"])
+    assert [(r["pass"], r["kernel"]) for r in rows] == [
+        ("forward", "damp"), ("forward", "predict"), ("forward", "squared_error"),
+        ("backward", "squared_error"), ("backward", "predict"), ("backward", "damp")]
+    assert [r["order"] for r in rows] == list(range(6))
+    assert [r["scope"] for r in rows] == ["model", "model", "loss", "loss", "model", "model"]
+    assert rows[4]["forward launch"] == 1 and rows[0]["dim"] == "16" and rows[0]["device"] == "cpu"
+    assert all(r["ms"] > 0 for r in rows)
+    assert data.row_title(rows[4]) == "#4 backward predict [16] (of forward #1)"
+    nan_rows = data.launch_rows(bundles["nan"])
+    assert nan_rows[1]["new non-finite"] == "e (2)"       # log of the two negative entries
+
+
+def test_launch_detail(bundles):
+    b = bundles["train"]
+    rows = data.launch_rows(b)
+    d = data.launch_detail(b, rows[0])                   # damp(f, s, g)
+    args = {a["param"]: a for a in d["arguments"]}
+    assert args["f"]["array"] == "feature" and args["f"]["shape"] == "16" and args["f"]["role"] == "input"
+    assert args["s"]["kind"] == "scalar" and float(args["s"]["value"]) == pytest.approx(1e-12)
+    assert args["g"]["role"] == "output"
+    after_g = next(v for v in d["values"] if v["param"] == "g" and v["when"] == "after")
+    assert after_g["max"] == pytest.approx(1e-12, rel=1e-5)  # f < 1 scaled by 1e-12
+    grads = {(g["param"], g["when"]): g for g in d["gradients"]}
+    assert grads[("g", "before")]["norm"] > 0 and grads[("f", "after")]["norm"] < 1e-10
+    # A backward row shows the gradients of its own adjoint launch.
+    d = data.launch_detail(b, rows[3])
+    assert d["title"].startswith("#3 backward squared_error")
+    assert {g["backward launch"] for g in d["gradients"]} == {0}
+    assert data.snapshot_preview(b, rows[3], "pred").keys() == {"value before", "value after", "grad before",
+                                                                "grad after"}
+
+
+def test_detail_without_snapshots_says_so(bundles):
+    d = data.launch_detail(bundles["plain"], data.launch_rows(bundles["plain"])[0])
+    assert d["values"] == [] and any("without snapshots" in n for n in d["notes"])
+
+
+def test_gradient_flow_flags(bundles):
+    flags = {r["array"]: r["flag"] for r in data.gradient_flow(bundles["train"])}
+    assert flags == {"feature": "vanishing", "g": "ok", "x": "ok", "w": "no gradient (requires_grad=False)",
+                     "b": "ok", "pred": "ok", "target": "no gradient (requires_grad=False)", "loss": "ok"}
+    flags = {r["array"]: r["flag"] for r in data.gradient_flow(bundles["train"], vanishing=0, exploding=10)}
+    assert flags["b"] == "exploding" and flags["feature"] == "ok"
+    assert {r["flag"] for r in data.gradient_flow(bundles["nan"])} == {"no backward"}
+    assert {r["array"]: r["flag"] for r in data.gradient_flow(bundles["sqrt"])}["x"] == "non-finite"
+    flags = ("zero", "vanishing", "exploding", "non-finite", "no backward")
+    assert all(data.flow_explanation(f) for f in flags)
+
+
+def test_cut_off_arrays(bundles):
+    cut = {c["array"]: c for c in data.cut_off_arrays(bundles["train"])}
+    assert set(cut) == {"w", "target"}
+    assert cut["w"]["used by"] == "predict" and "requires_grad=False" in cut["w"]["explanation"]
+    assert data.cut_off_arrays(bundles["nan"]) == []
+
+
+def test_gradient_histogram(bundles):
+    b = bundles["train"]
+    aid = next(a["id"] for a in b.manifest["arrays"] if a["label"] == "x")
+    hist = data.gradient_histogram(b, aid, bins=7)
+    assert len(hist["counts"]) == 7 and sum(hist["counts"]) == 16 and hist["nonfinite"] == 0
+    aid = next(a["id"] for a in bundles["sqrt"].manifest["arrays"] if a["label"] == "x")
+    assert data.gradient_histogram(bundles["sqrt"], aid)["nonfinite"] == 1
+
+
+def test_nan_origin_forward(bundles):
+    b = bundles["nan"]
+    o = data.nan_origin(b)
+    assert (o["kernel"], o["array"], o["direction"]) == ("log_energy", "e", "forward")
+    assert o["launch"] == 1 and o["index"] == [0]
+    assert np.isnan(o["value"]) and o["source"] == "manifest" and o["param"] == "e"
+    src = data.source_excerpt(b, o["kernel"], o["line"], o["file"])
+    assert src["hit"].strip() == "e[i] = gk.log(y[i])"
+    assert [n for n, _, hit in src["lines"] if hit] == [o["line"]]
+    at = {r["param"]: r for r in data.values_at(b, o)}
+    assert at["y"]["value before"] == pytest.approx(1.5 * 0.1 - 0.5) and np.isnan(at["e"]["value after"])
+
+
+def test_nan_origin_backward(bundles):
+    b = bundles["sqrt"]
+    o = data.nan_origin(b)
+    assert (o["kernel"], o["array"], o["direction"]) == ("root", "x.grad", "backward")
+    assert o["backward"] == 1 and o["launch"] == 0 and o["index"] == [0] and o["value"] == np.inf
+    assert data.source_excerpt(b, "root", o["line"])["hit"].strip() == "r[i] = gk.sqrt(x[i])"
+    at = {r["param"]: r for r in data.values_at(b, o)}
+    assert at["x"]["grad before"] == 0.0 and at["x"]["grad after"] == np.inf
+
+
+def test_nan_origin_inferred_from_snapshots(tmp_path):
+    """Without the NaN check (a plain gk.Tape(snapshots=True)), the origin comes from the snapshots."""
+    sample = str(pathlib.Path(__file__).with_name("sample_nan.py"))
+    affine, log_energy = checks.load_kernel(sample, "affine"), checks.load_kernel(sample, "log_energy")
+    n = 8
+    x = gk.array(np.linspace(0.1, 2.0, n, dtype=np.float32), requires_grad=True)
+    w = gk.array(np.full(n, 1.5, np.float32), requires_grad=True)
+    y, e = gk.zeros(n, requires_grad=True), gk.zeros(n, requires_grad=True)
+    tape = gk.Tape(snapshots=True)
+    with tape:
+        gk.launch(affine, n, inputs=[x, w], outputs=[y])
+        gk.launch(log_energy, n, inputs=[y], outputs=[e])
+    tape.save(tmp_path / "b")
+    b = data.open_bundle(tmp_path / "b")
+    o = data.nan_origin(b)
+    assert o["source"] == "snapshots" and o["kernel"] == "log_energy" and o["direction"] == "forward"
+    assert o["param"] == "e" and o["index"] == [0] and np.isnan(o["value"])
+    assert data.source_excerpt(b, o["kernel"], o["line"])["hit"].strip() == "e[i] = gk.log(y[i])"
+    assert data.summary(b)["nan"]
+
+
+def test_no_nan(bundles):
+    assert data.nan_origin(bundles["train"]) is None and not data.summary(bundles["train"])["nan"]
+
+
+def test_kernel_code(bundles):
+    code = data.kernel_code(bundles["train"], "predict")
+    assert "def predict" in code["python"] and "kernel predict(" in code["ir"]
+    assert "predict_adjoint" in code["adjoint_ir"] and set(code["code"]["cpu"]) == {"forward", "adjoint"}
+    assert data.code_language("cpu") == "llvm" and data.code_language("opencl:0") == "c"
+
+
+def test_summary(bundles):
+    s = data.summary(bundles["train"])
+    assert s["launches"] == 3 and s["backward launches"] == 3 and s["kernels"] == ["damp", "predict",
+                                                                                    "squared_error"]
+    assert len(s["loss_history"]) == 3 and s["loss_history"][0] > s["loss_history"][-1]
+
+
+# Gradcheck on a recorded launch ------------------------------------------------------------------------
+def test_gradcheck_passes_on_a_recorded_launch(bundles):
+    result = checks.run_gradcheck(bundles["train"], 1)          # predict(x, g, w, b, pred)
+    assert result.ok and result.device == "cpu" and result.worst == []
+    assert {(p["output"], p["input"]) for p in result.pairs} == {("pred", "x"), ("pred", "g"), ("pred", "w"),
+                                                                  ("pred", "b")}
+    assert all(p["pass"] and p["failing"] == 0 for p in result.pairs)
+
+
+@gk.kernel
+def kink(x: gk.array(dtype=float), y: gk.array(dtype=float)):
+    i = gk.tid()
+    v = x[i]
+    if v > 0.0:
+        y[i] = v
+    else:
+        y[i] = 0.0
+
+
+def test_gradcheck_failure_table(tmp_path):
+    """At the kink of relu the one-sided derivative (0) and the central difference (0.5) differ."""
+    x = gk.array(np.array([-1.0, 0.0, 2.0], np.float32), requires_grad=True)
+    y = gk.zeros(3, requires_grad=True)
+    tape = gk.Tape(snapshots=True)
+    with tape:
+        gk.launch(kink, 3, inputs=[x], outputs=[y])
+    tape.save(tmp_path / "b")
+    result = checks.run_gradcheck(data.open_bundle(tmp_path / "b"), 0)
+    assert not result.ok
+    assert result.worst[0]["row"] == 1 and result.worst[0]["col"] == 1
+    assert result.worst[0]["analytic"] == 0.0 and result.worst[0]["numeric"] == pytest.approx(0.5, abs=1e-3)
+    assert result.pairs[0]["failing"] == 1
+
+
+def test_gradcheck_without_snapshots(bundles):
+    why = checks.missing_snapshots(bundles["plain"], 0)
+    assert "no stored 'before' snapshot of x, y" in why and "gradkit debug" in why
+    with pytest.raises(checks.CheckError, match="snapshot"):
+        checks.run_gradcheck(bundles["plain"], 0)
+    assert checks.missing_snapshots(bundles["train"], 0) is None
+
+
+def test_load_kernel_errors(tmp_path):
+    with pytest.raises(checks.CheckError, match="does not exist"):
+        checks.load_kernel(str(tmp_path / "gone.py"), "k")
+    script = tmp_path / "inner.py"
+    script.write_text("import gradkit as gk\n\ndef make():\n    @gk.kernel\n"
+                      "    def k(x: gk.array(dtype=float)):\n        x[gk.tid()] = 1.0\n    return k\n")
+    with pytest.raises(checks.CheckError, match="at module level"):
+        checks.load_kernel(str(script), "k")
+    bad = tmp_path / "bad.py"
+    bad.write_text("raise SystemExit('no')\n")
+    with pytest.raises(checks.CheckError, match="importing .* failed: SystemExit"):
+        checks.load_kernel(str(bad), "k")
