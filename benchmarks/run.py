@@ -1,208 +1,367 @@
-"""Benchmark runner: times W1-W5 on gradkit devices (and Warp/Taichi when installed), checking every
-result against a float64 NumPy reference first. Prints a table; writes JSON and Markdown.
+"""Benchmarks gradkit against NVIDIA Warp and Taichi, side by side (issue 11).
 
-    python benchmarks/run.py [--smoke] [--devices cpu,opencl] [--repeat 9] [--out bench-results]
+W1 streaming, W2 reduction, W3 n-body, W4 stencil on a tape (forward and gradient each), W5 launch
+overhead (plain, taped, the tape's backward), W6 cold start (first W3 gradient in a fresh process with
+an empty kernel cache, then with the cache warm). float32 throughout. Every system's results are
+checked against float64 NumPy references before they are timed.
+
+Each system/device runs in its own worker process (worker.py), one after another: the frameworks each
+bring their own LLVM, and a process of its own makes the CPU-time figure (parallelism) the system's
+alone. A peer that is not installed or fails is reported as n/a with the reason.
+
+    python benchmarks/run.py                          # everything found: gradkit cpu+opencl, Warp, Taichi
+    python benchmarks/run.py --smoke                  # tiny sizes, 2 runs (CI)
+    python benchmarks/run.py --devices cpu --peers none
+    python benchmarks/run.py --devices none --peers warp --warp-device cuda   # a GPU machine
+    python benchmarks/run.py --devices opencl:1 --peers taichi --taichi-arch cuda --workloads W1,W4
+
+Writes bench-results/results.json and bench-results/results.md (and logs/ with each worker's output).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import importlib.util
 import json
 import os
 import pathlib
-import statistics
+import platform
+import select
+import signal
+import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 
-import numpy as np
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import report
+from harness import COLD_CASES, WORKLOAD_CASES
 
-import gradkit as gk  # noqa: E402
-import workloads as W  # noqa: E402
-
-
-def timed(fn, repeat: int, warmup: int = 2) -> dict:
-    """min/median wall ms over `repeat` runs after `warmup`, and CPU parallelism (CPU time / wall time)."""
-    for _ in range(warmup):
-        fn()
-    walls = []
-    c0, w0 = time.process_time(), time.perf_counter()
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        walls.append((time.perf_counter() - t) * 1e3)
-    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
-    return {"min_ms": min(walls), "median_ms": statistics.median(walls), "parallelism": cpu / wall if wall else 0.0}
+PEERS = {"warp": ("Warp", "warp", "pip install warp-lang (or make bench)"),
+         "taichi": ("Taichi", "taichi", "pip install taichi (or make bench)")}
 
 
-def check(name, got, ref, rtol, atol=0.0):
-    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
-    if not np.allclose(got, ref, rtol=rtol, atol=atol):
-        err = np.max(np.abs(got - ref))
-        raise AssertionError(f"{name}: result differs from the float64 reference (max abs err {err:.3g})")
+@dataclass
+class Target:
+    system: str            # worker.py's name: gradkit | warp | taichi
+    device: str
+    label: str             # the column header, e.g. "Warp cpu"
+    status: str = "ok"
+    reason: str = ""
+    info: dict | None = None
 
 
-def gradkit_cases(device: str, size: dict) -> dict:
-    """name -> (setup-and-check, timed callable) for one gradkit device."""
-    rng = np.random.default_rng(0)
-    cases = {}
-    sync = lambda: gk.synchronize(device)  # noqa: E731
+# -- choosing what runs ---------------------------------------------------------------------------------
 
-    # W1 streaming
-    n = size["w1"]
-    x_np = rng.uniform(-2, 2, n).astype(np.float32)
-    x = gk.array(x_np, device=device, requires_grad=True)
-    y = gk.zeros(n, device=device, requires_grad=True)
-    y_ref, g_ref = W.ref_w1(x_np)
-
-    def w1_fwd():
-        gk.launch(W.w1_stream, n, inputs=[x], outputs=[y], device=device)
-        sync()
-
-    def w1_bwd():
-        # The adjoint launch; seeding dL/dy = 1 is the caller's data and is done before timing.
-        gk.launch(W.w1_stream, n, inputs=[x], outputs=[y], device=device, adjoint=True)
-        sync()
-    w1_fwd()
-    check("W1 forward", y.numpy(), y_ref, 1e-5, 1e-5)
-    x.grad.zero_()
-    y.grad.fill_(1.0)
-    w1_bwd()
-    check("W1 backward", x.grad.numpy(), g_ref, 1e-4, 1e-4)
-    cases["W1 forward"], cases["W1 backward"] = w1_fwd, w1_bwd
-
-    # W1 forward mode: value and tangent in one kernel (seed dx = 1, so dy = dy/dx)
-    x.dual = gk.ones(n, device=device)
-    y.dual = gk.zeros(n, device=device)
-
-    def w1_tangent():
-        gk.launch(W.w1_stream, n, inputs=[x], outputs=[y], device=device, tangent=True)
-        sync()
-    w1_tangent()
-    check("W1 tangent", y.dual.numpy(), g_ref, 1e-4, 1e-4)
-    cases["W1 tangent"] = w1_tangent
-
-    # W2 reduction
-    loss = gk.zeros(1, device=device, requires_grad=True)
-
-    def w2_fwd():
-        loss.zero_()
-        gk.launch(W.w2_reduce, n, inputs=[x], outputs=[loss], device=device)
-        sync()
-
-    def w2_bwd():
-        loss.grad.fill_(1.0)    # one element
-        gk.launch(W.w2_reduce, n, inputs=[x], outputs=[loss], device=device, adjoint=True)
-        sync()
-    w2_fwd()
-    check("W2 forward", loss.numpy()[0], np.sum(x_np.astype(np.float64) ** 2), 1e-3)
-    x.grad.zero_()
-    w2_bwd()
-    check("W2 backward", x.grad.numpy(), 2 * x_np.astype(np.float64), 1e-6)
-    cases["W2 forward"], cases["W2 backward"] = w2_fwd, w2_bwd
-
-    # W3 n-body
-    m = size["w3"]
-    p_np = rng.uniform(0, 1, (m, 2)).astype(np.float32)
-    p = gk.array(p_np, dtype=gk.vec2, device=device, requires_grad=True)
-    U = gk.zeros(1, device=device, requires_grad=True)
-    u_ref, gp_ref = W.ref_w3(p_np)
-
-    def w3_fwd():
-        U.zero_()
-        gk.launch(W.w3_nbody, m, inputs=[p], outputs=[U], device=device)
-        sync()
-
-    def w3_bwd():
-        U.grad.fill_(1.0)
-        gk.launch(W.w3_nbody, m, inputs=[p], outputs=[U], device=device, adjoint=True)
-        sync()
-    w3_fwd()
-    check("W3 forward", U.numpy()[0], u_ref, 1e-3)
-    p.grad.zero_()
-    w3_bwd()
-    check("W3 backward", p.grad.numpy(), gp_ref, 2e-2, 2e-2 * np.abs(gp_ref).max())
-    cases["W3 forward"], cases["W3 backward"] = w3_fwd, w3_bwd
-
-    # W4 stencil on a tape
-    k, steps = size["w4"], 16
-    u0_np = rng.uniform(0, 1, (k, k)).astype(np.float32)
-    states = [gk.array(u0_np, device=device, requires_grad=True)] + \
-        [gk.zeros((k, k), device=device, requires_grad=True) for _ in range(steps)]
-    l4 = gk.zeros(1, device=device, requires_grad=True)
-    tape = gk.Tape()
-
-    def w4_fwd():
-        tape.reset()
-        l4.zero_()
-        with tape:
-            for s in range(steps):
-                gk.launch(W.w4_heat, (k, k), inputs=[states[s]], outputs=[states[s + 1]], device=device)
-            gk.launch(W.w4_loss, (k, k), inputs=[states[-1]], outputs=[l4], device=device)
-        sync()
-
-    def w4_bwd():
-        tape.zero()
-        tape.backward(loss=l4)
-        sync()
-    w4_fwd()
-    l_ref, g4_ref = W.ref_w4(u0_np, steps)
-    check("W4 forward", l4.numpy()[0], l_ref, 1e-3)
-    w4_bwd()
-    check("W4 backward", states[0].grad.numpy(), g4_ref, 1e-3, 1e-4)
-    cases["W4 forward"], cases["W4 backward"] = w4_fwd, w4_bwd
-
-    # W5 launch overhead (µs per launch)
-    xs = gk.array([1.0], device=device)
-    ys = gk.zeros(1, device=device)
-    launches = size["w5"]
-
-    def w5():
-        for _ in range(launches):
-            gk.launch(W.w5_tiny, 1, inputs=[xs], outputs=[ys], device=device)
-        sync()
-    w5()
-    check("W5", ys.numpy()[0], 2.0, 0)
-    cases["W5 launch"] = w5
-    return cases
+def gradkit_targets(spec: str) -> list[Target]:
+    """--devices: "all" (every cpu/opencl device), "none", or a comma list ("cpu,opencl:1")."""
+    if spec == "none":
+        return []
+    if spec == "all":
+        try:
+            import gradkit as gk
+            names = [d.name for d in gk.get_devices() if d.backend in ("cpu", "opencl")]
+        except Exception as exc:    # noqa: BLE001 - report rather than crash
+            return [Target("gradkit", "cpu", "gradkit cpu", "n/a", f"gradkit failed to load: {exc}")]
+    else:
+        names = [d.strip() for d in spec.split(",") if d.strip()]
+    return [Target("gradkit", n, f"gradkit {n}") for n in names]
 
 
-SIZES = {"full": {"w1": 1 << 24, "w3": 2048, "w4": 1024, "w5": 20000},
-         "smoke": {"w1": 1 << 14, "w3": 64, "w4": 32, "w5": 200}}
+def peer_targets(spec: str, devices: dict) -> list[Target]:
+    """--peers: "all", "none", or a comma list of warp/taichi."""
+    names = [] if spec == "none" else list(PEERS) if spec == "all" else \
+        [p.strip().lower() for p in spec.split(",") if p.strip()]
+    targets = []
+    for name in names:
+        if name not in PEERS:
+            raise SystemExit(f"run.py: unknown peer {name!r} (choose from {', '.join(PEERS)})")
+        label, module, how = PEERS[name]
+        t = Target(name, devices[name], f"{label} {devices[name]}")
+        if importlib.util.find_spec(module) is None:
+            t.status, t.reason = "n/a", f"not installed ({how})"
+        targets.append(t)
+    return targets
+
+
+# -- workers --------------------------------------------------------------------------------------------
+
+def run_worker(argv: list[str], log, env: dict, timeout: float, on_event) -> int:
+    """Run worker.py with `argv`, passing each JSON event to `on_event`; kill it (and its children) after
+    `timeout` seconds without an event. Returns the exit code (negative: killed by that signal)."""
+    r, w = os.pipe()
+    env = dict(env, BENCH_EVENTS_FD=str(w), PYTHONUNBUFFERED="1")
+    log.write(f"\n$ worker.py {' '.join(argv)}\n")
+    log.flush()
+    proc = subprocess.Popen([sys.executable, str(HERE / "worker.py"), *argv], stdout=log,
+                            stderr=subprocess.STDOUT, pass_fds=(w,), env=env, start_new_session=True)
+    os.close(w)
+    buf = b""
+    try:
+        while True:
+            ready, _, _ = select.select([r], [], [], timeout)
+            if not ready:
+                os.killpg(proc.pid, signal.SIGKILL)
+                on_event({"event": "timeout", "seconds": timeout})
+                break
+            chunk = os.read(r, 65536)
+            if not chunk:
+                break
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    on_event(json.loads(line))
+    finally:
+        os.close(r)
+    return proc.wait()
+
+
+class Progress:
+    """A rich progress bar on a terminal; one line per finished case otherwise (logs, CI)."""
+
+    def __init__(self, total: int) -> None:
+        self.done, self.total, self.bar = 0, total, None
+        if sys.stdout.isatty():
+            try:
+                from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+                from rich.progress import Progress as RichProgress
+                self.bar = RichProgress(TextColumn("{task.description:<40}"), BarColumn(),
+                                        MofNCompleteColumn(), TimeElapsedColumn())
+                self.task = self.bar.add_task("starting", total=total)
+                self.bar.start()
+            except ImportError:
+                pass
+
+    def status(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, description=text)
+
+    def advance(self, line: str) -> None:
+        self.done += 1
+        self.total = max(self.total, self.done)     # extras such as gradkit's W1 tangent
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1)
+            self.bar.console.print(line)
+        else:
+            print(f"[{self.done:>3}/{self.total}] {line}", flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def describe(r: dict) -> str:
+    if "error" in r:
+        return f"{r['system']:<16} {r['case']:<12} ERROR {r['error'][:160]}"
+    unit = report.UNITS.get(r["unit"], r["unit"])
+    line = f"{r['system']:<16} {r['case']:<12} min {r['min']:10.4g} {unit:<9} median {r['median']:10.4g}"
+    return line + (f"  parallelism {r['parallelism']:.2f}" if "parallelism" in r else "")
+
+
+class WorkerRun:
+    """Collects one worker's events for a target: results, the workload under way, a timeout."""
+
+    def __init__(self, t: Target, expected: dict, pending: list, progress: Progress, results: list):
+        self.t, self.expected, self.pending = t, expected, pending
+        self.progress, self.results = progress, results
+        self.current: str | None = None
+        self.timed_out: float | None = None
+
+    def __call__(self, ev: dict) -> None:
+        kind, t = ev["event"], self.t
+        if kind == "info":
+            t.info = ev
+        elif kind == "fatal":
+            t.status, t.reason = "n/a", ev["error"]
+        elif kind == "start":
+            self.current = ev["workload"]
+            self.pending.remove(ev["workload"])
+            self.progress.status(f"{t.label}: {ev['workload']} (checking)")
+        elif kind == "case":
+            self.progress.status(f"{t.label}: {ev['case']}")
+        elif kind in ("result", "error"):
+            workload = ev.get("workload") or ev["case"].split()[0]
+            self.record([ev["case"]] if "case" in ev else list(self.expected[workload]),
+                        {k: v for k, v in ev.items() if k not in ("event", "workload")})
+        elif kind == "timeout":
+            self.timed_out = ev["seconds"]
+
+    def record(self, cases: list[str], fields: dict) -> None:
+        for case in cases:
+            r = dict(fields, system=self.t.label, case=case)
+            self.results.append(r)
+            remaining = self.expected.get(case.split()[0], [])
+            if case in remaining:
+                remaining.remove(case)
+            self.progress.advance(describe(r))
+
+
+def log_file(logs: pathlib.Path, t: Target):
+    return open(logs / f"{t.label.replace(' ', '_').replace(':', '-')}.log", "a")
+
+
+def bench_target(t: Target, args, workloads: list[str], logs: pathlib.Path, progress: Progress,
+                 results: list) -> None:
+    """W1-W5 for one target, restarting the worker after a crash with the workloads it had not begun."""
+    pending = list(workloads)
+    expected = {w: list(WORKLOAD_CASES[w]) for w in workloads}
+    with log_file(logs, t) as log:
+        while pending and t.status == "ok":
+            run = WorkerRun(t, expected, pending, progress, results)
+            argv = [t.system, t.device, "--size", args.size, "--repeat", str(args.repeat),
+                    "--warmup", str(args.warmup), "--workloads", ",".join(pending)]
+            rc = run_worker(argv, log, os.environ, args.timeout, run)
+            if t.status != "ok":
+                break
+            if rc == 0 and run.timed_out is None:
+                break                 # done (a workload the system lacks stays pending: no row)
+            why = f"no progress for {run.timed_out:.0f} s, killed" if run.timed_out is not None else \
+                f"worker exited with code {rc}" + (f" ({signal.Signals(-rc).name})" if rc < 0 else "")
+            why += f"; see {log.name}"
+            if t.info is None:        # died before it could report anything
+                t.status, t.reason = "n/a", why
+                break
+            if run.current is not None:
+                run.record(list(expected[run.current]), {"error": why})
+
+
+def cold_target(t: Target, args, logs: pathlib.Path, progress: Progress, results: list) -> None:
+    """W6: the first W3 gradient in a fresh process, with an empty cache (cold) and then a warm one."""
+    runs = {case: [] for case in COLD_CASES}
+    walls = {case: [] for case in COLD_CASES}
+    errors, failure = {}, None
+    with log_file(logs, t) as log:
+        for _ in range(args.cold_repeat):
+            with tempfile.TemporaryDirectory(prefix="gk-bench-cold-") as tmp:
+                # Every cache the stack keeps under the user's cache dir (pyopencl, PoCL, ...) starts empty.
+                env = dict(os.environ, XDG_CACHE_HOME=f"{tmp}/xdg", POCL_CACHE_DIR=f"{tmp}/pocl",
+                           GRADKIT_CACHE_DIR=f"{tmp}/cache")
+                for case in COLD_CASES:                  # cold, then warm on the cache it filled
+                    progress.status(f"{t.label}: {case}")
+                    events = []
+                    t0 = time.perf_counter()
+                    rc = run_worker([t.system, t.device, "--size", args.size, "--cold", f"{tmp}/cache"],
+                                    log, env, args.timeout, events.append)
+                    wall = time.perf_counter() - t0
+                    got = next((e for e in events if e["event"] in ("cold", "error", "timeout")), {})
+                    if got.get("event") != "cold" or rc != 0:
+                        failure = got.get("error") or (f"no progress for {args.timeout:.0f} s, killed"
+                                                       if got.get("event") == "timeout" else
+                                                       f"worker exited with code {rc}") + f"; see {log.name}"
+                        break
+                    runs[case].append(got["seconds"])
+                    walls[case].append(wall)
+                    errors = got.get("errors", errors)
+            if failure:
+                break
+    for case in COLD_CASES:
+        if failure or not runs[case]:
+            r = {"system": t.label, "case": case, "error": failure or "not run"}
+        else:
+            xs = sorted(runs[case])
+            r = {"system": t.label, "case": case, "min": xs[0], "median": xs[len(xs) // 2], "unit": "s",
+                 "runs": len(xs), "process_wall_s": walls[case], "errors": errors,
+                 "note": "seconds from process start (before any framework import) to the first gradient"}
+        results.append(r)
+        progress.advance(describe(r))
+
+
+# -- main -----------------------------------------------------------------------------------------------
+
+def machine() -> str:
+    model = platform.processor() or platform.machine()
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (f"{model}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
+            f"Python {platform.python_version()}")
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--smoke", action="store_true", help="tiny sizes (CI)")
-    ap.add_argument("--devices", default=None, help="comma-separated gradkit devices (default: all)")
-    ap.add_argument("--repeat", type=int, default=9)
-    ap.add_argument("--out", default="bench-results")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes and 2 runs (CI)")
+    ap.add_argument("--devices", "--device-filter", dest="devices", default="all",
+                    help="gradkit devices: all (default), none, or a comma list such as cpu,opencl:1")
+    ap.add_argument("--peers", default="all", help="all (default), none, or a comma list of warp,taichi")
+    ap.add_argument("--warp-device", default="cpu", help="Warp's device: cpu (default) or cuda[:N]")
+    ap.add_argument("--taichi-arch", default="cpu", help="Taichi's arch: cpu (default), cuda, vulkan, gpu")
+    ap.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6", help="comma-separated subset of W1..W6")
+    ap.add_argument("--repeat", type=int, default=None, help="timed runs per case (default 7; smoke 2)")
+    ap.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 2; smoke 1)")
+    ap.add_argument("--cold-repeat", type=int, default=None, help="fresh processes per W6 figure (default 3)")
+    ap.add_argument("--timeout", type=float, default=None, help="kill a worker silent this long (s)")
+    ap.add_argument("--out", default="bench-results", help="output folder (default bench-results)")
     args = ap.parse_args(argv)
-    size = SIZES["smoke" if args.smoke else "full"]
-    devices = args.devices.split(",") if args.devices else \
-        [d.name for d in gk.get_devices() if d.backend in ("cpu", "opencl")]   # the numpy plugin is an oracle
-    results = []
-    for dev in devices:
-        print(f"== gradkit {dev}: checking results against float64 references ...", flush=True)
-        for name, fn in gradkit_cases(dev, size).items():
-            r = timed(fn, args.repeat)
-            if name == "W5 launch":
-                r["us_per_launch"] = r["min_ms"] * 1e3 / size["w5"]
-            r.update(system=f"gradkit {dev}", workload=name)
-            results.append(r)
-            extra = f"  ({r['us_per_launch']:.2f} us/launch)" if "us_per_launch" in r else ""
-            print(f"  {name:<14} min {r['min_ms']:9.3f} ms  median {r['median_ms']:9.3f} ms  "
-                  f"parallelism {r['parallelism']:.2f}{extra}", flush=True)
+    args.size = "smoke" if args.smoke else "full"
+    args.repeat = args.repeat or (2 if args.smoke else 7)
+    args.warmup = args.warmup if args.warmup is not None else (1 if args.smoke else 2)
+    args.cold_repeat = args.cold_repeat or (1 if args.smoke else 3)
+    args.timeout = args.timeout or (120.0 if args.smoke else 900.0)
+    chosen = [w.strip().upper() for w in args.workloads.split(",") if w.strip()]
+    unknown = [w for w in chosen if w not in WORKLOAD_CASES and w != "W6"]
+    if unknown:
+        ap.error(f"unknown workloads {unknown} (choose from W1..W6)")
+    workloads = [w for w in WORKLOAD_CASES if w in chosen]
+
+    targets = gradkit_targets(args.devices) + \
+        peer_targets(args.peers, {"warp": args.warp_device, "taichi": args.taichi_arch})
     out = pathlib.Path(args.out)
-    out.mkdir(exist_ok=True)
-    (out / "results.json").write_text(json.dumps({"cpus": os.cpu_count(), "results": results}, indent=2))
-    lines = ["| system | workload | min ms | median ms | parallelism |", "|---|---|---|---|---|"]
-    lines += [f"| {r['system']} | {r['workload']} | {r['min_ms']:.3f} | {r['median_ms']:.3f} | {r['parallelism']:.2f} |"
-              for r in results]
-    (out / "results.md").write_text("\n".join(lines) + "\n")
-    print(f"wrote {out / 'results.json'} and {out / 'results.md'}")
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    for f in logs.glob("*.log"):
+        f.unlink()
+    n_cases = sum(len(WORKLOAD_CASES[w]) for w in workloads) + (len(COLD_CASES) if "W6" in chosen else 0)
+    runnable = [t for t in targets if t.status == "ok"]
+    extras = sum(t.system == "gradkit" for t in runnable) if "W1" in workloads else 0   # W1 tangent
+    progress = Progress(n_cases * len(runnable) + extras)
+    for t in targets:
+        if t.status != "ok":
+            print(f"{t.label}: n/a ({t.reason})", flush=True)
+    results: list[dict] = []
+    started = time.time()
+    try:
+        for t in runnable:
+            if workloads:
+                bench_target(t, args, workloads, logs, progress, results)
+            if "W6" in chosen and t.status == "ok":
+                cold_target(t, args, logs, progress, results)
+            if t.status != "ok":
+                print(f"{t.label}: n/a ({t.reason})", flush=True)
+    finally:
+        progress.close()
+
+    doc = {
+        "meta": {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": machine(),
+                 "cpus": os.cpu_count(), "size": args.size, "sizes": _sizes(args.size),
+                 "cases": [c for w in workloads for c in WORKLOAD_CASES[w]] +
+                          (list(COLD_CASES) if "W6" in chosen else []),
+                 "repeat": args.repeat, "warmup": args.warmup, "cold_repeat": args.cold_repeat,
+                 "elapsed_s": round(time.time() - started, 1),
+                 "argv": sys.argv[1:] if argv is None else argv},
+        "systems": [{"label": t.label, "system": t.system, "device": t.device, "status": t.status,
+                     "reason": t.reason, "version": (t.info or {}).get("version"),
+                     "device_desc": (t.info or {}).get("device")} for t in targets],
+        "results": results,
+    }
+    js, md = report.write(doc, out)
+    print()
+    print(md.read_text())
+    print(f"wrote {js} and {md} ({doc['meta']['elapsed_s']} s)")
     return 0
+
+
+def _sizes(size: str) -> dict:
+    from reference import SIZES
+    return SIZES[size]
 
 
 if __name__ == "__main__":

@@ -1,0 +1,122 @@
+"""Writing the results: bench-results/results.json (everything measured) and results.md (the tables).
+
+The JSON document:
+
+    {"meta": {...machine, sizes, repeats, versions...},
+     "systems": [{"label": "Warp cpu", "system": "warp", "device": "cpu", "status": "ok" | "n/a",
+                  "reason": ..., "version": ..., "device_desc": ...}, ...],
+     "results": [{"system": "Warp cpu", "case": "W3 backward", "min": ..., "median": ..., "unit": "ms",
+                  "parallelism": ..., "runs": ..., "errors": {check: relative error}}
+                 | {"system": ..., "case": ..., "error": "why it has no figure"}, ...]}
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+from harness import COLD_CASES, WORKLOAD_CASES
+
+UNITS = {"ms": "ms", "us": "µs/launch", "s": "s"}
+
+
+def case_order(results, planned=()) -> list[str]:
+    """Every case planned or measured, in the canonical order (extras such as gradkit's W1 tangent after
+    their workload's cases)."""
+    seen = {r["case"] for r in results} | set(planned)
+    order = []
+    for workload, cases in WORKLOAD_CASES.items():
+        order += [c for c in cases if c in seen]
+        order += sorted(c for c in seen if c.startswith(workload + " ") and c not in cases)
+    order += [c for c in COLD_CASES if c in seen]
+    return order
+
+
+def _fmt(v: float) -> str:
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    if v >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
+
+
+def markdown(doc: dict) -> str:
+    meta, systems, results = doc["meta"], doc["systems"], doc["results"]
+    labels = [s["label"] for s in systems]
+    is_peer = {s["label"]: s["system"] != "gradkit" for s in systems}
+    ours = [s["label"] for s in systems if s["system"] == "gradkit" and s["status"] == "ok"]
+    by = {(r["system"], r["case"]): r for r in results}
+    na = {s["label"]: s for s in systems if s["status"] != "ok"}
+    notes: list[str] = []
+
+    def note(text: str) -> str:
+        if text not in notes:
+            notes.append(text)
+        return f"[{notes.index(text) + 1}]"
+
+    def cell(label: str, case: str, key: str = "min") -> str:
+        if label in na:
+            return "n/a " + note(f"{label}: {na[label]['reason']}")
+        r = by.get((label, case))
+        if r is None:
+            return "—"
+        if "error" in r:
+            return "error " + note(f"{label}, {case}: {r['error']}")
+        return _fmt(r[key])
+
+    def best_peer(case: str):
+        figures = [(by[(p, case)]["min"], p) for p in labels
+                   if is_peer[p] and "min" in by.get((p, case), {})]
+        return min(figures) if figures else None
+
+    lines = [f"# gradkit vs NVIDIA Warp and Taichi ({meta['size']} sizes)", ""]
+    lines.append(f"{meta['machine']}; {meta['date']}. Every result (values and gradients) was checked "
+                 f"against a float64 NumPy reference before timing; figures are the **minimum** over "
+                 f"{meta['repeat']} runs after {meta['warmup']} warm-up runs (median in the second "
+                 f"table). W6 is one fresh process per run ({meta['cold_repeat']} runs).")
+    lines.append("")
+    lines.append("Systems: " + "; ".join(
+        f"**{s['label']}** ({s.get('version', '?')}, {s.get('device_desc', s['device'])})"
+        for s in systems if s["status"] == "ok") + ".")
+    lines.append("")
+
+    order = case_order(results, meta.get("cases", ()))
+    head = ["case", "unit"] + labels + [f"{g} ÷ best peer" for g in ours]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 2)]
+    for case in order:
+        unit = next((by[(s, case)]["unit"] for s in labels if "unit" in by.get((s, case), {})),
+                    {"W5": "us", "W6": "s"}.get(case.split()[0], "ms"))
+        row = [case, UNITS.get(unit, unit)] + [cell(s, case) for s in labels]
+        peer = best_peer(case)
+        for g in ours:
+            r = by.get((g, case), {})
+            if peer is None or "min" not in r:
+                row.append("—")
+            else:
+                row.append(f"{r['min'] / peer[0]:.2f} ({peer[1].split()[0]})")
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "Ratios are gradkit's time over the faster peer's: below 1 gradkit is faster.", ""]
+
+    lines += ["### Median and CPU parallelism", "",
+              ("Median time, and the process's CPU time ÷ wall time during the timed runs (how many of "
+               f"the {meta['cpus']} cores the system kept busy)."), ""]
+    head = ["case"] + [f"{s} median" for s in labels] + [f"{s} parallelism" for s in labels]
+    lines += ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for case in order:
+        row = [case] + [cell(s, case, "median") for s in labels]
+        row += [cell(s, case, "parallelism") if (s, case) in by and "parallelism" in by[(s, case)]
+                else "—" for s in labels]
+        lines.append("| " + " | ".join(row) + " |")
+    if notes:
+        lines += ["", "Notes:", ""] + [f"{i + 1}. {text}" for i, text in enumerate(notes)]
+    return "\n".join(lines) + "\n"
+
+
+def write(doc: dict, out: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    js, md = out / "results.json", out / "results.md"
+    js.write_text(json.dumps(doc, indent=2) + "\n")
+    md.write_text(markdown(doc))
+    return js, md

@@ -1,0 +1,190 @@
+"""gradkit on one device ("cpu", "opencl", "opencl:1", ...): the W1-W5 cases and the W6 cold start."""
+
+from __future__ import annotations
+
+import numpy as np
+from harness import Case
+from reference import check, ref_w1, ref_w2, ref_w3, ref_w4
+
+NAME = "gradkit"
+
+
+def setup(device: str) -> dict:
+    import gradkit as gk
+    dev = gk.get_device(device)
+    return {"version": getattr(gk, "__version__", "?"), "device": f"{dev.name}: {dev.description}"}
+
+
+def workloads(device: str, size: dict, data: dict) -> dict:
+    import gradkit as gk
+    import workloads as W
+
+    sync = lambda: gk.synchronize(device)
+
+    def w1():
+        n = size["w1"]
+        x_np = data["w1_x"]
+        x = gk.array(x_np, device=device, requires_grad=True)
+        y = gk.zeros(n, device=device, requires_grad=True)
+        y_ref, g_ref = ref_w1(x_np)
+
+        def fwd():
+            gk.launch(W.w1_stream, n, inputs=[x], outputs=[y], device=device)
+            sync()
+
+        def bwd():   # the adjoint launch; dL/dy = 1 is seeded once, outside the timing
+            gk.launch(W.w1_stream, n, inputs=[x], outputs=[y], device=device, adjoint=True)
+            sync()
+        fwd()
+        e_f = check("W1 forward", y.numpy(), y_ref)
+        x.grad.zero_()
+        y.grad.fill_(1.0)
+        bwd()
+        e_b = check("W1 backward", x.grad.numpy(), g_ref)
+
+        # Forward mode (gradkit only): value and tangent in one kernel, seed dx = 1 so dy = dy/dx.
+        x.dual = gk.ones(n, device=device)
+        y.dual = gk.zeros(n, device=device)
+
+        def tangent():
+            gk.launch(W.w1_stream, n, inputs=[x], outputs=[y], device=device, tangent=True)
+            sync()
+        tangent()
+        e_t = check("W1 tangent", y.dual.numpy(), g_ref)
+        return [Case("W1 forward", fwd, errors={"W1 forward": e_f}),
+                Case("W1 backward", bwd, errors={"W1 backward": e_b}),
+                Case("W1 tangent", tangent, errors={"W1 tangent": e_t})]
+
+    def w2():
+        n = size["w1"]
+        x_np = data["w1_x"]
+        x = gk.array(x_np, device=device, requires_grad=True)
+        loss = gk.zeros(1, device=device, requires_grad=True)
+        l_ref, g_ref = ref_w2(x_np)
+
+        def fwd():
+            loss.zero_()
+            gk.launch(W.w2_reduce, n, inputs=[x], outputs=[loss], device=device)
+            sync()
+
+        def bwd():
+            loss.grad.fill_(1.0)
+            gk.launch(W.w2_reduce, n, inputs=[x], outputs=[loss], device=device, adjoint=True)
+            sync()
+        fwd()
+        e_f = check("W2 forward", loss.numpy()[0], l_ref)
+        x.grad.zero_()
+        bwd()
+        e_b = check("W2 backward", x.grad.numpy(), g_ref)
+        return [Case("W2 forward", fwd, errors={"W2 forward": e_f}),
+                Case("W2 backward", bwd, errors={"W2 backward": e_b})]
+
+    def w3():
+        m = size["w3"]
+        p_np = data["w3_p"]
+        p = gk.array(p_np, dtype=gk.vec2, device=device, requires_grad=True)
+        U = gk.zeros(1, device=device, requires_grad=True)
+        u_ref, g_ref = ref_w3(p_np)
+
+        def fwd():
+            U.zero_()
+            gk.launch(W.w3_nbody, m, inputs=[p], outputs=[U], device=device)
+            sync()
+
+        def bwd():
+            U.grad.fill_(1.0)
+            gk.launch(W.w3_nbody, m, inputs=[p], outputs=[U], device=device, adjoint=True)
+            sync()
+        fwd()
+        e_f = check("W3 forward", U.numpy()[0], u_ref)
+        p.grad.zero_()
+        bwd()
+        e_b = check("W3 backward", p.grad.numpy(), g_ref)
+        return [Case("W3 forward", fwd, errors={"W3 forward": e_f}),
+                Case("W3 backward", bwd, errors={"W3 backward": e_b})]
+
+    def w4():
+        k, steps = size["w4"], size["w4_steps"]
+        u0_np = data["w4_u0"]
+        states = [gk.array(u0_np, device=device, requires_grad=True)] + \
+            [gk.zeros((k, k), device=device, requires_grad=True) for _ in range(steps)]
+        loss = gk.zeros(1, device=device, requires_grad=True)
+        tape = gk.Tape()
+
+        def fwd():
+            tape.reset()
+            loss.zero_()
+            with tape:
+                for s in range(steps):
+                    gk.launch(W.w4_heat, (k, k), inputs=[states[s]], outputs=[states[s + 1]], device=device)
+                gk.launch(W.w4_loss, (k, k), inputs=[states[-1]], outputs=[loss], device=device)
+            sync()
+
+        def bwd():   # zeroing the gradients is part of the backward, as with the peers
+            tape.zero()
+            tape.backward(loss=loss)
+            sync()
+        l_ref, g_ref = ref_w4(u0_np, steps)
+        fwd()
+        e_f = check("W4 forward", loss.numpy()[0], l_ref)
+        bwd()
+        e_b = check("W4 backward", states[0].grad.numpy(), g_ref)
+        return [Case("W4 forward", fwd, errors={"W4 forward": e_f}),
+                Case("W4 backward", bwd, errors={"W4 backward": e_b})]
+
+    def w5():
+        launches = size["w5"]
+        xs = gk.array(np.ones(1, np.float32), device=device, requires_grad=True)
+        ys = gk.zeros(1, device=device, requires_grad=True)
+        seed = gk.ones(1, device=device)
+
+        def plain():
+            for _ in range(launches):
+                gk.launch(W.w5_tiny, 1, inputs=[xs], outputs=[ys], device=device)
+            sync()
+
+        def taped():
+            with gk.Tape():
+                for _ in range(launches):
+                    gk.launch(W.w5_tiny, 1, inputs=[xs], outputs=[ys], device=device)
+            sync()
+
+        recorded = gk.Tape()
+        with recorded:
+            for _ in range(launches):
+                gk.launch(W.w5_tiny, 1, inputs=[xs], outputs=[ys], device=device)
+
+        def backward():
+            recorded.backward(grads={ys: seed})
+            sync()
+        plain()
+        if float(ys.numpy()[0]) != 2.0:
+            raise AssertionError(f"W5: y = {ys.numpy()[0]}, expected 2")
+        xs.grad.zero_()
+        backward()
+        if float(xs.grad.numpy()[0]) <= 0.0:
+            raise AssertionError(f"W5: the tape's backward gave dx = {xs.grad.numpy()[0]}")
+        return [Case("W5 plain", plain, per=launches, unit="us"),
+                Case("W5 taped", taped, per=launches, unit="us"),
+                Case("W5 backward", backward, per=launches, unit="us")]
+
+    return {"W1": w1, "W2": w2, "W3": w3, "W4": w4, "W5": w5}
+
+
+def cold_start(device: str, cache_dir: str, p_np) -> dict:
+    """Import gradkit with its kernel cache at `cache_dir` and take the first W3 gradient dU/dx."""
+    import os
+    import time
+    os.environ["GRADKIT_CACHE_DIR"] = cache_dir
+    t0 = time.perf_counter()
+    import gradkit as gk
+    import workloads as W
+    t_import = time.perf_counter() - t0
+    m = len(p_np)
+    p = gk.array(p_np, dtype=gk.vec2, device=device, requires_grad=True)
+    U = gk.zeros(1, device=device, requires_grad=True)
+    tape = gk.Tape()
+    with tape:
+        gk.launch(W.w3_nbody, m, inputs=[p], outputs=[U], device=device)
+    tape.backward(loss=U)
+    return {"import_s": t_import, "grad": p.grad.numpy()}
