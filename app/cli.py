@@ -130,10 +130,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def app_command(target, port: int) -> list[str]:
-    """The command line that starts the debugger on a bundle or folder of bundles."""
+def app_command(target, port: int, extra=()) -> list[str]:
+    """The command line that starts the debugger on a bundle or folder of bundles (`extra`: more
+    Streamlit options, e.g. ("--server.fileWatcherType", "none"))."""
     return [sys.executable, "-m", "streamlit", "run", str(APP_MAIN), "--server.headless", "true",
-            "--server.port", str(port), "--browser.gatherUsageStats", "false", "--", str(target)]
+            "--server.port", str(port), "--browser.gatherUsageStats", "false",
+            "--client.toolbarMode", "minimal", *extra, "--", str(target)]
 
 
 def wait_for_health(port: int, proc=None, timeout: float = 60.0) -> bool:

@@ -1,0 +1,212 @@
+"""The debugger in a real browser: Streamlit serves a folder of bundles, Debian's Chromium (driven by
+Playwright, never a downloaded browser) opens each view and checks what it shows; clicking a launch row
+shows its detail. Screenshots go to test-artifacts/app/ (GRADKIT_TEST_ARTIFACTS overrides the folder).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+pytest.importorskip("streamlit", reason="the debugger needs Streamlit: pip install 'gradkit[app]'")
+sync_api = pytest.importorskip("playwright.sync_api", reason="browser tests need Playwright: "
+                               "pip install 'gradkit[browser]'")
+
+from gradkit.app import cli  # noqa: E402
+from gradkit.app.ui import VIEWS  # noqa: E402
+
+expect = sync_api.expect
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+ARTIFACTS = pathlib.Path(os.environ.get("GRADKIT_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "app"
+TIMEOUT = 30_000    # ms; a first page load compiles nothing but does start a Streamlit session
+
+
+def _chromium() -> str | None:
+    for candidate in (os.environ.get("GRADKIT_CHROMIUM"), "chromium", "chromium-browser"):
+        if candidate and shutil.which(candidate):
+            return shutil.which(candidate)
+    return None
+
+
+CHROMIUM = _chromium()
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium found (apt-get install chromium, "
+                                "as `make test` does as root; or set GRADKIT_CHROMIUM)")
+
+
+@pytest.fixture(scope="module")
+def server(bundle_dir, tmp_path_factory):
+    """Streamlit on the folder of bundles, on a free port; its log is shown if it fails to start."""
+    port = cli.free_port()
+    log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
+    cmd = cli.app_command(bundle_dir, port, extra=("--server.fileWatcherType", "none"))
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+    try:
+        if not cli.wait_for_health(port, proc, timeout=60):
+            pytest.fail(f"streamlit did not start:\n{log.read_text()}")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1600})
+    context.set_default_timeout(TIMEOUT)
+    pg = context.new_page()
+    yield pg
+    context.close()
+
+
+def open_view(page, server: str, bundle: str, view: str) -> None:
+    page.goto(f"{server}/?bundle={bundle}&view={view}")
+    expect(page.locator("h1", has_text=f"{VIEWS[view]} — {bundle}")).to_be_visible()
+    _settled(page)
+
+
+def _settled(page) -> None:
+    """Wait until the script run finished (no 'running' status widget)."""
+    page.wait_for_timeout(300)
+    expect(page.locator('[data-testid="stStatusWidget"]')).to_have_count(0)
+
+
+def shoot(page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def choose(page, label: str, option: str) -> None:
+    """Pick `option` in the selectbox labelled `label`."""
+    page.locator('[data-testid="stSelectbox"]', has_text=label).click()
+    page.get_by_role("option", name=option, exact=True).click()
+    _settled(page)
+
+
+def test_launches_table_and_detail(page, server):
+    open_view(page, server, "train", "launches")
+    metrics = page.locator('[data-testid="stMetric"]')
+    expect(metrics.filter(has_text="forward launches")).to_contain_text("3")
+    expect(metrics.filter(has_text="backward launches")).to_contain_text("3")
+    grid = page.locator('[data-testid="stDataFrame"]').first
+    rows = grid.locator('[role="row"]')
+    expect(rows).to_have_count(7)                                 # header + 3 forward + 3 backward
+    expect(rows.nth(5)).to_contain_text("backwardpredict16cpu")
+    expect(rows.nth(3)).to_contain_text("squared_error")
+    expect(page.locator("h3", has_text="#0 forward damp [16]")).to_be_visible()
+    shoot(page, "launches")
+    # Click the row-selection cell of table row 4 (the adjoint launch of predict).
+    box = grid.bounding_box()
+    header = row = 35                                             # Streamlit's default row height (px)
+    page.mouse.click(box["x"] + 15, box["y"] + header + row * 4 + row / 2)
+    _settled(page)
+    expect(page.locator("h3", has_text="#4 backward predict [16] (of forward #1)")).to_be_visible()
+    tables = page.locator('[data-testid="stTable"]')
+    expect(tables.nth(0)).to_contain_text("pred")                 # arguments: x, g, w, b, pred
+    expect(tables.nth(0)).to_contain_text("w")
+    expect(tables.nth(2)).to_contain_text("gradient")             # gradient statistics of this adjoint launch
+    shoot(page, "launches-detail")
+
+
+def test_tape_graph_shows_cut_off_arrays(page, server):
+    open_view(page, server, "train", "graph")
+    svg = page.locator('[data-testid="stGraphVizChart"] svg')
+    expect(svg).to_be_visible()
+    for text in ("damp", "predict", "squared_error", "target", "feature"):
+        expect(svg).to_contain_text(text)
+    # The two arrays without requires_grad are drawn pink (and dashed).
+    expect(svg.locator('ellipse[fill="#ffd6d6"]')).to_have_count(2)
+    expect(page.get_by_text("'w' has requires_grad=False")).to_be_visible()
+    shoot(page, "graph")
+
+
+def test_gradient_flow_flags_and_histogram(page, server):
+    open_view(page, server, "train", "flow")
+    expect(page.locator('[data-testid="stAlert"]', has_text="feature — vanishing")).to_be_visible()
+    expect(page.locator('[data-testid="stAlert"]', has_text="w — no gradient")).to_be_visible()
+    charts = page.locator('[data-testid="stVegaLiteChart"]')
+    expect(charts).to_have_count(3)                               # norms, histogram, loss history
+    expect(page.get_by_text("Loss history")).to_be_visible()
+    choose(page, "Gradient of", "b")
+    expect(page.get_by_role("combobox", name="Gradient of")).to_have_value("b")
+    shoot(page, "flow")
+
+
+def test_nan_origin_forward(page, server):
+    open_view(page, server, "nan", "nan")
+    hit = page.locator(".gk-nan-line")
+    expect(hit).to_have_count(1)
+    expect(hit).to_contain_text("e[i] = gk.log(y[i])")
+    expect(hit).to_contain_text("18")
+    metrics = page.locator('[data-testid="stMetric"]')
+    expect(metrics.filter(has_text="kernel")).to_contain_text("log_energy")
+    expect(metrics.filter(has_text="pass")).to_contain_text("forward")
+    expect(page.get_by_text("forward launch #1")).to_be_visible()
+    expect(page.locator('[data-testid="stTable"]')).to_contain_text("-0.35")   # y at the element
+    expect(page.locator('[data-testid="stSidebar"]')).to_contain_text("NaN/Inf recorded")
+    shoot(page, "nan")
+
+
+def test_nan_origin_backward(page, server):
+    open_view(page, server, "sqrt", "nan")
+    expect(page.locator(".gk-nan-line")).to_contain_text("r[i] = gk.sqrt(x[i])")
+    expect(page.locator('[data-testid="stMetric"]').filter(has_text="pass")).to_contain_text("backward")
+    expect(page.get_by_text("adjoint of forward launch #0")).to_be_visible()
+    shoot(page, "nan-backward")
+
+
+def test_no_nan(page, server):
+    open_view(page, server, "train", "nan")
+    expect(page.get_by_text("No NaN or Inf was recorded")).to_be_visible()
+
+
+def test_code_view(page, server):
+    open_view(page, server, "train", "code")
+    choose(page, "Kernel", "predict")
+    expect(page.locator('[data-testid="stTabPanel"]').first).to_contain_text("def predict")
+    page.get_by_role("tab", name="Adjoint IR").click()
+    expect(page.get_by_role("tabpanel")).to_contain_text("kernel predict_adjoint")
+    page.get_by_role("tab", name="cpu forward").click()
+    expect(page.get_by_role("tabpanel")).to_contain_text("define")         # LLVM IR
+    shoot(page, "code")
+
+
+def test_check_runs_gradcheck(page, server):
+    open_view(page, server, "train", "check")
+    choose(page, "Forward launch", "#1 forward predict [16]")
+    page.get_by_role("button", name="Run gradcheck").click()
+    expect(page.get_by_text("gradcheck passed for 'predict' on cpu")).to_be_visible()
+    pairs = page.locator('[data-testid="stDataFrame"] [role="row"]')
+    expect(pairs).to_have_count(5)                                # header + 4 (pred, input) pairs
+    shoot(page, "check")
+
+
+def test_check_without_snapshots(page, server):
+    open_view(page, server, "plain", "check")
+    expect(page.get_by_text("has no stored 'before' snapshot")).to_be_visible()
+
+
+def test_sidebar_switches_bundle_and_view(page, server):
+    page.goto(server)
+    expect(page.locator("h1", has_text="Launches — nan")).to_be_visible()      # first bundle, first view
+    _settled(page)
+    choose(page, "Bundle", "train")
+    expect(page.locator("h1", has_text="Launches — train")).to_be_visible()
+    page.locator('[data-testid="stSidebar"]').get_by_text("Tape graph").click()
+    expect(page.locator("h1", has_text="Tape graph — train")).to_be_visible()
+    assert "view=graph" in page.url and "bundle=train" in page.url
