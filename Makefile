@@ -1,7 +1,7 @@
 # gradkit developer entry points. On a fresh machine `make demo` and `make test` are all you need:
 # they create .venv, install gradkit (editable) with the right extras, and (as root) missing system tools.
 #
-#   make demo    run the quick-start example
+#   make demo    open the gradient debugger on the bundled examples (gradkit examples; Ctrl-C stops it)
 #   make test    run the test suite (pytest -n 2 when pytest-xdist is installed)
 #   make bench   install the `bench` extra (Warp, Taichi; best effort) and run the benchmarks
 #   make clean   remove build artefacts and caches (make distclean also removes .venv)
@@ -22,6 +22,7 @@ SYSTEM_DEPS ?= dot:graphviz chromium:chromium
 
 TEST_EXTRAS ?= test
 DEMO_EXTRAS ?= test
+DEMO_ARGS ?=
 XDIST_WORKERS ?= 2
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
@@ -72,8 +73,10 @@ test: sysdeps install-$(TEST_EXTRAS)
 	@if $(PY) -c "import xdist" 2>/dev/null; then workers="-n $(XDIST_WORKERS)"; else workers=""; fi; \
 	$(PY) -m pytest $$workers tests $(PYTEST_ARGS)
 
+# Captures every examples/*.py into debug bundles (progress shown), then serves the Streamlit debugger on
+# them and prints its URL; `make demo DEMO_ARGS="--port 8501 --no-browser"` and so on pass options through.
 demo: install-$(DEMO_EXTRAS)
-	$(PY) examples/quickstart.py
+	$(VENV)/bin/gradkit examples $(DEMO_ARGS)
 
 # The bench extra (Warp, Taichi, rich) is best effort: when it does not install as a whole (say, no
 # Taichi wheel for this Python), each package is tried alone; a peer that is missing reads n/a.

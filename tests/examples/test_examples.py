@@ -1,0 +1,114 @@
+"""The bundled examples on every device: each result checked against the float64 NumPy reference the
+example carries (or central differences of it), and each script run as `__main__` the way the
+debugger runs it."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+gravity = load("gravity_forces")
+heat = load("heat_optimize")
+cloth = load("cloth_trajectory")
+safe_sqrt = load("safe_sqrt_nan")
+jacobian = load("jacobian")
+
+
+def test_gravity_forces_are_minus_the_energy_gradient(device):
+    out = gravity.run(device, bodies=64, seed=3)
+    scale = np.abs(out["ref_force"]).max()
+    assert out["energy"] == pytest.approx(out["ref_energy"], rel=1e-5)
+    np.testing.assert_allclose(out["autodiff_force"], out["ref_force"], atol=2e-5 * scale)
+    np.testing.assert_allclose(out["closed_form_force"], out["ref_force"], atol=2e-5 * scale)
+
+
+def test_heat_gradient_matches_central_differences_and_loss_falls(device, rng):
+    out = heat.run(device, n=16, steps=6, iters=12)
+    losses = out["losses"]
+    assert losses[-1] < 0.05 * losses[0]
+    assert all(b <= a for a, b in zip(losses, losses[1:]))
+    # the last iteration's gradient, at the last initial field, against float64 central differences
+    u0 = out["initial"].astype(np.float64)
+    for i, j in rng.integers(0, 16, size=(6, 2)):
+        e = np.zeros_like(u0)
+        e[i, j] = 1e-3
+        fd = (heat.loss_reference(u0 + e, out["target"], out["alpha"], out["steps"])
+              - heat.loss_reference(u0 - e, out["target"], out["alpha"], out["steps"])) / 2e-3
+        assert out["grad"][i, j] == pytest.approx(fd, rel=2e-2, abs=1e-5)
+    assert losses[-1] == pytest.approx(heat.loss_reference(u0, out["target"], out["alpha"], out["steps"]),
+                                       rel=1e-2, abs=1e-7)
+
+
+def test_cloth_gradient_matches_central_differences_and_loss_falls(device, rng):
+    out = cloth.run(device, side=4, steps=20, iters=1)
+    v0 = out["velocity"].astype(np.float64)
+    grad = out["grad"]
+    for p, c in zip(rng.integers(0, 16, 5), rng.integers(0, 3, 5)):
+        e = np.zeros_like(v0)
+        e[p, c] = 1e-4
+        fd = (cloth.loss_reference(out, v0 + e) - cloth.loss_reference(out, v0 - e)) / 2e-4
+        assert grad[p, c] == pytest.approx(fd, rel=2e-2, abs=1e-4)
+    assert out["losses"][0] == pytest.approx(cloth.loss_reference(out, v0), rel=1e-3)
+    trained = cloth.run(device, side=4, steps=20, iters=10, lr=200.0)["losses"]
+    assert trained[-1] < 0.1 * trained[0]
+
+
+def test_safe_sqrt_story(device):
+    out = safe_sqrt.run(device)
+    np.testing.assert_allclose(out["safe_sqrt"], [0.5, 0.35355338, 0.0], rtol=1e-6)
+    assert np.isinf(out["sqrt"][2]) and np.allclose(out["sqrt"][:2], [0.5, 0.35355338])
+    points = np.asarray(safe_sqrt.POINTS, np.float64)
+    norms = np.linalg.norm(points, axis=1)
+    expect = np.divide(points, norms[:, None], out=np.zeros_like(points), where=norms[:, None] > 0)
+    for how in ("safe_length",):
+        np.testing.assert_allclose(np.stack(out[how], 1), expect, rtol=1e-6, atol=1e-7)
+    plain = np.stack(out["length"], 1)
+    assert np.isnan(plain[1]).all() and np.allclose(plain[[0, 2]], expect[[0, 2]])
+
+
+def test_safe_sqrt_nan_check_names_the_origin(device):
+    import gradkit as gk
+    saved = gk.config.check_nan
+    gk.config.check_nan = True
+    try:
+        with pytest.raises(gk.NaNError) as err:
+            safe_sqrt.run(device)
+    finally:
+        gk.config.check_nan = saved
+    assert err.value.kernel == "length" and err.value.array == "px.grad"
+    assert err.value.direction == "backward" and list(err.value.index) == [1]
+
+
+def test_jacobians_agree_with_the_closed_form(device):
+    out = jacobian.run(device, size=5, seed=7)
+    for key, exact in out["exact"].items():
+        np.testing.assert_allclose(out["reverse"][key], exact, atol=1e-6)
+        np.testing.assert_allclose(out["forward"][key], exact, atol=1e-6)
+        np.testing.assert_allclose(out["fd"][key], exact, atol=2e-3)
+    k = out["row_index"]
+    np.testing.assert_allclose([out["row"][0][k], out["row"][1][k]],
+                               [out["exact"][(0, 0)][k, k], out["exact"][(0, 1)][k, k]], rtol=1e-6)
+    assert out["gradcheck"] is True
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in EXAMPLES.glob("*.py")))
+def test_script_runs_as_main(script, device):
+    args = [] if script == "quickstart.py" else ["--device", device]
+    run = subprocess.run([sys.executable, str(EXAMPLES / script), *args], capture_output=True, text=True,
+                         timeout=300, cwd=EXAMPLES)
+    assert run.returncode == 0, run.stdout + run.stderr
