@@ -3,7 +3,7 @@ arrays a kernel only ever scatter-adds into. Both let a backend replace contende
 
 from __future__ import annotations
 
-from ..core.ir import Function, used_ids
+from ..core.ir import Function, Region, used_ids
 
 
 def scatter_arrays(fn: Function) -> set:
@@ -51,3 +51,52 @@ def reduction_sites(fn: Function) -> dict:
                          if ins.op in ("load", "store", "atomic") and id(ins) not in out}
     touched_otherwise.update(a.id for ins in fn.walk() if ins.op == "native" for a in ins.args)
     return {k: key for k, key in out.items() if key[0] not in touched_otherwise}
+
+
+
+def loop_sum_chains(region: Region, carried: list) -> set[int]:
+    """Ids of the float add/sub results in a loop body that only accumulate into a loop-carried value
+    (`acc = acc + e`, `acc = acc - e`, several in a row, `e` independent of `acc`). A backend may
+    reassociate these, which lets it vectorise the loop with partial sums (as NumPy's pairwise sums and
+    Taichi's fast math do); every other float operation keeps its order."""
+    producers = {r.id: ins for ins in region.body for r in ins.results}
+    uses: dict[int, int] = {}
+    for ins in region.walk():
+        for a in ins.args:
+            uses[a.id] = uses.get(a.id, 0) + 1
+    for y in region.yields:
+        uses[y.id] = uses.get(y.id, 0) + 1
+    chains: set[int] = set()
+    for p, y in zip(carried, region.yields):
+        depends = _depends_on(p, producers)
+        link, chain = y, []
+        while link.id != p.id:
+            ins = producers.get(link.id)
+            if (ins is None or ins.op != "prim" or ins.attrs.get("name") not in ("add", "sub")
+                    or not (link.type.is_scalar and link.type.is_float) or uses.get(link.id) != 1):
+                chain = []
+                break
+            a, c = ins.args
+            if depends(a) == depends(c) or (ins.attrs["name"] == "sub" and not depends(a)):
+                chain = []     # both sides (or neither) involve acc, or acc is subtracted: not a sum
+                break
+            chain.append(link.id)
+            link = a if depends(a) else c
+        chains.update(chain)
+    return chains
+
+
+def _depends_on(p, producers):
+    """A memoised test: does a value of the region depend on `p` (through any instruction)?"""
+    memo: dict[int, bool] = {p.id: True}
+
+    def depends(v) -> bool:
+        if v.id not in memo:
+            ins = producers.get(v.id)
+            memo[v.id] = False
+            if ins is not None:
+                args = list(ins.args) + [a for r in ins.regions for i in r.walk() for a in i.args] + \
+                    [y for r in ins.regions for y in r.yields]
+                memo[v.id] = any(depends(a) for a in args)
+        return memo[v.id]
+    return depends

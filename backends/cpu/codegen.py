@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir
 
-from ...backends.analysis import reduction_sites as _reduction_sites, scatter_arrays as _scatter_arrays
+from ...backends.analysis import loop_sum_chains, reduction_sites as _reduction_sites, scatter_arrays as _scatter_arrays
 from ...backends.base import OUT_OF_BOUNDS, STACK_OVERFLOW, bounds_sites
 from ...core import types as T
 from ...core.ir import Function, Instr, Region
@@ -66,6 +66,7 @@ class Codegen:
         self.math = MathLib(self.module)
         self.layout = layout_of(fn)
         self.values: dict[int, ir.Value] = {}
+        self.loop_sums: set[int] = set()       # float add/sub ids that may reassociate (loop sums)
         self.arrays: dict[int, tuple] = {}       # param value id -> (pointer, [extents i64], elem type)
         self.sites = {id(ins): k for k, ins in enumerate(bounds_sites(fn))} if debug else {}
         self.uses_stack = any(i.op in ("push", "pop") for i in fn.walk())
@@ -318,6 +319,7 @@ class Codegen:
         self.values[body_region.params[0].id] = iv
         for p, phi in zip(body_region.params[1:], phis):
             self.values[p.id] = phi
+        self.loop_sums |= loop_sum_chains(body_region, body_region.params[1:])
         ys = self.region(body_region, b)
         iv.add_incoming(b.add(iv, step), b.block)
         for phi, y in zip(phis, ys):

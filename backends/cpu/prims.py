@@ -68,10 +68,14 @@ def emit_prim(cg, ins, b):
     t = ins.args[0].type if ins.args else ins.result.type
     flt = t.is_scalar and t.is_float
     x = args[0]
+    if name in ("add", "sub") and flt:
+        # loop sums may reassociate (vectorised partial sums); other float arithmetic keeps its order
+        flags = ("reassoc", "nsz") if ins.result.id in cg.loop_sums else ()
+        return (b.fadd if name == "add" else b.fsub)(*args, flags=flags)
     if name == "add":
-        return b.fadd(*args) if flt else b.add(*args)
+        return b.add(*args)
     if name == "sub":
-        return b.fsub(*args) if flt else b.sub(*args)
+        return b.sub(*args)
     if name == "mul":
         return b.fmul(*args) if flt else b.mul(*args)
     if name == "div":

@@ -23,6 +23,8 @@ expect = sync_api.expect
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ARTIFACTS = pathlib.Path(os.environ.get("GRADKIT_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "app"
 TIMEOUT = 30_000    # ms; a first page load compiles nothing but does start a Streamlit session
+# expect() has its own 5 s default: too short for a first page while xdist keeps both cores busy
+expect.set_options(timeout=TIMEOUT)
 
 
 def _chromium() -> str | None:
