@@ -72,3 +72,18 @@ def _run_once(case: Case) -> tuple[float, float]:
     if case.after is not None:
         case.after()
     return w, c
+
+
+def w5_cases(plain, taped, backward, xs, ys, launches: int) -> list[Case]:
+    """W5's three cases after checking them once: y = 2 after the plain launches, and the tape's backward
+    gives a positive dx (xs/ys: the system's arrays, with .numpy() and .grad.zero_())."""
+    plain()
+    if float(ys.numpy()[0]) != 2.0:
+        raise AssertionError(f"W5: y = {ys.numpy()[0]}, expected 2")
+    xs.grad.zero_()
+    backward()
+    if float(xs.grad.numpy()[0]) <= 0.0:
+        raise AssertionError(f"W5: the tape's backward gave dx = {xs.grad.numpy()[0]}")
+    return [Case("W5 plain", plain, per=launches, unit="us"),
+            Case("W5 taped", taped, per=launches, unit="us"),
+            Case("W5 backward", backward, per=launches, unit="us")]
