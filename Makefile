@@ -99,7 +99,9 @@ bench: install-$(TEST_EXTRAS)
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
 fuzz: install-$(TEST_EXTRAS)
-	GRADKIT_FUZZ_EXAMPLES=$${GRADKIT_FUZZ_EXAMPLES:-2000} $(PY) -m pytest -n $(XDIST_WORKERS) tests/fuzz -p no:warnings
+	@seed=$${GRADKIT_FUZZ_SEED:-$$RANDOM}; echo "fuzz seed $$seed (GRADKIT_FUZZ_SEED=$$seed repeats this campaign)"; \
+	GRADKIT_FUZZ_SEED=$$seed GRADKIT_FUZZ_EXAMPLES=$${GRADKIT_FUZZ_EXAMPLES:-2000} \
+		$(PY) -m pytest -n $(XDIST_WORKERS) tests/fuzz -p no:warnings
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .hypothesis bench-results
