@@ -2,6 +2,7 @@
 entry-point plugins (lazy loading, failures as warnings) and DeviceError messages."""
 
 import importlib.metadata
+import subprocess
 import sys
 import warnings
 
@@ -233,3 +234,15 @@ def test_reregistering_a_plugin_drops_only_its_devices(fake_backends):
     registry.register("fakedev", type(fake_backends["fakedev"]))
     assert gk.get_device("fakehost") is host
     assert gk.get_device("fakedev:0") is not dev
+
+
+def test_builtin_backend_loads_without_scanning_entry_points():
+    """`cpu` comes from gradkit's own table before anything lists plugins; listing still finds every
+    entry point (the NumPy plugin), and the same instance stays in use."""
+    code = ("import gradkit as gk, gradkit.backends.registry as r, sys\n"
+            "cpu = r.get_backend('cpu')\n"
+            "print(r._specs is None, 'importlib.metadata' in sys.modules)\n"
+            "print('numpy' in r.names(), r.get_backend('cpu') is cpu)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "False", "True", "True"]
