@@ -59,10 +59,11 @@ class CompileOptions:
 
     debug: bool = False          # bounds checks
     stack_size: int = 4096       # reverse-mode value-stack slots per thread
+    fast_math: bool = False      # float math may reassociate / use approximate reciprocals (gk.config.fast_math)
     cache: Any = None            # a runtime.cache.KernelCache (get(key) -> bytes|None, put(key, bytes)), or None
 
     def key(self) -> str:
-        return f"debug={self.debug};stack={self.stack_size}"
+        return f"debug={self.debug};stack={self.stack_size}" + (";fast" if self.fast_math else "")
 
 
 class KernelCache(Protocol):

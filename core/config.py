@@ -1,4 +1,4 @@
-"""Global settings (`gk.config`): caching, debug checks, value-stack size."""
+"""Global settings (`gk.config`): caching, debug checks, value-stack size, fast math."""
 
 from __future__ import annotations
 
@@ -14,9 +14,16 @@ class Config:
         self.check_nan: bool = False       # NaN/Inf scan after every launch
         self.check_ad: bool = False        # gradient rule checks on every tape
         self.adjoint_stack_size: int = 4096  # per-thread value-stack slots of the reverse pass
+        # Taichi's fast_math (off by default here): float arithmetic may be reassociated and contracted, and
+        # x / sqrt(y) may use reciprocal-square-root estimates (a few ulp; 1/sqrt(0) may read NaN)
+        self.fast_math: bool = False
         self.verbose: bool = False
         self.snapshot_max_bytes: int = 16 << 20  # debug bundles: cap per array snapshot
         self.snapshot_launches: bool = False     # tapes keep per-launch before/after array snapshots
+
+    def codegen_key(self) -> tuple:
+        """The settings that change generated code: kernels compiled under other values are recompiled."""
+        return (self.debug, self.adjoint_stack_size, self.fast_math)
 
     def __repr__(self) -> str:
         return "Config(" + ", ".join(f"{k}={v!r}" for k, v in vars(self).items()) + ")"

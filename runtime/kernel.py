@@ -139,7 +139,7 @@ class Kernel:
 
     # Compilation --------------------------------------------------------------
     def specialization(self, device, variant: str = "forward") -> Specialization:
-        key = (device.name, variant, config.debug, config.adjoint_stack_size)
+        key = (device.name, variant, *config.codegen_key())
         spec = self._specs.get(key)
         if spec is None:
             from .cache import default_cache
@@ -148,7 +148,8 @@ class Kernel:
                 check_snippets(fn, device.backend)
             except CompileError as exc:
                 raise CompileError(f"kernel '{self.key}' on device '{device.name}': {exc}") from None
-            options = CompileOptions(debug=config.debug, stack_size=config.adjoint_stack_size, cache=default_cache())
+            options = CompileOptions(debug=config.debug, stack_size=config.adjoint_stack_size,
+                                     fast_math=config.fast_math, cache=default_cache())
             compiled = device.impl.compile(device.info, fn, options)
             spec = self._specs[key] = Specialization(fn, compiled, options, device)
         return spec

@@ -109,7 +109,7 @@ class PreparedAdjoint:
         self.grads, self.sources = grads, sources
 
     def valid(self) -> bool:
-        if self.key != (config.debug, config.adjoint_stack_size) or config.check_nan or state.forward_mode:
+        if self.key != config.codegen_key() or config.check_nan or state.forward_mode:
             return False          # other settings, NaN checks and forward-over-reverse take `launch`
         for a, g in zip(self.sources, self.grads):
             if a.grad is not g:
@@ -136,7 +136,7 @@ def prepare_adjoint(kernel, dims, inputs, outputs, device) -> PreparedAdjoint | 
     if any(g is None for g in grads):
         return None
     call_args = list(_flatten(spec, bound)) + grads
-    return PreparedAdjoint((config.debug, config.adjoint_stack_size), spec, tuple(dims), call_args, grads, sources)
+    return PreparedAdjoint(config.codegen_key(), spec, tuple(dims), call_args, grads, sources)
 
 
 def _check_tid(kernel, spec, dims) -> None:

@@ -133,7 +133,7 @@ class CPUBackend(HostMemory, Backend):
         key = jit.cache_key(fingerprint(fn), options.key())
 
         def text():
-            return Codegen(fn, symbol, options.debug, options.stack_size).text()
+            return Codegen(fn, symbol, options.debug, options.stack_size, options.fast_math).text()
         addr, optimised = jit.compile_cached(text, symbol, key, options.cache)
         return CompiledKernel(fn, options, addr, optimised)
 

@@ -60,8 +60,9 @@ def layout_of(fn: Function) -> Layout:
 class Codegen:
     """Builds one LLVM module holding one kernel function."""
 
-    def __init__(self, fn: Function, name: str, debug: bool, stack_size: int):
+    def __init__(self, fn: Function, name: str, debug: bool, stack_size: int, fast_math: bool = False):
         self.fn, self.name, self.debug, self.stack_size = fn, name, debug, stack_size
+        self.fast_math = fast_math
         self.module = ir.Module(name=name)
         self.math = MathLib(self.module)
         self.layout = layout_of(fn)

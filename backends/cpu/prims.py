@@ -10,6 +10,15 @@ from .codegen import F32, F64, I1, llvm_type
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 
+# LLVM fast-math flags under gk.config.fast_math: all but nnan/ninf, so isnan/isinf tests and NaN checks
+# keep working while sums reassociate, multiply-adds fuse and x / sqrt(y) may use rsqrt estimates
+FAST = ("reassoc", "nsz", "arcp", "contract", "afn")
+
+
+def _fast(cg) -> tuple:
+    return FAST if cg.fast_math else ()
+
+
 def _intrinsic(cg, name, x):
     return cg.module.declare_intrinsic(name, [x.type])
 
@@ -70,16 +79,16 @@ def emit_prim(cg, ins, b):
     x = args[0]
     if name in ("add", "sub") and flt:
         # loop sums may reassociate (vectorised partial sums); other float arithmetic keeps its order
-        flags = ("reassoc", "nsz") if ins.result.id in cg.loop_sums else ()
+        flags = FAST if cg.fast_math else ("reassoc", "nsz") if ins.result.id in cg.loop_sums else ()
         return (b.fadd if name == "add" else b.fsub)(*args, flags=flags)
     if name == "add":
         return b.add(*args)
     if name == "sub":
         return b.sub(*args)
     if name == "mul":
-        return b.fmul(*args) if flt else b.mul(*args)
+        return b.fmul(*args, flags=_fast(cg)) if flt else b.mul(*args)
     if name == "div":
-        return b.fdiv(*args)
+        return b.fdiv(*args, flags=_fast(cg))
     if name in ("floordiv", "mod"):
         if flt:
             q = b.call(_intrinsic(cg, "llvm.floor", x), [b.fdiv(*args)])
@@ -103,7 +112,7 @@ def emit_prim(cg, ins, b):
         pos = b.icmp_signed(">", x, _const(x, 0))
         return b.select(pos, _const(x, 1), b.select(b.icmp_signed("<", x, _const(x, 0)), _const(x, -1), _const(x, 0)))
     if name in ("floor", "ceil", "round", "sqrt"):
-        return b.call(_intrinsic(cg, f"llvm.{name}", x), [x])
+        return b.call(_intrinsic(cg, f"llvm.{name}", x), [x], fastmath=_fast(cg) if name == "sqrt" else ())
     if name == "clamp":
         return cg.minmax(b, "min", cg.minmax(b, "max", x, args[1], t), args[2], t)
     if name == "where":

@@ -21,31 +21,44 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
 
 
-def get_program(state: DeviceState, source: str, kernel_name: str, cache=None):
+# gk.config.fast_math: what OpenCL C allows without assuming finite values (isnan/isinf keep working)
+FAST_MATH_OPTIONS = ["-cl-unsafe-math-optimizations", "-cl-mad-enable", "-cl-no-signed-zeros"]
+
+
+def build_options(state: DeviceState, fast_math: bool = False) -> list[str]:
+    """The device's build options, with the fast-math ones (and no correctly-rounded divide) when asked."""
+    if not fast_math:
+        return state.build_options
+    return [o for o in state.build_options if o != "-cl-fp32-correctly-rounded-divide-sqrt"] + FAST_MATH_OPTIONS
+
+
+def get_program(state: DeviceState, source: str, kernel_name: str, cache=None, fast_math: bool = False):
     """The built program for `source` on `state`'s device (memory cache, then disk cache, then build)."""
-    options = " ".join(state.build_options)
+    opts = build_options(state, fast_math)
+    options = " ".join(opts)
     key = _digest(source, options)
     program = state.programs.get(key)
     if program is not None:
         return program
     disk_key = "opencl-binary:" + _digest(source, options, state.identity())
     if cache is not None:
-        program = _load_binary(state, cache, disk_key)
+        program = _load_binary(state, cache, disk_key, opts)
     if program is None:
-        program = build_from_source(state, source, kernel_name)
+        program = build_from_source(state, source, kernel_name, opts)
         if cache is not None:
             _store_binary(state, cache, disk_key, program)
     state.programs[key] = program
     return program
 
 
-def build_from_source(state: DeviceState, source: str, kernel_name: str):
+def build_from_source(state: DeviceState, source: str, kernel_name: str, options: list[str] | None = None):
     """Compile OpenCL C; a failure is a CompileError with the build log and the numbered source."""
     program = cl.Program(state.ctx, source)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", cl.CompilerWarning)   # PoCL chatter; failures still raise
-            return program.build(options=state.build_options, devices=[state.dev])
+            return program.build(options=state.build_options if options is None else options,
+                                 devices=[state.dev])
     except cl.Error as exc:
         try:
             log = program.get_build_info(state.dev, cl.program_build_info.LOG).strip()
@@ -58,7 +71,7 @@ def build_from_source(state: DeviceState, source: str, kernel_name: str):
             f"--- generated OpenCL C ---\n{numbered}") from None
 
 
-def _load_binary(state: DeviceState, cache, key: str):
+def _load_binary(state: DeviceState, cache, key: str, options: list[str]):
     global _warned_corrupt
     try:
         blob = cache.get(key)
@@ -70,7 +83,7 @@ def _load_binary(state: DeviceState, cache, key: str):
         program = cl.Program(state.ctx, [state.dev], [blob])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", cl.CompilerWarning)
-            program.build(options=state.build_options, devices=[state.dev])
+            program.build(options=options, devices=[state.dev])
         program.all_kernels()   # a binary that loads but holds no usable kernels is corrupt too
         return program
     except (cl.Error, ValueError, RuntimeError) as exc:
