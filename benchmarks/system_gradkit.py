@@ -100,8 +100,19 @@ def workloads(device: str, size: dict, data: dict) -> dict:
         p.grad.zero_()
         bwd()
         e_b = check("W3 backward", p.grad.numpy(), g_ref)
+
+        def fast(on: bool):                  # gk.config.fast_math, Taichi's default, around each run
+            def set_():
+                gk.config.fast_math = on
+            return set_
+        fast(True)()
+        fwd()
+        e_fast = check("W3 forward", U.numpy()[0], u_ref)
+        fast(False)()
         return [Case("W3 forward", fwd, errors={"W3 forward": e_f}),
-                Case("W3 backward", bwd, errors={"W3 backward": e_b})]
+                Case("W3 backward", bwd, errors={"W3 backward": e_b}),
+                Case("W3 forward fast_math", fwd, before=fast(True), after=fast(False),
+                     errors={"W3 forward fast_math": e_fast})]
 
     def w4():
         k, steps = size["w4"], size["w4_steps"]
