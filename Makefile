@@ -2,7 +2,8 @@
 # they create .venv, install gradkit (editable) with the right extras, and (as root) missing system tools.
 #
 #   make demo    open the gradient debugger on the bundled examples (gradkit examples; Ctrl-C stops it)
-#   make test    run the test suite (pytest -n 2 when pytest-xdist is installed)
+#   make test    run the test suite (pytest -n 2 when pytest-xdist is installed; Warp and Taichi best effort,
+#                for the benchmark harness smoke tests)
 #   make bench   install the `bench` extra (Warp, Taichi; best effort) and run the benchmarks
 #   make clean   remove build artefacts and caches (make distclean also removes .venv)
 #
@@ -27,7 +28,7 @@ XDIST_WORKERS ?= 2
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: test demo bench fuzz clean distclean sysdeps
+.PHONY: test demo bench peers fuzz clean distclean sysdeps
 
 # Debian/Ubuntu ship venv separately (python3-venv); as root, install it when it is missing.
 $(PY):
@@ -69,7 +70,7 @@ sysdeps:
 			$$missing >/dev/null) || echo "warning: could not install$$missing (tests needing them are skipped)"; \
 	fi
 
-test: sysdeps install-$(TEST_EXTRAS)
+test: sysdeps install-$(TEST_EXTRAS) peers
 	@if $(PY) -c "import xdist" 2>/dev/null; then workers="-n $(XDIST_WORKERS)"; else workers=""; fi; \
 	$(PY) -m pytest $$workers tests $(PYTEST_ARGS)
 
@@ -79,11 +80,12 @@ demo: install-$(DEMO_EXTRAS)
 	$(VENV)/bin/gradkit examples $(DEMO_ARGS)
 
 # The bench extra (Warp, Taichi, rich) is best effort: when it does not install as a whole (say, no
-# Taichi wheel for this Python), each package is tried alone; a peer that is missing reads n/a.
+# Taichi wheel for this Python), each package is tried alone; a peer that is missing reads n/a in the
+# benchmarks and skips its harness smoke test. `make test` installs it too, so CI smoke-tests the peers.
 BENCH_EXTRA = $(PY) -c "import re; t = open('pyproject.toml').read(); \
 	print(*re.findall(r'\"([^\"]+)\"', re.search(r'^bench = \[(.*)\]', t, re.M).group(1)))"
 
-bench: install-$(TEST_EXTRAS)
+peers: install-$(TEST_EXTRAS)
 	@stamp="$(VENV)/.installed-bench-$$(cksum < pyproject.toml | cut -d' ' -f1)"; \
 	if [ ! -f "$$stamp" ]; then \
 		echo "installing the bench extra ($$($(BENCH_EXTRA))) into $(VENV)"; \
@@ -96,6 +98,8 @@ bench: install-$(TEST_EXTRAS)
 			done; \
 		fi; \
 	fi
+
+bench: peers
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
 fuzz: install-$(TEST_EXTRAS)
