@@ -13,24 +13,16 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir
 
-from ...backends.analysis import loop_sum_chains, reduction_sites as _reduction_sites, scatter_arrays as _scatter_arrays
+from ...backends.analysis import reduction_sites as _reduction_sites, scatter_arrays as _scatter_arrays
 from ...backends.base import OUT_OF_BOUNDS, STACK_OVERFLOW, bounds_sites
 from ...core import types as T
 from ...core.ir import Function, Instr, Region
 from . import native
+from .control import ControlFlow
+from .lltypes import F32, F64, I1, I8, I32, I64, llvm_type, storage_type
 from .mathlib import MathLib
 
-I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
-F32, F64 = ir.FloatType(), ir.DoubleType()
 HEADER = 5            # slots: dims[4], fault pointer
-
-
-def llvm_type(t: T.ScalarType):
-    return {"float32": F32, "float64": F64, "int32": I32, "int64": I64, "uint32": I32, "bool": I1}[t.name]
-
-
-def storage_type(t: T.ScalarType):
-    return I8 if t.is_bool else llvm_type(t)
 
 
 @dataclass
@@ -57,7 +49,7 @@ def layout_of(fn: Function) -> Layout:
     return lay
 
 
-class Codegen:
+class Codegen(ControlFlow):
     """Builds one LLVM module holding one kernel function."""
 
     def __init__(self, fn: Function, name: str, debug: bool, stack_size: int, fast_math: bool = False):
@@ -275,90 +267,6 @@ class Codegen:
             q = b.urem(q, self.dims[axis])
         return b.trunc(q, I32)
 
-    def if_(self, ins: Instr, b) -> None:
-        then_bb = self.func.append_basic_block("then")
-        else_bb = self.func.append_basic_block("else")
-        merge = self.func.append_basic_block("endif")
-        b.cbranch(self.v(ins.args[0]), then_bb, else_bb)
-        incoming = []
-        for bb, region in ((then_bb, ins.regions[0]), (else_bb, ins.regions[1])):
-            b.position_at_end(bb)
-            ys = self.region(region, b)
-            incoming.append((ys, b.block))
-            b.branch(merge)
-        b.position_at_end(merge)
-        for k, r in enumerate(ins.results):
-            phi = b.phi(llvm_type(r.type))
-            for ys, blk in incoming:
-                phi.add_incoming(ys[k], blk)
-            self.values[r.id] = phi
-
-    def for_(self, ins: Instr, b) -> None:
-        start, stop, step, *inits = [self.v(a) for a in ins.args]
-        body_region = ins.regions[0]
-        pre = b.block
-        header = self.func.append_basic_block("for")
-        body = self.func.append_basic_block("for_body")
-        exit_ = self.func.append_basic_block("for_end")
-        b.branch(header)
-        b.position_at_end(header)
-        iv = b.phi(I32, name="iv")
-        iv.add_incoming(start, pre)
-        phis = []
-        for val, r in zip(inits, ins.results):
-            phi = b.phi(llvm_type(r.type))
-            phi.add_incoming(val, pre)
-            phis.append(phi)
-        sc = ins.args[2].const_value
-        if sc is not None:
-            cond = b.icmp_signed("<" if sc > 0 else ">", iv, stop)
-        else:
-            cond = b.select(b.icmp_signed(">", step, ir.Constant(I32, 0)), b.icmp_signed("<", iv, stop),
-                            b.icmp_signed(">", iv, stop))
-        b.cbranch(cond, body, exit_)
-        b.position_at_end(body)
-        self.values[body_region.params[0].id] = iv
-        for p, phi in zip(body_region.params[1:], phis):
-            self.values[p.id] = phi
-        self.loop_sums |= loop_sum_chains(body_region, body_region.params[1:])
-        ys = self.region(body_region, b)
-        iv.add_incoming(b.add(iv, step), b.block)
-        for phi, y in zip(phis, ys):
-            phi.add_incoming(y, b.block)
-        b.branch(header)
-        b.position_at_end(exit_)
-        for r, phi in zip(ins.results, phis):
-            self.values[r.id] = phi
-
-    def while_(self, ins: Instr, b) -> None:
-        cond_region, body_region = ins.regions
-        pre = b.block
-        header = self.func.append_basic_block("while")
-        body = self.func.append_basic_block("while_body")
-        exit_ = self.func.append_basic_block("while_end")
-        b.branch(header)
-        b.position_at_end(header)
-        phis = []
-        for a, r in zip(ins.args, ins.results):
-            phi = b.phi(llvm_type(r.type))
-            phi.add_incoming(self.v(a), pre)
-            phis.append(phi)
-        for p, phi in zip(cond_region.params, phis):
-            self.values[p.id] = phi
-        (cond,) = self.region(cond_region, b)
-        b.cbranch(cond, body, exit_)
-        b.position_at_end(body)
-        for p, phi in zip(body_region.params, phis):
-            self.values[p.id] = phi
-        ys = self.region(body_region, b)
-        for phi, y in zip(phis, ys):
-            phi.add_incoming(y, b.block)
-        b.branch(header)
-        b.position_at_end(exit_)
-        for r, phi in zip(ins.results, phis):
-            self.values[r.id] = phi
-
-    # ------------------------------------------------------------------ faults, stack
     def record_fault(self, b, code: int, site: int, value=None, extent=None, axis=None) -> None:
         old = b.cmpxchg(self.fault, ir.Constant(I64, 0), ir.Constant(I64, code), "monotonic", "monotonic")
         won = b.extract_value(old, 1)

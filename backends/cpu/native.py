@@ -27,7 +27,7 @@ def accumulators(cg, b) -> dict:
 
 
 def cg_type(t):
-    from .codegen import llvm_type
+    from .lltypes import llvm_type
     return llvm_type(t)
 
 

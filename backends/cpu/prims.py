@@ -5,7 +5,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...core import types as T
-from .codegen import F32, F64, I1, llvm_type
+from .lltypes import F32, F64, I1, llvm_type
 
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 

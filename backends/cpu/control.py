@@ -1,0 +1,99 @@
+"""Structured control flow (`if`, `for`, `while` regions) as LLVM basic blocks with phi nodes; a mixin of
+the CPU `Codegen`, which supplies `func`, `values`, `v()`, `region()` and `loop_sums`."""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ...backends.analysis import loop_sum_chains
+from ...core.ir import Instr
+from .lltypes import I32, llvm_type
+
+
+class ControlFlow:
+    """Emits the region-carrying instructions of the core IR."""
+
+    def if_(self, ins: Instr, b) -> None:
+        then_bb = self.func.append_basic_block("then")
+        else_bb = self.func.append_basic_block("else")
+        merge = self.func.append_basic_block("endif")
+        b.cbranch(self.v(ins.args[0]), then_bb, else_bb)
+        incoming = []
+        for bb, region in ((then_bb, ins.regions[0]), (else_bb, ins.regions[1])):
+            b.position_at_end(bb)
+            ys = self.region(region, b)
+            incoming.append((ys, b.block))
+            b.branch(merge)
+        b.position_at_end(merge)
+        for k, r in enumerate(ins.results):
+            phi = b.phi(llvm_type(r.type))
+            for ys, blk in incoming:
+                phi.add_incoming(ys[k], blk)
+            self.values[r.id] = phi
+
+    def for_(self, ins: Instr, b) -> None:
+        start, stop, step, *inits = [self.v(a) for a in ins.args]
+        body_region = ins.regions[0]
+        pre = b.block
+        header = self.func.append_basic_block("for")
+        body = self.func.append_basic_block("for_body")
+        exit_ = self.func.append_basic_block("for_end")
+        b.branch(header)
+        b.position_at_end(header)
+        iv = b.phi(I32, name="iv")
+        iv.add_incoming(start, pre)
+        phis = []
+        for val, r in zip(inits, ins.results):
+            phi = b.phi(llvm_type(r.type))
+            phi.add_incoming(val, pre)
+            phis.append(phi)
+        sc = ins.args[2].const_value
+        if sc is not None:
+            cond = b.icmp_signed("<" if sc > 0 else ">", iv, stop)
+        else:
+            cond = b.select(b.icmp_signed(">", step, ir.Constant(I32, 0)), b.icmp_signed("<", iv, stop),
+                            b.icmp_signed(">", iv, stop))
+        b.cbranch(cond, body, exit_)
+        b.position_at_end(body)
+        self.values[body_region.params[0].id] = iv
+        for p, phi in zip(body_region.params[1:], phis):
+            self.values[p.id] = phi
+        self.loop_sums |= loop_sum_chains(body_region, body_region.params[1:])
+        ys = self.region(body_region, b)
+        iv.add_incoming(b.add(iv, step), b.block)
+        for phi, y in zip(phis, ys):
+            phi.add_incoming(y, b.block)
+        b.branch(header)
+        b.position_at_end(exit_)
+        for r, phi in zip(ins.results, phis):
+            self.values[r.id] = phi
+
+    def while_(self, ins: Instr, b) -> None:
+        cond_region, body_region = ins.regions
+        pre = b.block
+        header = self.func.append_basic_block("while")
+        body = self.func.append_basic_block("while_body")
+        exit_ = self.func.append_basic_block("while_end")
+        b.branch(header)
+        b.position_at_end(header)
+        phis = []
+        for a, r in zip(ins.args, ins.results):
+            phi = b.phi(llvm_type(r.type))
+            phi.add_incoming(self.v(a), pre)
+            phis.append(phi)
+        for p, phi in zip(cond_region.params, phis):
+            self.values[p.id] = phi
+        (cond,) = self.region(cond_region, b)
+        b.cbranch(cond, body, exit_)
+        b.position_at_end(body)
+        for p, phi in zip(body_region.params, phis):
+            self.values[p.id] = phi
+        ys = self.region(body_region, b)
+        for phi, y in zip(phis, ys):
+            phi.add_incoming(y, b.block)
+        b.branch(header)
+        b.position_at_end(exit_)
+        for r, phi in zip(ins.results, phis):
+            self.values[r.id] = phi
+
+    # ------------------------------------------------------------------ faults, stack
