@@ -53,10 +53,10 @@ def reduction_sites(fn: Function) -> dict:
     return {k: key for k, key in out.items() if key[0] not in touched_otherwise}
 
 
-
 def loop_sum_chains(region: Region, carried: list) -> set[int]:
     """Ids of the float add/sub results in a loop body that only accumulate into a loop-carried value
-    (`acc = acc + e`, `acc = acc - e`, several in a row, `e` independent of `acc`). A backend may
+    (`acc = acc + e`, `acc = acc - e`, several in a row, `e` independent of `acc`, `acc` read nowhere else
+    in the body, so no intermediate value of the sum is observed). A backend may
     reassociate these, which lets it vectorise the loop with partial sums (as NumPy's pairwise sums and
     Taichi's fast math do); every other float operation keeps its order."""
     producers = {r.id: ins for ins in region.body for r in ins.results}
@@ -68,6 +68,8 @@ def loop_sum_chains(region: Region, carried: list) -> set[int]:
         uses[y.id] = uses.get(y.id, 0) + 1
     chains: set[int] = set()
     for p, y in zip(carried, region.yields):
+        if uses.get(p.id) != 1:
+            continue
         depends = _depends_on(p, producers)
         link, chain = y, []
         while link.id != p.id:

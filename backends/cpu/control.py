@@ -42,11 +42,7 @@ class ControlFlow:
         b.position_at_end(header)
         iv = b.phi(I32, name="iv")
         iv.add_incoming(start, pre)
-        phis = []
-        for val, r in zip(inits, ins.results):
-            phi = b.phi(llvm_type(r.type))
-            phi.add_incoming(val, pre)
-            phis.append(phi)
+        phis = self._carried(b, ins, inits, pre)
         sc = ins.args[2].const_value
         if sc is not None:
             cond = b.icmp_signed("<" if sc > 0 else ">", iv, stop)
@@ -61,12 +57,7 @@ class ControlFlow:
         self.loop_sums |= loop_sum_chains(body_region, body_region.params[1:])
         ys = self.region(body_region, b)
         iv.add_incoming(b.add(iv, step), b.block)
-        for phi, y in zip(phis, ys):
-            phi.add_incoming(y, b.block)
-        b.branch(header)
-        b.position_at_end(exit_)
-        for r, phi in zip(ins.results, phis):
-            self.values[r.id] = phi
+        self._loop_back(b, ins, phis, ys, header, exit_)
 
     def while_(self, ins: Instr, b) -> None:
         cond_region, body_region = ins.regions
@@ -76,11 +67,7 @@ class ControlFlow:
         exit_ = self.func.append_basic_block("while_end")
         b.branch(header)
         b.position_at_end(header)
-        phis = []
-        for a, r in zip(ins.args, ins.results):
-            phi = b.phi(llvm_type(r.type))
-            phi.add_incoming(self.v(a), pre)
-            phis.append(phi)
+        phis = self._carried(b, ins, [self.v(a) for a in ins.args], pre)
         for p, phi in zip(cond_region.params, phis):
             self.values[p.id] = phi
         (cond,) = self.region(cond_region, b)
@@ -88,7 +75,19 @@ class ControlFlow:
         b.position_at_end(body)
         for p, phi in zip(body_region.params, phis):
             self.values[p.id] = phi
-        ys = self.region(body_region, b)
+        self._loop_back(b, ins, phis, self.region(body_region, b), header, exit_)
+
+    def _carried(self, b, ins: Instr, inits: list, pre) -> list:
+        """One phi per loop-carried value in the loop header, entered with its initial value from `pre`."""
+        phis = []
+        for val, r in zip(inits, ins.results):
+            phi = b.phi(llvm_type(r.type))
+            phi.add_incoming(val, pre)
+            phis.append(phi)
+        return phis
+
+    def _loop_back(self, b, ins: Instr, phis: list, ys: list, header, exit_) -> None:
+        """Close the loop: the body's yields flow back into the header phis, which are the loop's results."""
         for phi, y in zip(phis, ys):
             phi.add_incoming(y, b.block)
         b.branch(header)

@@ -51,14 +51,13 @@ def get_program(state: DeviceState, source: str, kernel_name: str, cache=None, f
     return program
 
 
-def build_from_source(state: DeviceState, source: str, kernel_name: str, options: list[str] | None = None):
+def build_from_source(state: DeviceState, source: str, kernel_name: str, options: list[str]):
     """Compile OpenCL C; a failure is a CompileError with the build log and the numbered source."""
     program = cl.Program(state.ctx, source)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", cl.CompilerWarning)   # PoCL chatter; failures still raise
-            return program.build(options=state.build_options if options is None else options,
-                                 devices=[state.dev])
+            return program.build(options=options, devices=[state.dev])
     except cl.Error as exc:
         try:
             log = program.get_build_info(state.dev, cl.program_build_info.LOG).strip()

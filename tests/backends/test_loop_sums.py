@@ -19,7 +19,11 @@ def not_sums(x: gk.array(dtype=float), out: gk.array(dtype=float)):
     twice = 0.0
     kahan_c = 0.0
     total = 0.0
+    running = 0.0
+    peek = 0.0
     for j in range(x.shape[0]):
+        peek = peek * 0.5 + running             # reads the running sum each iteration: running is no loop sum
+        running = running + x[j]
         growth = growth + growth * x[j]          # acc on both sides: a product, not a sum
         back = x[j] - back                       # acc subtracted from something
         twice = twice + twice                    # both operands are acc
@@ -31,6 +35,7 @@ def not_sums(x: gk.array(dtype=float), out: gk.array(dtype=float)):
     out[1] = back
     out[2] = twice
     out[3] = total
+    out[4] = peek
 
 
 @gk.kernel
@@ -80,12 +85,12 @@ def test_kahan_summation_keeps_its_compensation(device):
     vals = np.full(4097, 1e-8, np.float32)
     vals[0] = 1.0
     x = gk.array(vals, device=device)
-    out = gk.zeros(4, device=device)
+    out = gk.zeros(5, device=device)
     gk.launch(not_sums, 1, inputs=[x], outputs=[out], device=device)
     back, growth = np.float32(0.0), np.float32(1.0)
     for v in vals:
         back = v - back                              # float32, in order
         growth = growth + growth * v
-    got_growth, got_back, twice, total = out.numpy()
+    got_growth, got_back, twice, total = out.numpy()[:4]
     assert got_back == back and twice == 0.0 and got_growth == pytest.approx(growth, rel=1e-6)
     assert total == pytest.approx(1.0 + 4096e-8, rel=1e-7, abs=0)    # a plain float32 sum stays at 1.0
