@@ -10,6 +10,7 @@ to restrict the devices the `device` fixture runs on.
 from __future__ import annotations
 
 import os
+import pathlib
 import shutil
 import warnings
 import zlib
@@ -56,9 +57,26 @@ except ImportError:
     pass
 
 
+class _CheckoutIsNotATestPackage:
+    """The repository root is the gradkit package itself (`__init__.py` at the top), so pytest would collect
+    it as a test package and import it under the checkout folder's name: a second copy of gradkit, and an
+    ImportError when that name is not an identifier (`git clone . /tmp/tmp.x1Y`). Collect it as a plain
+    folder instead; the tests import the installed `gradkit`."""
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collect_directory(self, path, parent):
+        if pathlib.Path(path).resolve() == self.root:
+            return pytest.Dir.from_parent(parent, path=path)
+        return None
+
+
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "slow: a long test (scheduled first)")
     config.addinivalue_line("markers", "needs_dot: needs GraphViz's `dot` binary (skipped without it)")
+    # a plugin, not a conftest hook: pytest asks the root's *parent* folder's hooks about the root
+    config.pluginmanager.register(_CheckoutIsNotATestPackage(), "gradkit-checkout-not-a-package")
 
 
 def pytest_collection_modifyitems(config, items) -> None:
