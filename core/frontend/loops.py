@@ -15,6 +15,10 @@ from ..ir import Region, Value
 from .context import NUMBER
 from .stmts import MISSING, _contains, assigned_names
 
+def _is_array(v) -> bool:
+    return isinstance(v, Value) and v.type.is_array
+
+
 class LoopLowering:
     """Mixin: `for` and `while` statements."""
 
@@ -112,8 +116,9 @@ class LoopLowering:
         extra = {ctx["brk"], iv_flag} - {None}
         if self.ret_flag and _contains(body_stmts, (ast.Return,), False):
             extra |= {self.ret_flag, *self.retval_names}
-        carried = [n for n in self.env if (n in names or n in extra)
-                   and n != iv_name and isinstance(self.env[n], (Value, *NUMBER))]
+        # Arrays are never carried: `a[i] = v` writes memory, it does not rebind `a`.
+        carried = [n for n in self.env if (n in names or n in extra) and n != iv_name
+                   and isinstance(self.env[n], (Value, *NUMBER)) and not _is_array(self.env[n])]
         types = {n: (self.env[n].type if isinstance(self.env[n], Value) else None) for n in carried}
         weak_floats = [n for n in carried if isinstance(self.env[n], float)]
         first_error = None
@@ -137,6 +142,10 @@ class LoopLowering:
                     types[n] = T.float64
                 continue
             ins, body_yields = result
+            for n in names:
+                if _is_array(before.get(n)) and self.env.get(n) is not before[n]:
+                    raise self.error(node, f"array variable '{n}' is re-bound inside a loop; arrays cannot be "
+                                           f"loop-carried (index into it, or bind it before the loop)")
             retry = False
             for n, v, y in zip(carried, inits, body_yields):
                 if y.type is not v.type:
