@@ -16,6 +16,7 @@ from .core.types import (bool_ as bool, float32, float64, int32, int64, mat22, m
                          mat44d, matrix, uint32, vec2, vec2d, vec2i, vec3, vec3d, vec3i, vec4, vec4d, vec4i, vector)
 from .runtime.array import (array, array1d, array2d, array3d, array4d, empty, from_dlpack, from_numpy, full, ones,
                             ones_like, zeros, zeros_like)
+from .runtime.host_ops import copy
 from .runtime.device import Device, ScopedDevice, get_device, get_devices, set_device, synchronize
 from .runtime.kernel import Kernel, func, kernel
 from .core.func import func_grad, func_replay
@@ -34,7 +35,7 @@ __all__ = [
     "GradkitError", "NaNError", "StackOverflowError", "float32", "float64", "int32", "int64", "uint32", "bool",
     "vec2", "vec3", "vec4", "vec2d", "vec3d", "vec4d", "vec2i", "vec3i", "vec4i", "mat22", "mat33", "mat44",
     "mat22d", "mat33d", "mat44d", "vector", "matrix", "array", "array1d", "array2d", "array3d", "array4d",
-    "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "from_numpy", "from_dlpack", "Device",
+    "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "copy", "from_numpy", "from_dlpack", "Device",
     "ScopedDevice", "get_device", "get_devices", "set_device", "synchronize", "Kernel", "kernel", "func",
     "func_grad", "func_replay", "func_native", "launch", "Tape", "LaunchRecord", "ScopedTimer", "ForwardMode", "checkpoint", "grad_replaced", "grad_for", "grad", "jvp", "backends", "autograd", "viz", *_LANG_NAMES,
 ]

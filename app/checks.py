@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..runtime.autograd import mismatches
 from ..viz.bundle import Bundle
 
 MODULE_NAME = "gradkit_debugger_check"     # the run_name the kernel's file is imported under (not __main__)
@@ -112,8 +113,7 @@ def run_gradcheck(bundle: Bundle, index: int, eps: float = 1e-3, atol: float = 1
     pairs, worst, ok = [], [], True
     for (o, i), a in analytic.items():
         n = numeric[(o, i)]
-        err = np.abs(a - n)
-        bad = err > atol + rtol * np.abs(n)
+        err, bad = mismatches(a, n, atol, rtol)
         ok &= not bad.any()
         pairs.append({"output": names[n_in + o], "input": names[i], "entries": int(a.size),
                       "max |analytic|": float(np.abs(a).max(initial=0.0)),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from . import func as _func
+
 
 class Config:
     """Mutable process-wide settings; read at compile or launch time."""
@@ -23,7 +25,7 @@ class Config:
 
     def codegen_key(self) -> tuple:
         """The settings that change generated code: kernels compiled under other values are recompiled."""
-        return (self.debug, self.adjoint_stack_size, self.fast_math)
+        return (self.debug, self.adjoint_stack_size, self.fast_math, _func.rules_generation)
 
     def __repr__(self) -> str:
         return "Config(" + ", ".join(f"{k}={v!r}" for k, v in vars(self).items()) + ")"

@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+# Bumped whenever a custom rule (func_grad / func_replay / func_native) is attached to a function: kernels
+# compiled before lower and compile again (part of config.codegen_key()).
+rules_generation = 0
+
+
+def rules_changed() -> None:
+    global rules_generation
+    rules_generation += 1
+
 
 class Func:
     """A Python function compiled as a gradkit device function (typed from its annotations)."""
@@ -38,6 +47,7 @@ def func_grad(f: Func):
     def deco(pyfunc):
         g = Func(pyfunc, grad_of=f)
         f.custom_grad = g
+        rules_changed()
         return g
     return deco
 
@@ -47,5 +57,6 @@ def func_replay(f: Func):
     def deco(pyfunc):
         r = Func(pyfunc)
         f.custom_replay = r
+        rules_changed()
         return r
     return deco

@@ -14,17 +14,23 @@ which lets `Tape.backward` detect arrays overwritten after they were recorded.
 from __future__ import annotations
 
 import weakref
+import zlib
 
 import numpy as np
 
 from ..core.types import ArrayType, Type, array_type, float32
 from ..core.types import matrix as _matrix
 from ..core.types import vector as _vector
+from . import host_ops, state
 from .device import get_device
 from .array_input import (_as_dtype, _as_shape, _check_grad_dtype, _infer_dtype, _prepare,
                           _split_dtype, _to_numpy)
 
 _I32 = np.iinfo(np.int32)
+
+
+def _checksum(data: np.ndarray) -> int:
+    return zlib.crc32(memoryview(np.ascontiguousarray(data)).cast("B"))
 
 
 class _MemoryStats:
@@ -54,7 +60,7 @@ class array:
     requires_dual=False, label=None)` copies `data`; in annotations `gk.array(dtype=T, ndim=N)` is a type."""
 
     __slots__ = ("shape", "ndim", "size", "dtype", "device", "buffer", "nbytes", "version", "label",
-                 "_host", "_grad", "_dual", "__weakref__")
+                 "_host", "_grad", "_dual", "_held", "_exposed", "_crc", "__weakref__")
 
     def __new__(cls, data=None, dtype=None, shape=None, device=None, requires_grad=False, requires_dual=False,
                 ndim=None, label=None):
@@ -92,6 +98,10 @@ class array:
         self.shape, self.ndim, self.size, self.dtype, self.device = dims, len(dims), size, dt, dev
         self.nbytes = size * dt.ncomp * npdt.itemsize
         self.version, self.label, self._grad, self._dual = 0, None, None, None
+        # Recorded on a tape / a writable host view handed out / checksum of the data at a version: together
+        # they let Tape.backward see writes made through NumPy or DLPack views (`modified_since`).
+        self._held = self._exposed = False
+        self._crc = None
         # OpenCL cannot allocate 0 bytes; an empty array keeps a tiny buffer nothing reads.
         self.buffer = dev.impl.alloc(dev.info, self.nbytes or 8)
         memory.allocated(self)
@@ -187,8 +197,31 @@ class array:
 
     # Host access -----------------------------------------------------------------
     def numpy(self) -> np.ndarray:
-        """The data as NumPy, shaped (*shape, *dtype.shape): a zero-copy view on host-memory devices
-        (writes through it are not versioned), a fresh copy elsewhere."""
+        """The data as NumPy, shaped (*shape, *dtype.shape): a zero-copy view on host-memory devices, a
+        fresh copy elsewhere. Writes through a view into an array a tape recorded are caught at backward."""
+        if self._host is not None:
+            self._exposed = True
+            if self._held:
+                self._fingerprint()
+            return self._host.view()
+        return self._read()
+
+    def _fingerprint(self) -> None:
+        """Remember a checksum of the data at this version before handing out a writable view, so that
+        `Tape.backward` can tell whether the recorded values were changed through it (see `modified`)."""
+        if self._crc is None or self._crc[0] != self.version:
+            self._crc = (self.version, _checksum(self._host))
+
+    def modified_since(self, version: int) -> bool:
+        """True when the data may differ from what it was at `version`: written through gradkit (the
+        version moved) or through a NumPy/DLPack view handed out since (the checksum moved)."""
+        if self.version != version:
+            return True
+        crc = self._crc
+        return crc is not None and crc[0] == version and _checksum(self._host) != crc[1]
+
+    def _read(self) -> np.ndarray:
+        """The data for gradkit's own reads (no fingerprint: nothing is handed to the user)."""
         if self._host is not None:
             return self._host.view()
         out = np.empty(self._host_shape, dtype=self.dtype.scalar.np_dtype)
@@ -204,7 +237,7 @@ class array:
         return key
 
     def __getitem__(self, key):
-        value = (self._host if self._host is not None else self.numpy())[self._key(key)]
+        value = self._read()[self._key(key)]
         return value.copy() if isinstance(value, np.ndarray) else value
 
     def __setitem__(self, key, value) -> None:
@@ -214,7 +247,7 @@ class array:
         if self._host is not None:
             self._host[key] = value
         else:
-            host = self.numpy()
+            host = self._read()
             host[key] = value
             self._write_host(host)
         self._bump()
@@ -226,7 +259,7 @@ class array:
         return iter([self[k] for k in range(self.shape[0])])
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        host = self.numpy()
+        host = self._read()
         if dtype is not None and np.dtype(dtype) != host.dtype:
             if copy is False:
                 raise ValueError("np.asarray(gk.array, dtype=..., copy=False): a dtype change needs a copy")
@@ -236,14 +269,14 @@ class array:
                 raise ValueError(f"a gk.array on {self.device.name} cannot be viewed without a copy "
                                  "(copy=False); use .numpy()")
             return host
-        return host.copy() if copy else host
+        return host.copy() if copy else self.numpy()
 
     # DLPack (host-memory devices only) ---------------------------------------------
     def _dlpack_source(self) -> np.ndarray:
         if self._host is None:
             raise BufferError(f"DLPack export needs a host-memory array (device 'cpu'); this one is on "
                               f"{self.device.name}: use a.to('cpu') or a.numpy()")
-        return self._host
+        return self.numpy()
 
     def __dlpack__(self, stream=None, **kwargs):
         return self._dlpack_source().__dlpack__(**{k: v for k, v in kwargs.items() if v is not None})
@@ -258,6 +291,8 @@ class array:
             if values.shape != self.shape or values.dtype.shape != self.dtype.shape:
                 raise ValueError(f"values: shape {values.shape} ({values.dtype.name}) does not match this "
                                  f"array's {self.shape} ({self.dtype.name})")
+            if state.tape is not None:
+                return host_ops.copy(self, values)
             if values.dtype is self.dtype and values.device is self.device:
                 if values is not self and self.nbytes:
                     self.device.impl.copy(self.device.info, self.buffer, values.buffer, self.nbytes)
@@ -273,16 +308,24 @@ class array:
             raise TypeError(f"values: cannot assign {host.dtype} data to a {self.dtype.name} array without "
                             "losing information (convert it first)")
         if host.ndim == 0:
-            return self.fill_(host[()])
+            self._fill(host[()])
+            host_ops.record("assign", self)
+            return self
         if host.shape != self._host_shape:
             raise ValueError(f"values: shape {host.shape} does not match this array's "
                              f"{self._host_shape} (shape {self.shape}, dtype {self.dtype.name})")
         self._write_host(host)
         self._bump()
+        host_ops.record("assign", self)
         return self
 
     def fill_(self, value) -> "array":
         """Set every element to `value` (a scalar, or one vector/matrix value for vec/mat dtypes)."""
+        self._fill(value)
+        host_ops.record("fill_", self)
+        return self
+
+    def _fill(self, value) -> None:
         try:
             if self._host is not None:
                 self._host[...] = value
@@ -295,13 +338,13 @@ class array:
         except (ValueError, TypeError) as exc:
             raise type(exc)(f"value: cannot fill a {self.dtype.name} array with {value!r} ({exc})") from None
         self._bump()
-        return self
 
     def zero_(self) -> "array":
         """Set every element to zero."""
         if self.nbytes:
             self.device.impl.fill_zero(self.device.info, self.buffer, self.nbytes)
         self._bump()
+        host_ops.record("zero_", self)
         return self
 
     # Copies --------------------------------------------------------------------------
@@ -311,9 +354,10 @@ class array:
             if dev is self.device:
                 dev.impl.copy(dev.info, out.buffer, self.buffer, self.nbytes)
             else:
-                out._write_host(self.numpy())
+                out._write_host(self._read())
         if self._grad is not None:
             out.requires_grad = True
+            host_ops.record("copy", out, self)
         return out
 
     def copy(self) -> "array":
@@ -326,7 +370,7 @@ class array:
         return self if dev is self.device else self._copy_to(dev)
 
     def __repr__(self) -> str:
-        body = np.array2string(self.numpy(), separator=", ", threshold=64, edgeitems=3, prefix="gk.array(")
+        body = np.array2string(self._read(), separator=", ", threshold=64, edgeitems=3, prefix="gk.array(")
         extra = ", requires_grad=True" if self._grad is not None else ""
         extra += f", label={self.label!r}" if self.label else ""
         return f"gk.array({body}, dtype={self.dtype.name}, device={self.device.name!r}{extra})"
@@ -391,7 +435,7 @@ def full(shape, value, dtype=None, device=None, requires_grad=False, requires_du
     """An array with every element `value` (dtype inferred from `value` when not given)."""
     dt = _value_dtype(value) if dtype is None else dtype
     a = _new(shape, dt, device, requires_grad, requires_dual, label)
-    a.fill_(value)
+    a._fill(value)
     a.version = 0
     return a
 
@@ -413,7 +457,7 @@ def zeros_like(a: array, requires_grad=None, dtype=None, device=None) -> array:
 def ones_like(a: array, requires_grad=None, dtype=None, device=None) -> array:
     """Ones with `a`'s shape, dtype and device."""
     out = zeros_like(a, requires_grad, dtype, device)
-    out.fill_(1)
+    out._fill(1)
     out.version = 0
     return out
 

@@ -23,7 +23,7 @@ def _copy(a):
 
 
 def _flat(a) -> np.ndarray:
-    return np.array(a.numpy(), dtype=np.float64).reshape(-1)   # a copy: .numpy() may be a live view
+    return np.array(a._read(), dtype=np.float64).reshape(-1)   # a copy: .numpy() may be a live view
 
 
 def _like(a, values: np.ndarray):
@@ -138,6 +138,16 @@ def _table(kernel, worst) -> str:
     return "\n".join(lines)
 
 
+def mismatches(analytic: np.ndarray, numeric: np.ndarray, atol: float, rtol: float):
+    """(|analytic - numeric|, failing entries): |a - n| > atol + rtol*|n|, and every NaN/Inf on either side
+    (a plain comparison is False for NaN, which would let a NaN gradient pass)."""
+    with np.errstate(invalid="ignore"):
+        err = np.abs(analytic - numeric)
+        bad = ~(err <= atol + rtol * np.abs(numeric))
+    bad |= ~np.isfinite(analytic) | ~np.isfinite(numeric)
+    return err, bad
+
+
 def gradcheck(kernel, dim, inputs, outputs, eps: float = 1e-4, atol: float = 1e-3, rtol: float = 1e-2,
               raise_exception: bool = True, device=None, show_worst: int = 10) -> bool:
     """Compare reverse-mode and central-difference Jacobians; True when |a - n| <= atol + rtol*|n| everywhere."""
@@ -148,9 +158,8 @@ def gradcheck(kernel, dim, inputs, outputs, eps: float = 1e-4, atol: float = 1e-
     names = [n for n, _ in kernel.params]
     n_in = len(list(inputs))
     for (o, i), a in analytic.items():
+        err, bad = mismatches(a, numeric[(o, i)], atol, rtol)
         n = numeric[(o, i)]
-        err = np.abs(a - n)
-        bad = err > atol + rtol * np.abs(n)
         if bad.any():
             ok = False
             for r, c in zip(*np.nonzero(bad)):

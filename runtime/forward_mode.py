@@ -12,10 +12,15 @@ from . import state
 
 
 class ForwardMode:
-    """Context manager switching launches to tangent kernels with the given seeds."""
+    """Context manager switching launches to tangent kernels with the given seeds (Taichi's `FwdMode`).
 
-    def __init__(self, seeds: dict | None = None):
+    `clear_gradients=True` zeroes the dual of every array the block touches before its first use there
+    (False keeps existing duals, to accumulate tangents over several blocks); the seeds' duals are
+    zeroed again on exit, so one direction does not leak into the next block."""
+
+    def __init__(self, seeds: dict | None = None, clear_gradients: bool = True):
         self.seeds = dict(seeds or {})
+        self.clear_gradients = bool(clear_gradients)
         self._touched: dict[int, object] = {}
         self._outer = None
 
@@ -31,14 +36,16 @@ class ForwardMode:
 
     def __exit__(self, *exc) -> None:
         state.forward_mode, self._outer = self._outer, None
+        for x in self.seeds:
+            x.dual.zero_()
 
     def dual_of(self, a):
-        """`a.dual`, allocated or zeroed the first time this block touches `a`."""
+        """`a.dual`, allocated (or zeroed, with clear_gradients) the first time this block touches `a`."""
         if id(a) not in self._touched:
             self._touched[id(a)] = a
             if a.dual is None:
                 from .array import zeros_like
                 a._set_dual(zeros_like(a, requires_grad=False))
-            else:
+            elif self.clear_gradients:
                 a.dual.zero_()
         return a.dual

@@ -8,6 +8,7 @@ code-affecting settings), each with a pre-built argument binder for fast launche
 from __future__ import annotations
 
 from ..backends.base import CompileOptions
+from ..core import func as _func
 from ..core.config import config
 from ..core.frontend import lower_function
 from ..core.errors import CompileError
@@ -58,6 +59,7 @@ class Kernel:
         self.max_unroll = max_unroll
         self._typed: Function | None = None
         self._lowered: dict[str, Function] = {}
+        self._rules_generation = _func.rules_generation
         self._specs: dict[tuple, Specialization] = {}
         self._binder = None
         self.rule_violations: list = []
@@ -74,6 +76,9 @@ class Kernel:
         return [(p.name, p.type) for p in self.typed_ir.params]
 
     def lowered(self, variant: str = "forward") -> Function:
+        if self._rules_generation != _func.rules_generation:    # a custom rule was attached since
+            self._lowered.clear()
+            self._rules_generation = _func.rules_generation
         fn = self._lowered.get(variant)
         if fn is None:
             if variant == "forward_ad":       # lowered, keeping calls with custom gradient rules

@@ -9,7 +9,7 @@ from ..core.errors import NaNError
 
 
 def _nonfinite(a) -> bool:
-    data = np.asarray(a.numpy())
+    data = np.asarray(a._read())
     return data.dtype.kind == "f" and not np.isfinite(data).all()
 
 
@@ -24,7 +24,7 @@ def check_after_launch(kernel, spec, call_args, variant: str, before: dict[int, 
         a = call_args[k]
         if before.get(k) or not _nonfinite(a):
             continue
-        data = np.asarray(a.numpy())
+        data = np.asarray(a._read())
         bad = np.argwhere(~np.isfinite(data))[0]
         index = tuple(int(i) for i in bad[:a.ndim])
         value = data[tuple(bad)]

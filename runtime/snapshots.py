@@ -42,7 +42,7 @@ def take(arrays: dict, cap: int) -> dict:
     for name, a in arrays.items():
         if a is None:
             continue
-        data = np.array(a.numpy(), copy=True)
+        data = np.array(a._read(), copy=True)
         out[name] = Snapshot(array_stats(data), data if data.nbytes <= cap else None)
     return out
 

@@ -40,6 +40,8 @@ class FuncRecord:
     arrays: list
     scope: tuple = ()
     kind: str = "func"
+    name: str = "record_func"
+    writes: list = field(default_factory=list)   # arrays it overwrote (host writes: assign, copy, fill_)
 
 
 class Tape:
@@ -54,20 +56,22 @@ class Tape:
         self.loss_history: list[float] = []   # loss value at each backward(loss=...)
         self._scopes: list[str] = []
         self._touched: dict[int, object] = {}
-        self._outer = None
         self.scope_events: list[tuple] = []   # (record index, "begin"/"end", name) for viz
 
     # Recording -----------------------------------------------------------------
     def __enter__(self) -> "Tape":
-        self._outer, state.tape = state.tape, self
+        if state.tape is not None:
+            raise RuntimeError("a gk.Tape is already recording: tapes do not nest (as in Warp); record on the "
+                               "outer tape, or use gk.checkpoint / tape.record_func for nested work")
         if self.loss is not None:
             self.loss.zero_()
             if self.loss.grad is not None:
                 self.loss.grad.zero_()
+        state.tape = self
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        state.tape, self._outer = self._outer, None
+        state.tape = None
         if exc_type is None and self.loss is not None:
             self.backward(loss=self.loss)
 
@@ -101,6 +105,7 @@ class Tape:
                             f" needs; write into a new array instead of overwriting it")
         if kernel.rule_violations:
             raise GradientRuleError("\n".join(v.describe(kernel.key) for v in kernel.rule_violations))
+        _check_aliasing(kernel, bound)
 
     def _array_args(self, kernel, args) -> dict:
         return {name: a for (name, _), a in zip(kernel.params, args) if hasattr(a, "buffer")}
@@ -112,9 +117,16 @@ class Tape:
     def _record_launch(self, kernel, dims, device, bound, n_inputs, variant, ms, snaps=None) -> None:
         arrays = [a for a in bound if hasattr(a, "buffer")]
         touched = self._touched
+        exposed = False
         for a in arrays:
+            a._held = True
+            exposed |= a._exposed
             if id(a) not in touched:
                 self._touch(a)
+        if exposed and kernel.enable_backward:      # a NumPy view of an input exists: fingerprint it now
+            for j in _primal_reads(kernel.lowered("adjoint"), kernel):
+                if bound[j]._exposed:
+                    bound[j]._fingerprint()
         if snaps is not None:
             from .snapshots import take
             snaps.after = take(self._array_args(kernel, bound), config.snapshot_max_bytes)
@@ -130,6 +142,13 @@ class Tape:
         for a in arrays:
             self._touch(a)
         self.records.append(FuncRecord(backward, arrays, tuple(self._scopes)))
+
+    def record_host_write(self, name: str, backward, dst, src=None) -> None:
+        """Record a host-side write into `dst` (`assign`, `copy`, `fill_`, ...; see runtime/host_ops.py)."""
+        arrays = [dst] if src is None or src.grad is None else [dst, src]
+        for a in arrays:
+            self._touch(a)
+        self.records.append(FuncRecord(backward, arrays, tuple(self._scopes), "host", name, [dst]))
 
     def record_scope_begin(self, name: str) -> None:
         self._scopes.append(str(name))
@@ -169,7 +188,7 @@ class Tape:
                 raise ValueError("backward(grads=...): every seeded array needs requires_grad=True")
             arr.grad.assign(seed)
         if loss is not None:
-            self.loss_history.append(float(loss.numpy().reshape(-1)[0]))
+            self.loss_history.append(float(loss._read().reshape(-1)[0]))
         if state.capture is not None:
             state.capture.recorded(self)
             if loss is not None:
@@ -181,7 +200,10 @@ class Tape:
         backward pass: they then hold this pass's gradient afterwards (the debugger shows them), while
         inputs keep accumulating across backward calls."""
         written, per_kernel = {}, {}
-        for rec in self.launches:
+        for rec in self.records:
+            if isinstance(rec, FuncRecord):
+                written.update((id(a), a) for a in rec.writes)
+                continue
             kernel = rec.kernel_obj
             params = per_kernel.get(id(kernel))
             if params is None:
@@ -243,11 +265,12 @@ class Tape:
             self.backward_records.append(BackwardRecord(index, rec.kernel, ms, snaps))
 
     def _check_versions(self, rec: LaunchRecord) -> None:
+        _check_aliasing(rec.kernel_obj, rec.args)
         reads = _primal_reads(rec.kernel_obj.lowered("adjoint"), rec.kernel_obj)
         args, versions = rec.args, rec.versions
         for j in reads:
             a = args[j]
-            if a.version != versions.get(id(a), a.version):
+            if a.modified_since(versions.get(id(a), a.version)):
                 names = [n for n, _ in rec.kernel_obj.params]
                 label = getattr(a, "label", None) or names[j]
                 raise GradientRuleError(
@@ -304,6 +327,24 @@ def _written_user_params(kernel) -> list[int]:
         user = [u for u, (_, n) in enumerate(fwd.attrs.get("param_split", [])) for _ in range(n)]
         cached = fwd.attrs["_written_user"] = sorted({user[k] for k in written_params(fwd)})
     return cached
+
+
+def _check_aliasing(kernel, args) -> None:
+    """One array passed both as a parameter whose values the adjoint reads and as a parameter the launch
+    writes (`y = x * x` into x): the recorded values are gone once the launch ran, so no backward can be
+    right. Raise before the launch under checks, and at backward always."""
+    written = _written_user_params(kernel)
+    if not written:
+        return
+    names = [n for n, _ in kernel.params]
+    for j in _primal_reads(kernel.lowered("adjoint"), kernel):
+        for w in written:
+            if w != j and args[w] is args[j]:
+                label = getattr(args[j], "label", None) or names[j]
+                raise GradientRuleError(
+                    f"kernel '{kernel.key}' reads array '{label}' as parameter '{names[j]}' and writes the same "
+                    f"array as parameter '{names[w]}'; its backward pass needs the values from before the launch. "
+                    "Write the result into a separate array.")
 
 
 def _primal_reads(adj_fn, kernel) -> list[int]:

@@ -110,7 +110,7 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
         for kind, src in (("value", a), ("grad", a.grad)):
             if src is None:
                 continue
-            data = np.asarray(src.numpy())
+            data = np.asarray(src._read())
             if kind == "grad":
                 grad_norms[aid] = array_stats(data).get("norm", float("nan"))
             if data.nbytes > cap:

@@ -25,7 +25,7 @@ def _grad_norm(a):
     g = getattr(a, "grad", None)
     if g is None:
         return None
-    return float(np.linalg.norm(np.asarray(g.numpy(), dtype=np.float64)))
+    return float(np.linalg.norm(np.asarray(g._read(), dtype=np.float64)))
 
 
 def tape_graph(tape, filename=None, array_labels=None, graph_direction: str = "LR", hide_readonly_arrays: bool = False,

@@ -194,12 +194,13 @@ register(Builtin("length_sq", _vec_float_rule("length_sq", "scalar"), arity=1,
                  decompose=lambda b, a, comps, ot, at: [_dot(b, comps[0], comps[0])]))
 register(Builtin("length", _vec_float_rule("length", "scalar"), arity=1,
                  eval=lambda v: np.sqrt(np.sum(v * v, -1)),
-                 decompose=lambda b, a, comps, ot, at: [b.prim("sqrt", _dot(b, comps[0], comps[0]))]))
+                 decompose=lambda b, a, comps, ot, at: [b.prim("sqrt", _dot(b, comps[0], comps[0]), subgrad=True)],
+                 doc="|v| (gradient 0 at v = 0, as in Warp)"))
 
 
 def _normalize(b, a, comps, ot, at):
     v = comps[0]
-    n = b.prim("sqrt", _dot(b, v, v))
+    n = b.prim("sqrt", _dot(b, v, v), subgrad=True)
     zero = b.const(0.0, ot.scalar)
     safe = b.prim("gt", n, zero)
     inv = b.select(safe, b.div(b.const(1.0, ot.scalar), b.select(safe, n, b.const(1.0, ot.scalar))), zero)

@@ -153,11 +153,15 @@ elementwise("min", np.minimum,
 elementwise("max", np.maximum,
             lambda b, a, o, at: [_ind(b, b.prim("ge", a[0], a[1]), o), _ind(b, b.prim("lt", a[0], a[1]), o)],
             doc="larger of a, b (ties: gradient to a)")
-elementwise("atan2", np.arctan2,
-            lambda b, a, o, at: [
-                b.div(a[1], b.add(b.mul(a[0], a[0]), b.mul(a[1], a[1]))),
-                b.neg(b.div(a[0], b.add(b.mul(a[0], a[0]), b.mul(a[1], a[1]))))],
-            float_only=True, doc="atan2(y, x)")
+def _d_atan2(b, a, o, at):
+    """∂atan2(y, x) = (x, -y) / (x² + y²); at the origin, where it is undefined, 0 (Warp's choice) not NaN."""
+    r2 = b.add(b.mul(a[0], a[0]), b.mul(a[1], a[1]))
+    ok = b.prim("gt", r2, _c(b, r2, 0))
+    inv = b.select(ok, b.div(_c(b, r2, 1), b.select(ok, r2, _c(b, r2, 1))), _c(b, r2, 0))
+    return [b.mul(a[1], inv), b.neg(b.mul(a[0], inv))]
+
+
+elementwise("atan2", np.arctan2, _d_atan2, float_only=True, doc="atan2(y, x) (gradient 0 at the origin)")
 elementwise("neg", np.negative, lambda b, a, o, at: [_c(b, a[0], -1)], arity=1, linear=True, doc="-a")
 elementwise("abs", np.abs, lambda b, a, o, at: [b.prim("sign", a[0])], arity=1, doc="|a|")
 elementwise("sign", lambda x: np.sign(x).astype(np.asarray(x).dtype), lambda b, a, o, at: [None],
@@ -174,7 +178,16 @@ elementwise("clamp", lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi),
             arity=3, doc="min(max(x, lo), hi)")
 
 LN2, LN10 = math.log(2.0), math.log(10.0)
-unary_math("sqrt", np.sqrt, lambda b, x, y: b.div(_c(b, x, 0.5), y))
+def _d_sqrt(b, x, y, attrs):
+    """1/(2 sqrt x); `subgrad=True` (set where sqrt sits inside length/normalize) makes it 0 at x = 0, the
+    subgradient Warp uses for |v| at v = 0, so a zero vector does not turn its thread's gradients into NaN."""
+    d = b.div(_c(b, x, 0.5), y)
+    return b.select(b.prim("gt", y, _c(b, y, 0)), d, _c(b, y, 0)) if attrs.get("subgrad") else d
+
+
+register(Builtin("sqrt", _elementwise("sqrt", float_only=True), eval=np.sqrt, arity=1,
+                 partials=lambda b, a, out, at: [_d_sqrt(b, a[0], out, at)], decompose=_decomposer("sqrt"),
+                 doc="square root (gradient at 0 is inf; with subgrad=True it is 0)"))
 unary_math("exp", np.exp, lambda b, x, y: y)
 unary_math("log", np.log, lambda b, x, y: b.div(_c(b, x, 1), x))
 unary_math("log2", np.log2, lambda b, x, y: b.div(_c(b, x, 1), b.mul(x, _c(b, x, LN2))))
