@@ -11,7 +11,7 @@ branches yield them, so control flow needs no special cases beyond that.
 from __future__ import annotations
 
 from ..core.builtins import BUILTINS
-from ..core.errors import CompileError
+from ..core.errors import CompileError, compile_error
 from ..core.ir import Builder, Function, Instr, Param, Region, Value, copy_function
 from ..core.passes.simplify import simplify
 
@@ -21,7 +21,8 @@ def _is_float(v: Value) -> bool:
 
 
 class Tangent:
-    def __init__(self, duals: dict[int, Value]):
+    def __init__(self, duals: dict[int, Value], name: str = ""):
+        self.name = name                   # the kernel's name, for errors
         self.duals = duals                 # array param value id -> dual array Value
         self.map: dict[int, Value] = {}    # primal id -> new primal value
         self.tan: dict[int, Value] = {}    # primal id -> tangent value (absent = zero)
@@ -79,10 +80,19 @@ class Tangent:
                 return
             idx = [self.p(a) for a in ins.args[1:-1]]
             comp = ins.attrs["comp"]
+            kind = ins.attrs.get("kind")
             if op == "store":
                 b.store(dual, idx, self.t_or_zero(b, value), comp=comp)
-            elif ins.attrs["kind"] in ("add", "sub") and self.t(value) is not None:
-                b.atomic(ins.attrs["kind"], dual, idx, self.t(value), comp=comp, exclusive=ins.attrs.get("exclusive"))
+            elif kind in ("add", "sub") and self.t(value) is not None:
+                b.atomic(kind, dual, idx, self.t(value), comp=comp, exclusive=ins.attrs.get("exclusive"))
+            elif kind == "xchg":           # reverse mode's claim of an adjoint (forward-over-reverse)
+                self.tan[ins.result.id] = b.atomic("xchg", dual, idx, self.t_or_zero(b, value), comp=comp,
+                                                   exclusive=ins.attrs.get("exclusive"))
+            elif kind in ("min", "max"):
+                # The winner's tangent would have to be stored together with its value in one atomic step.
+                raise compile_error(self.name, ins.loc, f"forward mode cannot differentiate atomic_{kind} on a float "
+                                    "array (which thread's tangent wins is only known after every thread ran); "
+                                    "use reverse mode (gk.Tape) for this kernel")
 
     def structured(self, ins: Instr, b: Builder) -> None:
         op = ins.op
@@ -143,7 +153,7 @@ def tangent_function(fwd: Function) -> Function:
     fn = Function(f"{fwd.name}_tangent", params + dual_params, Region(), [], "kernel", fwd.loc)
     fn.attrs = {k: v for k, v in fwd.attrs.items() if k != "pass_log"}
     fn.attrs["dual_of"] = dual_of
-    tg = Tangent(duals)
+    tg = Tangent(duals, fwd.attrs.get("source_name", fwd.name))
     for p, q in zip(fwd.params, params):
         tg.map[p.value.id] = q.value
     tg.region(fwd.body, fn.body)
@@ -159,7 +169,7 @@ def tangent_of_func(fn: Function) -> tuple[Function, list[int]]:
     float_params = [k for k, p in enumerate(fwd.params) if p.type.is_scalar and p.type.is_float]
     tparams = [Param(f"d_{fwd.params[k].name}", fwd.params[k].type) for k in float_params]
     out = Function(f"jvp_{fwd.name}", params + tparams, Region(), [], "func", fwd.loc)
-    tg = Tangent({})
+    tg = Tangent({}, fwd.name)
     for p, q in zip(fwd.params, params):
         tg.map[p.value.id] = q.value
     for k, tp in zip(float_params, tparams):

@@ -232,12 +232,12 @@ class Reverse:
                 return
             idx = [self.p(a) for a in ins.args[1:-1]]
             value, comp, kind = ins.args[-1], ins.attrs["comp"], ins.attrs["kind"]
+            if kind in ("min", "max"):
+                self.add_adj(b, value, self.take_if_winner(b, ins, arr, idx, comp))
+                return
             g = b.load(arr, idx, comp=comp)
             if kind == "sub":
                 g = b.neg(g)
-            elif kind in ("min", "max"):
-                cur = b.load(ins.args[0] if ins.args[0].id not in self.primal else self.p(ins.args[0]), idx, comp=comp)
-                g = b.select(b.prim("eq", cur, self.p(value)), g, self.zero(b, g.type))
             self.add_adj(b, value, g)
         elif op == "if":
             self.reverse_if(ins, b)
@@ -247,6 +247,20 @@ class Reverse:
             self.reverse_call(ins, b)
         elif op == "native":
             self.reverse_native(ins, b)
+
+    def take_if_winner(self, b: Builder, ins: Instr, arr: Value, idx: list[Value], comp) -> Value:
+        """Adjoint of atomic_min/max for this thread: the element's whole adjoint if the thread's value is
+        the element's final value, else 0. Among threads that tie, the first to exchange the adjoint with 0
+        takes it, so it is counted once (a select on equality alone gives it to every tying thread)."""
+        cur = b.load(self.p(ins.args[0]), idx, comp=comp)
+        win = b.prim("eq", cur, self.p(ins.args[-1]))
+        zero = self.zero(b, arr.type.scalar)
+        taken = Region()
+        tb = b.at(taken)
+        taken.yields = [tb.atomic("xchg", arr, idx, tb.const(0.0, arr.type.scalar), comp=comp,
+                                  exclusive=self.exclusive(ins.args[1:-1]))]
+        other = Region(yields=[zero])
+        return b.emit("if", [win], [arr.type.scalar], regions=[taken, other]).result
 
     def reverse_native(self, ins: Instr, b: Builder) -> None:
         """The adjoint snippet: primal arguments, the return value's adjoint and the adjoint arrays in; one

@@ -12,7 +12,7 @@ Instruction ops (the whole vocabulary; `prim` names come from core/builtins.py):
     shape  arr                 attrs{axis}                     -> int32 (array extent)
     load   arr, *idx           attrs{comp}                     -> element (scalar after scalarize)
     store  arr, *idx, value    attrs{comp}                     -> ()
-    atomic arr, *idx, value    attrs{kind: add|sub|min|max, comp, exclusive} -> old element value
+    atomic arr, *idx, value    attrs{kind: add|sub|min|max|xchg, comp, exclusive} -> old element value
     if     cond                regions[then, else]; each yields len(results) values
     for    start, stop, step, *init   regions[body]; body.params = [iv, *carried];
                                body yields new carried; results = final carried.

@@ -398,14 +398,16 @@ class Codegen(ControlFlow):
             self.values[ins.result.id] = old
             return
         if st.is_float:
-            op = {"add": "fadd", "sub": "fsub", "min": "fmin", "max": "fmax"}[kind]
+            op = {"add": "fadd", "sub": "fsub", "min": "fmin", "max": "fmax", "xchg": "xchg"}[kind]
         elif st is T.uint32:
-            op = {"add": "add", "sub": "sub", "min": "umin", "max": "umax"}[kind]
+            op = {"add": "add", "sub": "sub", "min": "umin", "max": "umax", "xchg": "xchg"}[kind]
         else:
             op = kind
         self.values[ins.result.id] = b.atomic_rmw(op, addr, value, "monotonic")
 
     def combine(self, b, kind, old, value, st):
+        if kind == "xchg":
+            return value
         if kind == "add":
             return b.fadd(old, value) if st.is_float else b.add(old, value)
         if kind == "sub":

@@ -83,15 +83,17 @@ def atomic_statements(cg: Codegen, ins: Instr, ptr: str, st: T.ScalarType, wante
         return [f"{ref} {'+=' if kind == 'add' else '-='} ({acc_t}){v}"]
     if st.is_bool:
         raise cg.error("atomics on bool arrays are not supported")
-    if kind not in ("add", "sub", "min", "max"):
+    if kind not in ("add", "sub", "min", "max", "xchg"):
         raise cg.error(f"unknown atomic kind '{kind}'")
     if ins.attrs.get("exclusive"):
         old = R if wanted else ptr
-        new = {"add": f"{old} + {v}", "sub": f"{old} - {v}",
+        new = {"add": f"{old} + {v}", "sub": f"{old} - {v}", "xchg": v,
                "min": f"{'fmin' if st.is_float else 'min'}({old}, {v})",
                "max": f"{'fmax' if st.is_float else 'max'}({old}, {v})"}[kind]
         return ([f"{R} = {ptr}"] if wanted else []) + [f"{ptr} = {new}"]
     take = f"{R} = " if wanted else ""
+    if kind == "xchg":
+        return [exchange(cg, take, ptr, v, st)]
     if st.is_float:
         if st is T.float64:
             require(cg, BASE_ATOMICS64, "float64 atomics")
@@ -101,6 +103,15 @@ def atomic_statements(cg: Codegen, ins: Instr, ptr: str, st: T.ScalarType, wante
         require(cg, BASE_ATOMICS64 if kind in ("add", "sub") else EXTENDED_ATOMICS64, "int64 atomics")
         return [f"{take}atom_{kind}((volatile __global long*)&{ptr}, {v})"]
     return [f"{take}atomic_{kind}((volatile __global {ctype(st)}*)&{ptr}, {v})"]
+
+
+def exchange(cg: Codegen, take: str, ptr: str, v: str, st: T.ScalarType) -> str:
+    """An atomic exchange: core OpenCL for 32-bit types, 64-bit ones through atom_xchg on long bits."""
+    if st.bits == 64:
+        require(cg, BASE_ATOMICS64, "64-bit atomic exchange")
+        bits = f"atom_xchg((volatile __global long*)&{ptr}, {'as_long' if st.is_float else '(long)'}({v}))"
+        return f"{take}{'as_double' if st.is_float else ''}({bits})"
+    return f"{take}atomic_xchg((volatile __global {ctype(st)}*)&{ptr}, {v})"
 
 
 def require(cg: Codegen, extension: str, what: str) -> None:

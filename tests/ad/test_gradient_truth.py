@@ -372,3 +372,78 @@ def test_same_array_in_and_out_raises(device, rng, check):
         gk.launch(square, 3, inputs=[x], outputs=[x], device=device)
     with pytest.raises(gk.GradientRuleError, match="writes the same array"):
         tape.backward(grads={x: f64(np.ones(3), device)})
+
+
+# --------------------------------------------------------------------------- atomic_min / atomic_max ties
+
+@gk.kernel
+def extremes(x: gk.array(dtype=float), m: gk.array(dtype=float)):
+    i = gk.tid()
+    gk.atomic_max(m, 0, x[i] * 2.0)
+    gk.atomic_min(m, 1, x[i])
+
+
+@gk.kernel
+def extremes64(x: gk.array(dtype=gk.float64), m: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    gk.atomic_max(m, 0, x[i] * 2.0)
+    gk.atomic_min(m, 1, x[i])
+
+
+@pytest.mark.parametrize("dtype", [gk.float32, gk.float64])
+@pytest.mark.parametrize("values", [[1.0, 1.0, 1.0, 1.0], [0.5, 1.0, -0.25, 1.0], [0.3, -0.7, 0.9, 0.1]])
+def test_atomic_min_max_ties_give_the_gradient_once(device, dtype, values):
+    """max(2x) and min(x) over 4 threads: the gradient reaches exactly one of the threads holding the
+    extreme (ties included), so Σ x.grad = 2 w_max + w_min — not 4× that when all four tie. When the
+    initial value is the extreme, no thread gets any gradient and the element keeps it."""
+    kernel = extremes if dtype is gk.float32 else extremes64
+    x = gk.array(np.array(values), dtype=dtype, device=device, requires_grad=True)
+    m = gk.array(np.array([-10.0, 10.0]), dtype=dtype, device=device, requires_grad=True)
+    tape = gk.Tape()
+    with tape:
+        gk.launch(kernel, 4, inputs=[x, m], device=device)
+    w = np.array([0.75, 1.25])
+    tape.backward(grads={m: gk.array(w, dtype=dtype, device=device)})
+    v = np.array(values)
+    g = x.grad.numpy()
+    assert g.sum() == pytest.approx(2 * w[0] + w[1])
+    winners_max, winners_min = np.flatnonzero(v == v.max()), np.flatnonzero(v == v.min())
+    assert set(np.flatnonzero(g)) <= set(winners_max) | set(winners_min)
+    assert np.isclose(g[winners_max].sum() - (w[1] if v.max() == v.min() else 0), 2 * w[0])
+    high = gk.array(np.array([10.0, -10.0]), dtype=dtype, device=device, requires_grad=True)
+    x.grad.zero_()
+    tape = gk.Tape()
+    with tape:
+        gk.launch(kernel, 4, inputs=[x, high], device=device)
+    tape.backward(grads={high: gk.array(w, dtype=dtype, device=device)})
+    np.testing.assert_allclose(x.grad.numpy(), 0.0)
+    np.testing.assert_allclose(high.grad.numpy(), w)
+
+
+def test_forward_mode_of_atomic_max_is_refused(device):
+    x = gk.array([1.0, 2.0], device=device)
+    m = gk.zeros(2, device=device)
+    with pytest.raises(gk.CompileError, match="atomic_max"):
+        with gk.ForwardMode(seeds={x: gk.array([1.0, 1.0], device=device)}):
+            gk.launch(extremes, 2, inputs=[x, m], device=device)
+
+
+# --------------------------------------------------------------------------- integer division floors
+
+@gk.kernel
+def int_div_mod(a: gk.array(dtype=int), b: gk.array(dtype=int), q: gk.array(dtype=int), r: gk.array(dtype=int)):
+    i = gk.tid()
+    q[i] = a[i] // b[i]
+    r[i] = a[i] % b[i]
+
+
+def test_integer_division_floors(device, rng):
+    """Python's (and Taichi's) floored `//` and `%`, not C's truncation (Warp): -7 // 2 == -4, -7 % 2 == 1."""
+    a_np = np.concatenate([[-7, 7, -7, 7, 0, -1], rng.integers(-1000, 1000, 26)]).astype(np.int32)
+    b_np = np.concatenate([[2, -2, -2, 2, 3, 5], rng.choice([-9, -4, -1, 1, 3, 7], 26)]).astype(np.int32)
+    a, b = gk.array(a_np, device=device), gk.array(b_np, device=device)
+    q, r = gk.zeros(32, dtype=gk.int32, device=device), gk.zeros(32, dtype=gk.int32, device=device)
+    gk.launch(int_div_mod, 32, inputs=[a, b, q, r], device=device)
+    np.testing.assert_array_equal(q.numpy(), a_np // b_np)
+    np.testing.assert_array_equal(r.numpy(), a_np % b_np)
+    assert (q.numpy()[0], r.numpy()[0]) == (-4, 1)

@@ -22,7 +22,17 @@ import numpy as np
 from gradkit.backends.base import OUT_OF_BOUNDS, STACK_OVERFLOW, KernelFault
 from gradkit.core.ir import Instr
 
-_UFUNCS = {"add": np.add, "sub": np.subtract, "min": np.minimum, "max": np.maximum}
+class _Exchange:
+    """`xchg` as a ufunc-like pair: the new value replaces the old (so a running 'accumulate' is the input)."""
+
+    def __call__(self, old, value):
+        return np.broadcast_to(value, np.shape(old)).astype(np.asarray(old).dtype)
+
+    def accumulate(self, values):
+        return values
+
+
+_UFUNCS = {"add": np.add, "sub": np.subtract, "min": np.minimum, "max": np.maximum, "xchg": _Exchange()}
 
 
 @dataclass
