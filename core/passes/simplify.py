@@ -92,6 +92,12 @@ class Simplifier:
                 _invalidate(cse, written)
             if ins.op in ("store", "atomic"):
                 _invalidate(cse, {ins.args[0].id})
+            if ins.op == "store":
+                # Store-to-load forwarding: a later load of the same element in this thread reads the value
+                # just stored. Besides saving a load, the adjoint's replay (which skips stores and would
+                # read the array's final contents) then sees the value the forward pass saw.
+                arr, *idx, value = ins.args
+                cse[("load", arr.id, ins.attrs["comp"], tuple(self.r(a).id for a in idx))] = self.r(value)
             if ins.op == "native":
                 _invalidate(cse, {a.id for a in ins.args if a.type.is_array})
             if ins.op == "load":

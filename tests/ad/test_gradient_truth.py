@@ -447,3 +447,39 @@ def test_integer_division_floors(device, rng):
     np.testing.assert_array_equal(q.numpy(), a_np // b_np)
     np.testing.assert_array_equal(r.numpy(), a_np % b_np)
     assert (q.numpy()[0], r.numpy()[0]) == (-4, 1)
+
+
+# --------------------------------------------------------------------------- a store read back in a loop
+
+@gk.kernel
+def scratch_in_loop(x: gk.array(dtype=gk.float64), buf: gk.array(dtype=gk.float64),
+                    o: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    s = x[i]
+    for t in range(3):
+        buf[i] = s * s
+        s = gk.sin(buf[i]) + x[i]
+    o[i] = s
+
+
+def test_value_stored_then_read_in_a_loop(device, rng):
+    """Each iteration stores into a scratch element and reads it back: the adjoint must see the value of
+    that iteration, not the element's final contents (the replay skips stores)."""
+    x_np = rng.uniform(-1, 1, 4)
+
+    def ref(x):
+        s = x.copy()
+        for _ in range(3):
+            s = np.sin(s * s) + x
+        return s
+
+    x = f64(x_np, device, requires_grad=True)
+    buf = gk.zeros(4, dtype=gk.float64, device=device, requires_grad=True)
+    o = gk.zeros(4, dtype=gk.float64, device=device, requires_grad=True)
+    tape = gk.Tape()
+    with tape:
+        gk.launch(scratch_in_loop, 4, inputs=[x, buf, o], device=device)
+    tape.backward(grads={o: f64(np.ones(4), device)})
+    np.testing.assert_allclose(o.numpy(), ref(x_np), rtol=1e-12)
+    eps = 1e-6
+    np.testing.assert_allclose(x.grad.numpy(), (ref(x_np + eps) - ref(x_np - eps)) / (2 * eps), rtol=1e-6)
