@@ -107,6 +107,12 @@ fuzz: install-$(TEST_EXTRAS)
 	GRADKIT_FUZZ_SEED=$$seed GRADKIT_FUZZ_EXAMPLES=$${GRADKIT_FUZZ_EXAMPLES:-2000} \
 		$(PY) -m pytest -n $(XDIST_WORKERS) tests/fuzz -p no:warnings
 
+# docs/coverage.md, the language coverage table (construct x forward/reverse/forward mode x device), from a
+# run of tests/lang; cells that fail read ✗ (see tests/lang/FOUND.md).
+.PHONY: coverage-table
+coverage-table: install-$(TEST_EXTRAS)
+	XDIST_WORKERS=$(XDIST_WORKERS) $(PY) tests/lang/coverage.py
+
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .hypothesis bench-results
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,92 @@
+"""Arrays in the language: `a.shape[k]` and `len(a)`, 2-D/3-D arrays with multi-dimensional launches
+(`i, j = gk.tid()`), integer index arrays (gathers), and sub-array views `x[i]` (read and written)."""
+
+import numpy as np
+
+import gradkit as gk
+
+from .harness import Case, Const, In, Out, collect
+
+A1 = gk.array(dtype=gk.float64)
+A2 = gk.array(dtype=gk.float64, ndim=2)
+A3 = gk.array(dtype=gk.float64, ndim=3)
+
+
+@gk.kernel
+def shape_len(x: A2, y: A1, k: gk.array(dtype=int)):
+    i = gk.tid()
+    acc = 0.0
+    for j in range(x.shape[1]):
+        acc += x[i, j] * float(j + 1)
+    y[i] = acc + float(len(x)) + float(x.shape[0] * 10)
+    k[i] = len(y) * 100 + x.shape[1]
+
+
+def _shape_ref(x, y, k):
+    n, m = x.shape
+    return x @ np.arange(1.0, m + 1) + n + 10 * n, np.full(n, 100 * n + m)
+
+
+@gk.kernel
+def launch_2d(x: A2, w: A1, y: A2, s: A1):
+    i, j = gk.tid()
+    y[i, j] = x[i, j] * w[j] + float(i - j)
+    s[i] += x[i, j] * x[i, j]
+
+
+def _launch2_ref(x, w, y, s):
+    n, m = x.shape
+    return x * w + (np.arange(n)[:, None] - np.arange(m)), s + np.sum(x * x, 1)
+
+
+@gk.kernel
+def launch_3d(x: A3, y: A3, t: A2):
+    i, j, k = gk.tid()
+    y[i, j, k] = gk.sin(x[i, j, k]) * float(k + 1) + x[i, j, 0] * float(i)
+    t[j, k] += x[i, j, k]
+
+
+def _launch3_ref(x, y, t):
+    return np.sin(x) * np.arange(1.0, x.shape[2] + 1) + x[:, :, :1] * np.arange(x.shape[0])[:, None, None], \
+        t + x.sum(0)
+
+
+@gk.kernel
+def gather(x: A1, idx: gk.array(dtype=int), y: A1):
+    i = gk.tid()
+    y[i] = x[idx[i]] * x[idx[i]] + x[i % 3]
+
+
+def _gather_ref(x, idx, y):
+    return x[idx] ** 2 + x[np.arange(len(idx)) % 3]
+
+
+@gk.kernel
+def views(x: A2, y: A2, s: A1):
+    i = gk.tid()
+    row = x[i]
+    out = y[i]
+    acc = 0.0
+    for j in range(len(row)):
+        out[j] = row[j] * row[j]
+        acc += row[j] * float(j)
+    s[i] = acc
+
+
+def _views_ref(x, y, s):
+    return x * x, x @ np.arange(x.shape[1], dtype=float)
+
+
+CASES = collect("arrays", [
+    Case("shape_and_len", "`a.shape[k]` and `len(a)` in a kernel (loop bound, values)", shape_len, 5,
+         [In((5, 3)), Out((5,)), Out((5,), gk.int32)], _shape_ref),
+    Case("launch_2d", "2-D launch `i, j = gk.tid()` over 2-D arrays, `+=` into a 1-D array", launch_2d,
+         (3, 4),
+         [In((3, 4)), In((4,)), Out((3, 4)), Out((3,), init=lambda r: r.normal(size=3))], _launch2_ref),
+    Case("launch_3d", "3-D launch `i, j, k = gk.tid()` over 3-D arrays, `+=` into a 2-D array", launch_3d,
+         (2, 3, 2), [In((2, 3, 2)), Out((2, 3, 2)), Out((3, 2))], _launch3_ref),
+    Case("index_arrays", "indices read from an int array (gather, repeated elements)", gather, 6,
+         [In((4,)), Const(lambda r: r.integers(0, 4, 6)), Out((6,))], _gather_ref),
+    Case("subarray_view", "`row = x[i]` of a 2-D array: read, written (`out[j] = `) and `len(row)`", views, 3,
+         [In((3, 4)), Out((3, 4)), Out((3,))], _views_ref),
+])
