@@ -18,6 +18,8 @@ class Func:
     _gk_func = True
 
     def __init__(self, pyfunc, **options):
+        from .frontend.context import remember_enclosing_scope
+        remember_enclosing_scope(pyfunc)
         self.pyfunc, self.options = pyfunc, options
         self.key = getattr(pyfunc, "__qualname__", pyfunc.__name__)
         self.__name__ = pyfunc.__name__

@@ -11,6 +11,7 @@ from ..backends.base import CompileOptions
 from ..core import func as _func
 from ..core.config import config
 from ..core.frontend import lower_function
+from ..core.frontend.context import remember_enclosing_scope
 from ..core.errors import CompileError
 from ..core.ir import Function, format_function
 from ..core.native import check_snippets
@@ -51,6 +52,7 @@ class Kernel:
     _gk_kernel = True
 
     def __init__(self, pyfunc, enable_backward: bool = True, max_unroll: int | None = None):
+        remember_enclosing_scope(pyfunc)
         self.pyfunc = pyfunc
         self.key = pyfunc.__name__
         self.__name__ = pyfunc.__name__
@@ -63,6 +65,7 @@ class Kernel:
         self._specs: dict[tuple, Specialization] = {}
         self._binder = None
         self.rule_violations: list = []
+        self.rules_warned = False
 
     # IR ----------------------------------------------------------------------
     @property
@@ -83,7 +86,7 @@ class Kernel:
         if fn is None:
             if variant == "forward_ad":       # lowered, keeping calls with custom gradient rules
                 fn = lower(self.typed_ir)
-                self._warn_rules(fn)
+                self._find_rule_violations(fn)
             elif variant == "forward":
                 fn = self.lowered("forward_ad")
                 if any(i.op == "call" for i in fn.walk()):
@@ -103,13 +106,11 @@ class Kernel:
             self._lowered[variant] = fn
         return fn
 
-    def _warn_rules(self, fn: Function) -> None:
-        """Gradient-rule violations certain from the source: a GradientRuleWarning at compile time."""
+    def _find_rule_violations(self, fn: Function) -> None:
+        """Gradient-rule violations certain from the source (warned about when a tape records the kernel)."""
         if not self.enable_backward:
             return
-        import warnings
         from ..ad.checks import static_violations
-        from ..core.errors import GradientRuleWarning
         found = static_violations(fn)
         if any(v.rule == 1 for v in found):
             # A read-then-modify only matters when the backward pass needs the value read.
@@ -119,6 +120,13 @@ class Kernel:
                       if any(i.op == "load" and i.args[0] is adj.params[k].value for i in adj.walk())}
             found = [v for v in found if v.rule != 1 or v.array in needed]
         self.rule_violations = found
+
+    def warn_rules(self) -> None:
+        """Warn once about rule violations certain from the source (on the first launch a tape records:
+        a kernel never differentiated, an optimiser step say, stays quiet)."""
+        import warnings
+        from ..core.errors import GradientRuleWarning
+        self.rules_warned = True
         for v in self.rule_violations:
             warnings.warn(v.describe(self.key), GradientRuleWarning, stacklevel=4)
 

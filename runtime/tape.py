@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ..core.config import config
 from ..core.errors import GradientRuleError
 from . import state
+from .version_check import check_record
 
 
 @dataclass
@@ -48,8 +49,10 @@ class Tape:
     """Records launches inside `with tape:`; `backward()` runs their adjoints in reverse order."""
 
     def __init__(self, loss=None, clear_gradients: bool = True, check: bool | None = None,
-                 snapshots: bool | None = None):
+                 snapshots: bool | None = None, check_versions: bool = True):
         self.loss, self.clear_gradients, self.check = loss, clear_gradients, check
+        self.check_versions = bool(check_versions)   # False: experts vouch that recorded inputs are unchanged
+        self._last_pass: dict[int, tuple] = {}       # id -> (array, grad, grad version) after the last backward
         self.snapshotting = config.snapshot_launches if snapshots is None else bool(snapshots)
         self.records: list = []
         self.backward_records: list = []      # BackwardRecord per adjoint launch, when snapshotting
@@ -130,6 +133,8 @@ class Tape:
         if snaps is not None:
             from .snapshots import take
             snaps.after = take(self._array_args(kernel, bound), config.snapshot_max_bytes)
+        if kernel.rule_violations and not kernel.rules_warned:
+            kernel.warn_rules()
         rec = LaunchRecord(kernel.key, dims, device.name, bound[:n_inputs], bound[n_inputs:],
                            tuple(self._scopes) if self._scopes else (), ms, kernel, {id(a): a.version for a in arrays}, snapshots=snaps)
         self.records.append(rec)
@@ -170,23 +175,30 @@ class Tape:
 
     # Backward ------------------------------------------------------------------
     def backward(self, loss=None, grads: dict | None = None) -> None:
-        """Seed `loss.grad = 1` (or the given output gradients) and run every recorded adjoint in reverse.
+        """Run every recorded adjoint in reverse, from the gradients set on the outputs (Warp's semantics).
 
-        Gradients of arrays the launches wrote are zeroed first and hold this pass's gradient afterwards;
-        gradients of inputs accumulate across calls (`zero()` clears them)."""
-        if loss is None and grads is None:
-            raise ValueError("Tape.backward needs loss= or grads=")
-        self._zero_written_grads()
+        `loss=l` sets `l.grad = 1`; `grads={y: g}` sets `y.grad = g` (an array without `requires_grad` gets a
+        `.grad` first, as in Warp); with neither, the gradients already on the outputs are the seeds
+        (written by the user or by adjoint launches, e.g. a later checkpoint segment). Gradients accumulate
+        (`+=`); `zero()` clears them. Running `backward` on the same tape again first zeroes the
+        intermediate gradients its previous pass left (unless changed since), so every pass is fresh while
+        inputs keep accumulating."""
+        self._zero_previous_pass()
+        seeds = set()
         if loss is not None:
             if loss.grad is None:
                 raise ValueError("backward(loss=...): the loss array needs requires_grad=True")
             if loss.size != 1:
                 raise ValueError(f"backward(loss=...): the loss must have one element, it has {loss.size}")
             loss.grad.fill_(1.0)
+            seeds.add(id(loss))
         for arr, seed in (grads or {}).items():
             if arr.grad is None:
-                raise ValueError("backward(grads=...): every seeded array needs requires_grad=True")
-            arr.grad.assign(seed)
+                from .array import zeros_like
+                arr.grad = zeros_like(arr, requires_grad=False)
+            if seed is not arr.grad:
+                arr.grad.assign(seed)
+            seeds.add(id(arr))
         if loss is not None:
             self.loss_history.append(float(loss._read().reshape(-1)[0]))
         if state.capture is not None:
@@ -194,11 +206,19 @@ class Tape:
             if loss is not None:
                 state.capture.backward_started(self.loss_history[-1])
         self._run_adjoints()
+        self._last_pass = {k: (a, a.grad, a.grad.version) for k, a in self._written().items()
+                           if k not in seeds and a.grad is not None}
 
-    def _zero_written_grads(self) -> None:
-        """Zero the gradients of arrays the recorded launches wrote (intermediates and outputs) before a
-        backward pass: they then hold this pass's gradient afterwards (the debugger shows them), while
-        inputs keep accumulating across backward calls."""
+    def _zero_previous_pass(self) -> None:
+        """Zero the gradients the previous backward pass of this tape left in intermediates and outputs,
+        where nobody changed them since (a changed one is a new seed)."""
+        for a, grad, version in self._last_pass.values():
+            if a.grad is grad and grad.version == version:
+                grad.zero_()
+        self._last_pass = {}
+
+    def _written(self) -> dict:
+        """Arrays the recorded launches and host writes wrote, by id."""
         written, per_kernel = {}, {}
         for rec in self.records:
             if isinstance(rec, FuncRecord):
@@ -211,9 +231,7 @@ class Tape:
             args = rec.args
             for j in params:
                 written[id(args[j])] = args[j]
-        for a in written.values():
-            if a.grad is not None:
-                a.grad.zero_()
+        return written
 
     def _run_adjoints(self) -> None:
         """Run every recorded adjoint in reverse order, accumulating into the arrays' current `.grad`."""
@@ -226,7 +244,7 @@ class Tape:
             if isinstance(rec, FuncRecord):
                 rec.backward()
                 continue
-            self._check_versions(rec)
+            self._check_versions(index, rec)
             if self.snapshotting:
                 self._snapshotted_adjoint(index, rec, launch)
                 continue
@@ -264,19 +282,21 @@ class Tape:
             snaps.after = take(grads, config.snapshot_max_bytes)
             self.backward_records.append(BackwardRecord(index, rec.kernel, ms, snaps))
 
-    def _check_versions(self, rec: LaunchRecord) -> None:
-        _check_aliasing(rec.kernel_obj, rec.args)
-        reads = _primal_reads(rec.kernel_obj.lowered("adjoint"), rec.kernel_obj)
+    def _check_versions(self, index: int, rec: LaunchRecord) -> None:
+        """Before a record's adjoint runs: the arrays whose recorded values it reads are unchanged (or
+        changed only where it does not read, see version_check.py)."""
+        if not self.check_versions:
+            return
+        reads, pairs = _version_checks(rec.kernel_obj)
         args, versions = rec.args, rec.versions
+        for j, w in pairs:
+            if args[j] is args[w]:
+                _check_aliasing(rec.kernel_obj, args)
         for j in reads:
             a = args[j]
-            if a.modified_since(versions.get(id(a), a.version)):
-                names = [n for n, _ in rec.kernel_obj.params]
-                label = getattr(a, "label", None) or names[j]
-                raise GradientRuleError(
-                    f"array '{label}' (parameter '{names[j]}' of kernel '{rec.kernel}') was modified after it was "
-                    f"recorded on the tape, but the backward pass of '{rec.kernel}' needs its recorded value. "
-                    "Write the new values into a fresh array instead of overwriting it in place.")
+            if a.version != versions[id(a)] or a._crc is not None:     # the common case: untouched
+                check_record(self, index, rec, reads, _written_user_params)
+                return
 
     # Housekeeping --------------------------------------------------------------
     def zero(self) -> None:
@@ -294,6 +314,7 @@ class Tape:
         """Forget every record and zero the gradients."""
         self.zero()
         self.records.clear()
+        self._last_pass = {}
         self.backward_records.clear()
         self._touched.clear()
         self.scope_events.clear()
@@ -326,6 +347,16 @@ def _written_user_params(kernel) -> list[int]:
     if cached is None:
         user = [u for u, (_, n) in enumerate(fwd.attrs.get("param_split", [])) for _ in range(n)]
         cached = fwd.attrs["_written_user"] = sorted({user[k] for k in written_params(fwd)})
+    return cached
+
+
+def _version_checks(kernel) -> tuple:
+    """(primal reads, (read, written) parameter pairs that must not alias), cached on the adjoint IR."""
+    adj = kernel.lowered("adjoint")
+    cached = adj.attrs.get("_version_checks")
+    if cached is None:
+        reads, written = _primal_reads(adj, kernel), _written_user_params(kernel)
+        cached = adj.attrs["_version_checks"] = (reads, [(j, w) for j in reads for w in written if j != w])
     return cached
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import ast
 import builtins as py_builtins
+import os
+import pathlib
+import sys
 
 from .. import types as T
 from ..builtins import BuiltinTypeError
@@ -25,6 +28,28 @@ class TidCall:
     """The result of `gk.tid()` before it is unpacked into coordinates."""
 
 
+_PACKAGE = pathlib.Path(__file__).resolve().parents[2]
+_LIBRARY = tuple(str(_PACKAGE / d) + os.sep for d in ("core", "runtime", "ad", "backends", "viz", "app"))
+
+
+def _in_library(filename: str) -> bool:
+    return filename.startswith(_LIBRARY) or filename == str(_PACKAGE / "__init__.py")
+
+
+def remember_enclosing_scope(pyfunc) -> None:
+    """Keep the locals of the function that defines a kernel or @gk.func (the first frame outside gradkit),
+    so names used only in annotations resolve there as Python's own scoping would (with
+    `from __future__ import annotations` they are strings, not closure cells)."""
+    frame = sys._getframe(1)
+    while frame is not None and _in_library(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is not None and frame.f_locals is not frame.f_globals:
+        try:
+            pyfunc.__gk_enclosing__ = dict(frame.f_locals)
+        except (AttributeError, TypeError):       # builtins and callables that take no attributes
+            pass
+
+
 class LoweringContext:
     """Environment, builder and coercion helpers for one function being lowered."""
 
@@ -32,6 +57,7 @@ class LoweringContext:
         self.pyfunc, self.src, self.kind, self.building = pyfunc, src, kind, building
         self.name = pyfunc.__name__
         self.static_ns: dict = dict(pyfunc.__globals__)
+        self.static_ns.update(getattr(pyfunc, "__gk_enclosing__", {}))   # see remember_enclosing_scope
         if pyfunc.__closure__:
             for var, cell in zip(pyfunc.__code__.co_freevars, pyfunc.__closure__):
                 try:

@@ -57,11 +57,16 @@ def _arrays(device):
 
 @pytest.mark.parametrize("pyfunc, rule", [(broke_rule_1, "reads array 'b'"), (broke_rule_2, "overwrites")])
 def test_static_rules_warn_and_error(device, pyfunc, rule):
-    kernel = gk.kernel(pyfunc)           # a fresh kernel object: the compile-time warning fires once per kernel
-    with pytest.warns(gk.GradientRuleWarning, match=rule):
-        kernel.lowered("forward_ad")
+    kernel = gk.kernel(pyfunc)           # a fresh kernel object: the warning fires once per kernel
     x, b, loss = _arrays(device)
     args = [x, b, loss] if pyfunc is broke_rule_1 else [x, loss]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gk.GradientRuleWarning)
+        kernel.lowered("forward_ad")                                  # compiling alone stays quiet
+        gk.launch(kernel, 1, inputs=args, device=device)              # so does a launch off the tape
+    with pytest.warns(gk.GradientRuleWarning, match=rule):
+        with gk.Tape():
+            gk.launch(kernel, 1, inputs=args, device=device)
     with pytest.raises(gk.GradientRuleError, match=rule):
         with gk.Tape(check=True):
             gk.launch(kernel, 1, inputs=args, device=device)

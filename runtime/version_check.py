@@ -1,0 +1,86 @@
+"""Backward's "modified after recording" check, as precise as what each adjoint reads.
+
+A recorded launch's adjoint reads some arrays' forward values (`_primal_reads`), often only some rows
+of them (`x[t - 1, i]`, see ad/accessed_rows.py). When such an array changed since the launch was
+recorded, the change is fine if every write since is a later launch on the same tape that wrote other
+rows; anything else — a write into a needed row, a host write, a write no tape saw (a launch outside
+the tape, `a[i] = v`, a NumPy view) — raises `GradientRuleError` instead of a wrong gradient.
+"""
+
+from __future__ import annotations
+
+from ..ad.accessed_rows import evaluate, leading_rows
+from ..core.errors import GradientRuleError
+
+
+def _lowered_params(kernel) -> int:
+    return sum(n for _, n in kernel.lowered("forward").attrs.get("param_split", []))
+
+
+def needed_rows(rec, j: int) -> set[int] | None:
+    """Rows of argument j the adjoint of `rec` reads (None: possibly all)."""
+    kernel = rec.kernel_obj
+    adj = kernel.lowered("adjoint")
+    exprs = leading_rows(adj, ("load",), range(_lowered_params(kernel))).get(j)
+    return None if exprs is None else evaluate(exprs, rec.args)
+
+
+def written_rows(rec, j: int) -> set[int] | None:
+    """Rows of argument j the forward launch `rec` wrote (None: possibly all)."""
+    exprs = leading_rows(rec.kernel_obj.lowered("forward"), ("store", "atomic")).get(j)
+    return set() if exprs is None else evaluate(exprs, rec.args)
+
+
+def _overlap(a: set[int] | None, b: set[int] | None) -> bool:
+    return a is None or b is None or bool(a & b)
+
+
+def _describe(rows: set[int] | None) -> str:
+    return "all rows" if rows is None else "row" + ("s " if len(rows) > 1 else " ") + \
+        ", ".join(map(str, sorted(rows)))
+
+
+def check_record(tape, index: int, rec, reads: list[int], written_params) -> None:
+    """Raise if an array whose recorded values `rec`'s adjoint reads was changed where it matters."""
+    names = [n for n, _ in rec.kernel_obj.params]
+    for j in reads:
+        a = rec.args[j]
+        recorded = rec.versions.get(id(a), a.version)
+        if not a.modified_since(recorded):
+            continue
+        label = getattr(a, "label", None) or names[j]
+        needed = needed_rows(rec, j)
+        where = f"array '{label}' (parameter '{names[j]}' of kernel '{rec.kernel}')"
+        cur = recorded
+        for later in tape.records[index + 1:]:
+            if getattr(later, "kind", "") != "launch":
+                if any(w is a for w in getattr(later, "writes", ())):
+                    raise GradientRuleError(
+                        f"{where} was overwritten by a host write ({later.name}) after it was recorded; the "
+                        f"backward pass of '{rec.kernel}' needs its recorded values ({_describe(needed)}). "
+                        "Write the new values into a fresh array instead of overwriting it in place.")
+                continue
+            if not any(x is a for x in later.args):
+                continue
+            wrote = [w for w in written_params(later.kernel_obj) if later.args[w] is a]
+            after = later.versions[id(a)]
+            if after - len(wrote) != cur:
+                break                                         # changed by something the tape did not see
+            for w in wrote:
+                rows = written_rows(later, w)
+                if _overlap(rows, needed):
+                    later_names = [n for n, _ in later.kernel_obj.params]
+                    raise GradientRuleError(
+                        f"{where} was modified after it was recorded on the tape: the later launch of "
+                        f"'{later.kernel}' writes {_describe(rows)} (parameter '{later_names[w]}'), and the "
+                        f"backward pass of '{rec.kernel}' needs {_describe(needed)} as recorded. Write the new "
+                        "values into a fresh array (or another row) instead of overwriting them in place.")
+            cur = after
+        else:
+            if not a.modified_since(cur):
+                continue
+        raise GradientRuleError(
+            f"{where} was modified after it was recorded on the tape, but the backward pass of "
+            f"'{rec.kernel}' needs its recorded values ({_describe(needed)}). Write the new values into a "
+            "fresh array instead of overwriting it in place (gk.Tape(check_versions=False) turns this "
+            "check off, for experts who know the values are unchanged).")
