@@ -16,7 +16,7 @@ Expr = tuple      # ("const", c) | ("arg", user_param_index) | (op, Expr, Expr) 
 _ARITH = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b}
 
 
-def _user_index(fn: Function) -> dict[int, int]:
+def user_index(fn: Function) -> dict[int, int]:
     """Lowered parameter value id -> user-level parameter index (vector parameters are split)."""
     out, k = {}, 0
     for user, (_, n) in enumerate(fn.attrs.get("param_split", [(p.name, 1) for p in fn.params])):
@@ -51,7 +51,7 @@ def leading_rows(fn: Function, ops: tuple[str, ...], params: range | None = None
     key = (ops, None if params is None else (params.start, params.stop))
     if key in cache:
         return cache[key]
-    users = _user_index(fn)
+    users = user_index(fn)
     arrays = {p.value.id for k, p in enumerate(fn.params)
               if p.type.is_array and (params is None or k in params)}
     defs = {r.id: ins for ins in fn.walk() for r in ins.results}

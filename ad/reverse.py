@@ -116,6 +116,10 @@ class Reverse:
             mapping = {p.value.id: a for p, a in zip(src.params, ins.args)}
             region = Region([], [copy_instr(sub, mapping) for sub in src.body.body],
                             [mapping.get(y.id, y) for y in src.body.yields])
+            if callee.custom_replay is not None:
+                for sub in region.walk():       # a replay reads what the forward left (Warp's idiom)
+                    if sub.op == "load":
+                        sub.attrs["final"] = True
             ins.attrs["_virtual"] = region
         return region
 
@@ -252,7 +256,7 @@ class Reverse:
         """Adjoint of atomic_min/max for this thread: the element's whole adjoint if the thread's value is
         the element's final value, else 0. Among threads that tie, the first to exchange the adjoint with 0
         takes it, so it is counted once (a select on equality alone gives it to every tying thread)."""
-        cur = b.load(self.p(ins.args[0]), idx, comp=comp)
+        cur = b.emit("load", [self.p(ins.args[0]), *idx], [arr.type.scalar], {"comp": comp, "final": True}).result
         win = b.prim("eq", cur, self.p(ins.args[-1]))
         zero = self.zero(b, arr.type.scalar)
         taken = Region()

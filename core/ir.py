@@ -10,7 +10,7 @@ Instruction ops (the whole vocabulary; `prim` names come from core/builtins.py):
     prim   *args               attrs{name}                     -> one value
     tid                        attrs{axis, ndim}               -> int32 (thread coordinate)
     shape  arr                 attrs{axis}                     -> int32 (array extent)
-    load   arr, *idx           attrs{comp}                     -> element (scalar after scalarize)
+    load   arr, *idx           attrs{comp, final}              -> element (scalar after scalarize)
     store  arr, *idx, value    attrs{comp}                     -> ()
     atomic arr, *idx, value    attrs{kind: add|sub|min|max|xchg, comp, exclusive} -> old element value
     if     cond                regions[then, else]; each yields len(results) values
@@ -23,6 +23,8 @@ Instruction ops (the whole vocabulary; `prim` names come from core/builtins.py):
     push   value               attrs{stack}                    -> ()   reverse-pass value stack
     pop                        attrs{stack}                    -> value (LIFO partner of push)
 
+`final` on a load (adjoint kernels only) marks a read of the forward launch's result rather than of
+the values it started from (atomic_min/max's winner test), so a tape knows which copy it needs.
 `comp` on load/store/atomic is None for whole-element access (before
 scalarize) or the flat component index into a vector/matrix element (after
 scalarize, where every value is a scalar). `exclusive` on atomic marks an

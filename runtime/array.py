@@ -360,6 +360,14 @@ class array:
             host_ops.record("copy", out, self)
         return out
 
+    def _saved_copy(self) -> "array":
+        """A private copy of the data (no gradient, nothing recorded): what a tape keeps for a backward pass."""
+        out = array._alloc(self.shape, self.dtype, self.device)
+        if self.nbytes:
+            self.device.impl.copy(self.device.info, out.buffer, self.buffer, self.nbytes)
+        out.label = self.label
+        return out
+
     def copy(self) -> "array":
         """A new array with the same data on the same device (fresh zero `.grad` if `requires_grad`)."""
         return self._copy_to(self.device)

@@ -11,6 +11,8 @@ import time
 from ..core.config import config
 from . import state
 from .device import get_device
+from .tape import tape_info
+from .version_check import copies_for_backward
 
 _INT = (int,)
 
@@ -75,8 +77,13 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
         from .adjoint_args import tangent_arguments
         call_args = call_args + tangent_arguments(kernel, spec, call_args, dev)
     tape = state.tape if record_tape and not adjoint else None
-    if tape is not None and tape._checking():
-        tape._check_rules(kernel, bound)     # before the launch: nothing is overwritten when it fails
+    saved = None
+    if tape is not None:
+        if tape._checking():
+            tape._check_rules(kernel, bound)     # before the launch: nothing is overwritten when it fails
+        pairs = tape_info(kernel)[2]
+        if pairs:
+            saved = copies_for_backward(kernel, bound, pairs)
     n = 1
     for d in dims:
         n *= d
@@ -90,7 +97,8 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     for k in spec.written:
         call_args[k]._bump()
     if tape is not None:
-        tape._record_launch(kernel, dims, dev, bound, len(inputs), variant, (time.perf_counter() - t0) * 1e3, snaps)
+        tape._record_launch(kernel, dims, dev, bound, len(inputs), variant, (time.perf_counter() - t0) * 1e3, snaps,
+                            saved)
     if config.check_nan:
         from .nan_check import check_after_launch
         check_after_launch(kernel, spec, call_args, variant, before)
@@ -124,14 +132,15 @@ class PreparedAdjoint:
             call_args[k]._bump()
 
 
-def prepare_adjoint(kernel, dims, inputs, outputs, device) -> PreparedAdjoint | None:
+def prepare_adjoint(kernel, dims, inputs, outputs, device, originals=None) -> PreparedAdjoint | None:
     """Bind the adjoint launch of a recorded launch; None when an array lacks `.grad` (its adjoint is a
-    scratch array that must start at zero each time, so the launch goes through `launch`)."""
+    scratch array that must start at zero each time, so the launch goes through `launch`). `originals`:
+    the recorded arguments whose gradients to use when saved copies stand in for some inputs."""
     from .adjoint_args import _source_params
     dev = get_device(device)
     bound = kernel.binder()([*inputs, *outputs], dev)
     spec = kernel.specialization(dev, "adjoint")
-    sources = [bound[j] for j in _source_params(spec, "adj_of")]
+    sources = [(bound if originals is None else originals)[j] for j in _source_params(spec, "adj_of")]
     grads = [a.grad for a in sources]
     if any(g is None for g in grads):
         return None

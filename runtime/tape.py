@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
+from ..ad.accessed_rows import user_index
+from ..ad.read_order import read_before_write
 from ..core.config import config
-from ..core.errors import GradientRuleError
+from ..core.errors import CompileError, GradientRuleError
 from . import state
 from .version_check import check_record
 
@@ -27,6 +29,24 @@ class LaunchRecord:
     kind: str = "launch"
     snapshots: object = field(default=None, repr=False)        # LaunchSnapshots when the tape takes them
     prepared: object = field(default=None, repr=False)         # launch.PreparedAdjoint, made by backward
+    saved: dict | None = field(default=None, repr=False)       # parameter index -> copy taken before the launch
+
+    def adjoint_arguments(self) -> tuple[list, list]:
+        """(inputs, outputs) for the adjoint launch: the copies saved before the launch in place of the
+        arrays it overwrote (their gradients stay those of the arrays themselves)."""
+        if self.saved is None:
+            return self.inputs, self.outputs
+        args = [self.saved.get(j, a) for j, a in enumerate(self.args)]
+        n = len(self.inputs)
+        return args[:n], args[n:]
+
+    def adjoint_grads(self) -> tuple[list, list] | tuple[None, None]:
+        """Explicit adjoints for `launch(adjoint=True)` when copies stand in for arrays (else None, None)."""
+        if self.saved is None:
+            return None, None
+        grads = [getattr(a, "grad", None) for a in self.args]
+        n = len(self.inputs)
+        return grads[:n], grads[n:]
 
     @property
     def args(self) -> list:
@@ -117,7 +137,7 @@ class Tape:
         from .snapshots import LaunchSnapshots, take
         return LaunchSnapshots(before=take(self._array_args(kernel, bound), config.snapshot_max_bytes))
 
-    def _record_launch(self, kernel, dims, device, bound, n_inputs, variant, ms, snaps=None) -> None:
+    def _record_launch(self, kernel, dims, device, bound, n_inputs, variant, ms, snaps=None, saved=None) -> None:
         arrays = [a for a in bound if hasattr(a, "buffer")]
         touched = self._touched
         exposed = False
@@ -126,8 +146,8 @@ class Tape:
             exposed |= a._exposed
             if id(a) not in touched:
                 self._touch(a)
-        if exposed and kernel.enable_backward:      # a NumPy view of an input exists: fingerprint it now
-            for j in _primal_reads(kernel.lowered("adjoint"), kernel):
+        if exposed:                                  # a NumPy view of an input exists: fingerprint it now
+            for j in tape_info(kernel)[1]:
                 if bound[j]._exposed:
                     bound[j]._fingerprint()
         if snaps is not None:
@@ -136,7 +156,8 @@ class Tape:
         if kernel.rule_violations and not kernel.rules_warned:
             kernel.warn_rules()
         rec = LaunchRecord(kernel.key, dims, device.name, bound[:n_inputs], bound[n_inputs:],
-                           tuple(self._scopes) if self._scopes else (), ms, kernel, {id(a): a.version for a in arrays}, snapshots=snaps)
+                           tuple(self._scopes) if self._scopes else (), ms, kernel, {id(a): a.version for a in arrays},
+                           snapshots=snaps, saved=saved)
         self.records.append(rec)
         if state.capture is not None:
             state.capture.recorded(self)
@@ -252,18 +273,25 @@ class Tape:
             ready = prepared is not None and prepared.valid()
             if not ready and fast:
                 # records of the same kernel on the same argument objects share one binding
-                key = (id(rec.kernel_obj), rec.device, rec.dim, *map(id, rec.inputs), *map(id, rec.outputs))
+                ins, outs = rec.adjoint_arguments()
+                key = (id(rec.kernel_obj), rec.device, rec.dim, *map(id, ins), *map(id, outs))
                 prepared = shared.get(key)
                 if prepared is None or not prepared.valid():
-                    prepared = shared[key] = prepare_adjoint(rec.kernel_obj, rec.dim, rec.inputs, rec.outputs,
-                                                             rec.device)
+                    prepared = shared[key] = prepare_adjoint(rec.kernel_obj, rec.dim, ins, outs, rec.device,
+                                                             rec.args)
                 rec.prepared = prepared
                 ready = prepared is not None and prepared.valid()
             if ready:
                 prepared.run()
             else:       # scratch adjoints or NaN checks: the full launch path
-                launch(rec.kernel_obj, rec.dim, rec.inputs, rec.outputs, device=rec.device, adjoint=True,
-                       record_tape=False)
+                self._launch_adjoint(rec, launch)
+
+    @staticmethod
+    def _launch_adjoint(rec: LaunchRecord, launch) -> None:
+        ins, outs = rec.adjoint_arguments()
+        adj_ins, adj_outs = rec.adjoint_grads()
+        launch(rec.kernel_obj, rec.dim, ins, outs, device=rec.device, adjoint=True, adj_inputs=adj_ins,
+               adj_outputs=adj_outs, record_tape=False)
 
     def _snapshotted_adjoint(self, index: int, rec: LaunchRecord, launch) -> None:
         """Run one adjoint launch with gradient snapshots around it (kept even when the launch raises)."""
@@ -275,8 +303,7 @@ class Tape:
         snaps = LaunchSnapshots(before=take(grads, config.snapshot_max_bytes))
         t0 = time.perf_counter()
         try:
-            launch(rec.kernel_obj, rec.dim, rec.inputs, rec.outputs, device=rec.device, adjoint=True,
-                   record_tape=False)
+            self._launch_adjoint(rec, launch)
         finally:
             ms = (time.perf_counter() - t0) * 1e3
             snaps.after = take(grads, config.snapshot_max_bytes)
@@ -287,7 +314,7 @@ class Tape:
         changed only where it does not read, see version_check.py)."""
         if not self.check_versions:
             return
-        reads, pairs = _version_checks(rec.kernel_obj)
+        _, reads, _, pairs = tape_info(rec.kernel_obj)
         args, versions = rec.args, rec.versions
         for j, w in pairs:
             if args[j] is args[w]:
@@ -350,25 +377,40 @@ def _written_user_params(kernel) -> list[int]:
     return cached
 
 
-def _version_checks(kernel) -> tuple:
-    """(primal reads, (read, written) parameter pairs that must not alias), cached on the adjoint IR."""
-    adj = kernel.lowered("adjoint")
-    cached = adj.attrs.get("_version_checks")
-    if cached is None:
-        reads, written = _primal_reads(adj, kernel), _written_user_params(kernel)
-        cached = adj.attrs["_version_checks"] = (reads, [(j, w) for j in reads for w in written if j != w])
-    return cached
+def tape_info(kernel) -> tuple:
+    """(the adjoint IR it was made from, parameters whose recorded values the adjoint reads, [(j, j)] for
+    those the kernel reads before overwriting them (the tape keeps a copy from before the launch),
+    [(j, w)] pairs of a read and another, written parameter, which must not be one array), cached."""
+    info = kernel._tape_info
+    if info is not None and info[0] is kernel._lowered.get("adjoint"):
+        return info
+    try:
+        adj = kernel.lowered("adjoint") if kernel.enable_backward else None
+    except CompileError:
+        adj = None                      # no adjoint (a native snippet without one): backward will say so
+    if adj is None:
+        kernel._tape_info = (None, (), (), ())
+        return kernel._tape_info
+    reads, written = _primal_reads(adj, kernel), _written_user_params(kernel)
+    after = _primal_reads(adj, kernel, True)
+    fwd = kernel.lowered("forward_ad")
+    users = user_index(fwd)
+    copy = {users[v] for v in read_before_write(fwd)}
+    info = kernel._tape_info = (adj, reads, [(j, j) for j in reads if j in copy and j in written
+                                             and j not in after],
+                                [(j, w) for j in reads for w in written if j != w])
+    return info
 
 
 def _check_aliasing(kernel, args) -> None:
-    """One array passed both as a parameter whose values the adjoint reads and as a parameter the launch
-    writes (`y = x * x` into x): the recorded values are gone once the launch ran, so no backward can be
-    right. Raise before the launch under checks, and at backward always."""
+    """One array passed both as a parameter whose values the adjoint reads and as another parameter the
+    launch writes (`y = x * x` into x): the two parameters' gradients would be one array too, which the
+    adjoint cannot tell apart. Raise before the launch under checks, and at backward always."""
     written = _written_user_params(kernel)
     if not written:
         return
     names = [n for n, _ in kernel.params]
-    for j in _primal_reads(kernel.lowered("adjoint"), kernel):
+    for j in tape_info(kernel)[1]:
         for w in written:
             if w != j and args[w] is args[j]:
                 label = getattr(args[j], "label", None) or names[j]
@@ -378,9 +420,12 @@ def _check_aliasing(kernel, args) -> None:
                     "Write the result into a separate array.")
 
 
-def _primal_reads(adj_fn, kernel) -> list[int]:
-    """User-level parameter indices of arrays whose primal values the adjoint loads."""
-    cached = adj_fn.attrs.get("_primal_reads")
+def _primal_reads(adj_fn, kernel, final: bool | None = None) -> list[int]:
+    """User-level parameter indices of arrays whose primal values the adjoint loads; `final=False` only
+    loads of the values from before the launch, `final=True` only loads of its results (atomic_min/max's
+    winner test, marked `final` by reverse mode)."""
+    key = f"_primal_reads_{final}"
+    cached = adj_fn.attrs.get(key)
     if cached is not None:
         return cached
     split = adj_fn.attrs.get("param_split", [])
@@ -389,8 +434,9 @@ def _primal_reads(adj_fn, kernel) -> list[int]:
         lowered_to_user.extend([user_index] * n)
     index = {p.value.id: k for k, p in enumerate(adj_fn.params[:len(lowered_to_user)])}
     reads = sorted({lowered_to_user[index[i.args[0].id]] for i in adj_fn.walk()
-                    if i.op == "load" and i.args[0].id in index})
-    adj_fn.attrs["_primal_reads"] = reads
+                    if i.op == "load" and i.args[0].id in index
+                    and (final is None or bool(i.attrs.get("final")) == final)})
+    adj_fn.attrs[key] = reads
     return reads
 
 

@@ -17,22 +17,36 @@ def _lowered_params(kernel) -> int:
     return sum(n for _, n in kernel.lowered("forward").attrs.get("param_split", []))
 
 
-def needed_rows(rec, j: int) -> set[int] | None:
-    """Rows of argument j the adjoint of `rec` reads (None: possibly all)."""
-    kernel = rec.kernel_obj
+def needed_rows(kernel, args, j: int) -> set[int] | None:
+    """Rows of argument j the adjoint of a launch of `kernel` on `args` reads (None: possibly all)."""
     adj = kernel.lowered("adjoint")
     exprs = leading_rows(adj, ("load",), range(_lowered_params(kernel))).get(j)
-    return None if exprs is None else evaluate(exprs, rec.args)
+    return None if exprs is None else evaluate(exprs, args)
 
 
-def written_rows(rec, j: int) -> set[int] | None:
-    """Rows of argument j the forward launch `rec` wrote (None: possibly all)."""
-    exprs = leading_rows(rec.kernel_obj.lowered("forward"), ("store", "atomic")).get(j)
-    return set() if exprs is None else evaluate(exprs, rec.args)
+def written_rows(kernel, args, j: int) -> set[int] | None:
+    """Rows of argument j a launch of `kernel` on `args` writes (None: possibly all)."""
+    exprs = leading_rows(kernel.lowered("forward"), ("store", "atomic")).get(j)
+    return set() if exprs is None else evaluate(exprs, args)
 
 
-def _overlap(a: set[int] | None, b: set[int] | None) -> bool:
+def overlap(a: set[int] | None, b: set[int] | None) -> bool:
     return a is None or b is None or bool(a & b)
+
+
+def copies_for_backward(kernel, args, pairs) -> dict | None:
+    """Copies of the arrays this launch reads (as its adjoint needs them) and itself overwrites, taken before
+    it runs (PyTorch's saved tensors): `y[i] *= x[i]`, Taichi's rule-1 programs, `y = x * x` into x. `pairs`
+    are the kernel's (read parameter, written parameter) pairs; rows the launch does not write are not
+    copied for (x[t, i] = f(x[t - 1, i]) reads and writes different rows of one array)."""
+    saved = None
+    for j, w in pairs:
+        a = args[j]
+        if args[w] is a and (saved is None or j not in saved) and \
+                overlap(needed_rows(kernel, args, j), written_rows(kernel, args, w)):
+            saved = saved or {}
+            saved[j] = a._saved_copy()
+    return saved
 
 
 def _describe(rows: set[int] | None) -> str:
@@ -44,12 +58,14 @@ def check_record(tape, index: int, rec, reads: list[int], written_params) -> Non
     """Raise if an array whose recorded values `rec`'s adjoint reads was changed where it matters."""
     names = [n for n, _ in rec.kernel_obj.params]
     for j in reads:
+        if rec.saved is not None and j in rec.saved:
+            continue                                  # the adjoint reads the copy taken before the launch
         a = rec.args[j]
         recorded = rec.versions.get(id(a), a.version)
         if not a.modified_since(recorded):
             continue
         label = getattr(a, "label", None) or names[j]
-        needed = needed_rows(rec, j)
+        needed = needed_rows(rec.kernel_obj, rec.args, j)
         where = f"array '{label}' (parameter '{names[j]}' of kernel '{rec.kernel}')"
         cur = recorded
         for later in tape.records[index + 1:]:
@@ -67,8 +83,8 @@ def check_record(tape, index: int, rec, reads: list[int], written_params) -> Non
             if after - len(wrote) != cur:
                 break                                         # changed by something the tape did not see
             for w in wrote:
-                rows = written_rows(later, w)
-                if _overlap(rows, needed):
+                rows = written_rows(later.kernel_obj, later.args, w)
+                if overlap(rows, needed):
                     later_names = [n for n, _ in later.kernel_obj.params]
                     raise GradientRuleError(
                         f"{where} was modified after it was recorded on the tape: the later launch of "

@@ -102,6 +102,8 @@ class Simplifier:
                 _invalidate(cse, {a.id for a in ins.args if a.type.is_array})
             if ins.op == "load":
                 key = ("load", ins.args[0].id, ins.attrs["comp"], tuple(a.id for a in ins.args[1:]))
+                if ins.attrs.get("final"):      # reverse mode's read of a launch's result: kept apart
+                    key += ("final",)
                 hit = cse.get(key)
                 if hit is not None:
                     self.rename[ins.result.id] = hit

@@ -374,6 +374,50 @@ def test_same_array_in_and_out_raises(device, rng, check):
         tape.backward(grads={x: f64(np.ones(3), device)})
 
 
+@gk.kernel
+def scale_in_place(x: gk.array(dtype=gk.float64), y: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    y[i] *= x[i]
+    y[i] += gk.sin(y[i])
+
+
+@gk.kernel
+def rule_one(x: gk.array(dtype=gk.float64), b: gk.array(dtype=gk.float64), loss: gk.array(dtype=gk.float64)):
+    loss[0] = x[1] * b[0]                       # Taichi's rule-1 example: b read, then modified
+    b[0] += 100.0
+
+
+def test_read_modify_write_in_place_is_differentiated(device, rng):
+    """`y[i] *= x[i]; y[i] += sin(y[i])` in place: the adjoint reads y as it was before the launch (a copy
+    the tape took), so dy_new/dx = y_old (1 + cos(x y_old)) and dy_new/dy_old = x (1 + cos(x y_old))."""
+    x_np, y_np, w = rng.uniform(-1, 1, 4), rng.uniform(-1, 1, 4), rng.uniform(-1, 1, 4)
+    x, y = f64(x_np, device, requires_grad=True), f64(y_np, device, requires_grad=True)
+    tape = gk.Tape()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gk.GradientRuleWarning)
+        with tape:
+            gk.launch(scale_in_place, 4, inputs=[x, y], device=device)
+    p = x_np * y_np
+    np.testing.assert_allclose(y.numpy(), p + np.sin(p), rtol=1e-12)
+    tape.backward(grads={y: f64(w, device)})
+    np.testing.assert_allclose(x.grad.numpy(), w * y_np * (1 + np.cos(p)), rtol=1e-12)
+    np.testing.assert_allclose(y.grad.numpy(), w * x_np * (1 + np.cos(p)), rtol=1e-12)
+
+
+def test_taichi_rule_one_program_gets_the_right_gradient(device, rng):
+    x_np, b0 = rng.uniform(-1, 1, 2), float(rng.uniform(-1, 1))
+    x = f64(x_np, device, requires_grad=True)
+    b = f64([b0], device, requires_grad=True)
+    loss = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gk.GradientRuleWarning)
+        with gk.Tape(loss=loss):
+            gk.launch(rule_one, 1, inputs=[x, b, loss], device=device)
+    np.testing.assert_allclose(b.numpy(), [b0 + 100.0])
+    np.testing.assert_allclose(x.grad.numpy(), [0.0, b0], rtol=1e-12)       # b as the launch read it
+    np.testing.assert_allclose(b.grad.numpy(), [x_np[1]], rtol=1e-12)
+
+
 # --------------------------------------------------------------------------- atomic_min / atomic_max ties
 
 @gk.kernel

@@ -1,0 +1,48 @@
+"""Which arrays a kernel reads before overwriting them (so its adjoint needs their values from before
+the launch), and which it reads after writing them (so its adjoint needs what the launch left).
+
+Program order over the lowered forward IR decides: a load with a store to the same element (same index
+values and component) after it, and no store to that element before it, reads the launch's input; a
+load with any store to the array before it, or in a loop around it, may read the launch's own output.
+A tape keeps a copy of an array from before the launch only when every read is of the first kind
+(`y[i] *= x[i]`, Taichi's rule-1 programs); otherwise its adjoint reads the array as the launch left it.
+"""
+
+from __future__ import annotations
+
+from ..core.ir import Function, Instr, Region
+
+
+def _accesses(region: Region, loops: tuple, out: list) -> None:
+    for ins in region.body:
+        if ins.op in ("load", "store", "atomic"):
+            out.append((ins, loops))
+        for r in ins.regions:
+            _accesses(r, loops + (id(ins),) if ins.op in ("for", "while") else loops, out)
+
+
+def _key(ins: Instr) -> tuple:
+    idx = ins.args[1:] if ins.op == "load" else ins.args[1:-1]
+    return ins.args[0].id, ins.attrs.get("comp"), tuple(a.id for a in idx)
+
+
+def read_before_write(fn: Function) -> set[int]:
+    """Ids of array parameters whose loads all read values from before the launch, at least one of them
+    an element the launch then overwrites."""
+    cached = fn.attrs.get("_read_before_write")
+    if cached is not None:
+        return cached
+    seq: list = []
+    _accesses(fn.body, (), seq)
+    pre, post = set(), set()
+    for k, (load, loops) in enumerate(seq):
+        if load.op != "load":
+            continue
+        arr = load.args[0].id
+        writes = [(j, w, wl) for j, (w, wl) in enumerate(seq) if w.op != "load" and w.args[0].id == arr]
+        if any(j < k or set(wl) & set(loops) for j, w, wl in writes):
+            post.add(arr)
+        elif any(j > k and _key(w) == _key(load) for j, w, wl in writes):
+            pre.add(arr)
+    fn.attrs["_read_before_write"] = out = pre - post
+    return out
