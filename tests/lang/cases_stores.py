@@ -7,6 +7,7 @@ import numpy as np
 
 import gradkit as gk
 
+from .cases_builtins import MIN_MAX_REFUSAL
 from .harness import Case, In, Out, Scalar, collect
 
 A1 = gk.array(dtype=gk.float64)
@@ -347,7 +348,8 @@ CASES = collect("stores", [
     Case("atomic_add_sub_in_loop", "`gk.atomic_add/sub` on shared elements in `for` loops (depth 1 and 2)",
          atomics_loop, 6, [In((6,)), Out((3,)), Scalar(M - 1)], _atomics_loop_ref, pick={0: np.s_[1:3]}),
     Case("atomic_min_max_in_loop", "`gk.atomic_min/max` in nested `for` loops", atomics_min_max_loop, 6,
-         [In((6,)), Out((2,)), Scalar(M - 1)], _atomics_min_max_loop_ref),
+         [In((6,)), Out((2,)), Scalar(M - 1)], _atomics_min_max_loop_ref,
+         refuses=MIN_MAX_REFUSAL),
     Case("store_read_back_in_loop", "`y[i, j] = y[i, j - 1] * a + x` reads the previous trip's store",
          read_back, N, [In((N,)), In((N, M)), Out((N, M)), Scalar(M)], _read_back_ref),
     Case("store_reversed_loop", "stores in `for j in reversed(range(...))` reading the later element",

@@ -59,7 +59,8 @@ def render(results: dict, commit: str = "unknown") -> str:
                     continue
                 outcome = cells.get(f"{c.name}|{m}|{d}")
                 counts[outcome if outcome in counts else "other"] += 1
-                row.append(MARK.get(outcome, "?"))
+                refused = m in (c.refuses or {}) and outcome == "passed"
+                row.append("refused" if refused else MARK.get(outcome, "?"))
         lines.append("| " + " | ".join(row) + " |")
     failing = sorted({k.split("|")[0] for k, v in cells.items() if v == "failed"})
     total = sum(counts.values())
@@ -77,7 +78,8 @@ def render(results: dict, commit: str = "unknown") -> str:
         "J·v by finite differences.",
         "",
         "✓ passes, ✗ fails (defects and minimal repros: tests/lang/FOUND.md), n/a not differentiable "
-        "(int-only construct, forward only), – not run.",
+        "(int-only construct, forward only), refused: the mode raises a documented `gk.CompileError` "
+        "(docs/errors.md; e.g. forward mode through `atomic_min`/`atomic_max`), – not run.",
         "",
         "Devices:",
         "",

@@ -95,6 +95,8 @@ class Case:
     gtol: dict | None = None
     eps: float = 1e-6
     family: str = ""
+    refuses: dict | None = None      # mode -> what a documented gk.CompileError for that mode says
+
 
     def modes(self) -> tuple:
         return MODES if self.diff else ("forward",)
