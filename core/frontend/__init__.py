@@ -15,6 +15,7 @@ from .. import types as T
 from ..errors import CompileError
 from ..ir import Function, Param, Value, verify
 from .calls import CallLowering
+from .components import ComponentWrites
 from .context import LoweringContext
 from .exprs import ExprLowering
 from .loops import LoopLowering
@@ -22,7 +23,7 @@ from .source import SourceInfo
 from .stmts import StmtLowering, _contains
 
 
-class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLowering):
+class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLowering, ComponentWrites):
     """Lowers one kernel or @gk.func to IR."""
 
     def __init__(self, pyfunc, kind: str, building: tuple = (), max_unroll: int | None = None, grad_of=None):

@@ -33,8 +33,8 @@ class CallLowering:
             if not (isinstance(arg, Value) and arg.type.is_array):
                 raise self.error(node, "len() needs an array")
             return self.b.emit("shape", [arg], [T.int32], {"axis": 0}).result
-        if callee is py_builtins.range:
-            raise self.error(node, "range() can only be used as the iterable of a for loop")
+        if callee is py_builtins.range or callee is py_builtins.reversed:
+            raise self.error(node, f"{callee.__name__}() can only be used as the iterable of a for loop")
         if getattr(callee, "_gk_func", False):
             return self.call_func(callee, node)
         if getattr(callee, "_gk_static", False):     # compile-time transforms such as gk.grad(f)

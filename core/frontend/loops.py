@@ -1,4 +1,7 @@
-"""Lowering of loops: `for` over range / gk.static, `while`, break and continue.
+"""Lowering of loops: `for` over range / gk.static (or reversed(...) of either), `while`, break and continue.
+
+`reversed(range(a, b, s))` becomes the equivalent forward range (first element, step -s), so reverse mode
+and the value stack see an ordinary `for`.
 
 A loop carries every pre-existing local its body assigns (plus the break/return flags); a `for` with a
 break or return becomes a `while` over an explicit induction variable. Literal initialisers are retyped
@@ -33,6 +36,11 @@ class LoopLowering:
         if isinstance(callee, LangFunction) and callee.kind == "static":
             return self.unrolled_for(node, self.static_eval(it))
         import builtins
+        backwards = callee is builtins.reversed
+        if backwards:
+            it, callee = self.reversed_operand(it)
+            if callee == "static":
+                return self.unrolled_for(node, self.reversed_items(self.static_eval(it), it))
         if callee is not builtins.range:
             raise self.error(it, "kernels can only loop over range(...) or gk.static(...)")
         if not isinstance(node.target, ast.Name):
@@ -40,21 +48,65 @@ class LoopLowering:
         args = self.call_args(it, None, "range")
         if not 1 <= len(args) <= 3:
             raise self.error(it, f"range() takes 1 to 3 arguments, got {len(args)}")
-        if all(not isinstance(a, Value) for a in args) and self.max_unroll is not None and \
-                len(range(*args)) <= self.max_unroll and not _contains(node.body, (ast.Break, ast.Continue), True):
-            return self.unrolled_for(node, range(*args))
         if len(args) == 1:
-            start, stop, step = 0, args[0], 1
-        else:
-            start, stop, step = (list(args) + [1])[:3]
-        start, stop, step = (self.index_value(x, it) for x in (start, stop, step))
+            args = [0, args[0], 1]
+        args = (list(args) + [1])[:3]
+        if all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+            if args[2] == 0:
+                raise self.error(it, "range() step must not be zero")
+            rng = range(*args)[::-1] if backwards else range(*args)
+            if self.max_unroll is not None and len(rng) <= self.max_unroll and \
+                    not _contains(node.body, (ast.Break, ast.Continue), True):
+                return self.unrolled_for(node, rng)
+            args, backwards = [rng.start, rng.stop, rng.step], False
+        start, stop, step = (self.index_value(x, it) for x in args)
         if step.const_value == 0:
             raise self.error(it, "range() step must not be zero")
+        if backwards:
+            start, stop, step = self.reversed_bounds(start, stop, step)
         has_break = _contains(node.body, (ast.Break,), True)
         has_return = self.ret_flag is not None and _contains(node.body, (ast.Return,), False)
         if has_break or has_return:
             return self.for_as_while(node, start, stop, step)
         self.loop(node, "for", [start, stop, step], node.body, iv_name=node.target.id)
+
+    def reversed_operand(self, call):
+        """The range(...) / gk.static(...) call inside `reversed(...)`, and 'static' or its callee."""
+        if len(call.args) != 1 or call.keywords or not isinstance(call.args[0], ast.Call):
+            raise self.error(call, "kernels can only loop over reversed(range(...)) or reversed(gk.static(...))")
+        inner = call.args[0]
+        callee = self.expr(inner.func)
+        from ..lang import LangFunction
+        if isinstance(callee, LangFunction) and callee.kind == "static":
+            return inner, "static"
+        import builtins
+        if callee is not builtins.range:
+            raise self.error(inner, "kernels can only loop over reversed(range(...)) or reversed(gk.static(...))")
+        return inner, callee
+
+    def reversed_items(self, items, node):
+        try:
+            return list(items)[::-1]
+        except TypeError:
+            raise self.error(node, "gk.static(...) in a for loop must give an iterable") from None
+
+    def reversed_bounds(self, start: Value, stop: Value, step: Value):
+        """range(start, stop, step) backwards as a forward range: n = its length (floored, as Python's),
+        first = start + (n - 1) * step, then step -step down to start (stop = start - step)."""
+        b, sc = self.b, step.const_value
+        if sc == 1 or sc == -1:       # range(b - 1, a - 1, -1) / range(b + 1, a + 1, 1): no division
+            return b.sub(stop, step), b.sub(start, step), b.neg(step)
+        one, zero = b.const(1, T.int32), b.const(0, T.int32)
+
+        def up():
+            return b.prim("floordiv", b.add(b.sub(stop, start), b.sub(step, one)), step)
+
+        def down():
+            return b.prim("floordiv", b.sub(b.sub(start, stop), b.add(step, one)), b.neg(step))
+        n = (up() if sc > 0 else down()) if sc is not None else b.select(b.prim("gt", step, zero), up(), down())
+        n = b.prim("max", n, zero)
+        first = b.add(start, b.mul(b.sub(n, one), step))
+        return first, b.sub(start, step), b.neg(step)
 
     def index_value(self, x, node) -> Value:
         v = self.materialize(x, T.int32, node)

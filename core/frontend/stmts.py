@@ -171,6 +171,10 @@ class StmtLowering:
                                    f"copy it into a local first, e.g. '{name}_ = {name}'")
 
     def assign_subscript(self, target, value, node) -> None:
+        ref = self.component_target(target)
+        if ref is not None:
+            self.write_components(ref, None, value, node)
+            return
         base = self.expr(target.value)
         from ..lang import LangFunction
         if isinstance(base, LangFunction) and base.kind == "adjoint":
@@ -195,6 +199,10 @@ class StmtLowering:
 
     def assign_attribute(self, target, value, node) -> None:
         from .exprs import SWIZZLE
+        ref = self.component_target(target)
+        if ref is not None:
+            self.write_components(ref, None, value, node)
+            return
         base = self.expr(target.value)
         if isinstance(base, Value) and base.type.is_vector and isinstance(target.value, ast.Name) \
                 and target.attr in SWIZZLE and SWIZZLE[target.attr] < base.type.length:
@@ -214,6 +222,10 @@ class StmtLowering:
         if op is None:
             raise self.error(node, f"operator '{type(node.op).__name__}=' is not supported")
         target = node.target
+        ref = self.component_target(target)
+        if ref is not None:
+            self.write_components(ref, op, self.expr(node.value), node)
+            return
         if isinstance(target, ast.Subscript):
             base = self.expr(target.value)
             if isinstance(base, Value) and base.type.is_array:

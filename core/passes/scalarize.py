@@ -2,7 +2,8 @@
 
 After this pass every SSA value is a scalar: vector/matrix builtins are
 replaced by their `decompose` rules, loads/stores/atomics of vector elements
-become one access per component (`comp`), region parameters and results are
+become one access per component (`comp`; an access the frontend already made
+single-component, such as `v[i][k] = x`, stays one access), region parameters and results are
 flattened, and vector/matrix parameters become one scalar parameter per
 component (`fn.attrs["param_split"]` records how, for argument packing).
 """
@@ -60,6 +61,10 @@ class Scalarizer:
             args = [self.get(a)[0] if a.type.is_scalar else a for a in ins.args]
             parts = entry.decompose(b, args, [self.get(a) for a in ins.args], ins.result.type, attrs)
             self.set(ins.result, parts)
+            return
+        if op in ("load", "store", "atomic") and ins.attrs.get("comp") is not None:
+            ins.args = self.flat(ins.args)     # already one component (v[i][k] = x): keep it so
+            b.region.body.append(ins)
             return
         if op in ("load", "store", "atomic"):
             arr, *rest = ins.args

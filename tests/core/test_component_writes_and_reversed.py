@@ -1,0 +1,530 @@
+"""Component writes on vector/matrix array elements (`v[i][k] = x`, `v[i].y += x`, `m[i][r, c] -= x`,
+`m[i, j][r] = row`) and `for i in reversed(range(...))`: forward values against float64 NumPy references,
+reverse-mode and forward-mode derivatives (of inputs and of the written arrays' initial contents) against
+central finite differences, on every device; bad spellings are CompileErrors at file:line:col."""
+
+import functools
+import inspect
+import re
+
+import numpy as np
+import pytest
+
+import gradkit as gk
+
+F64 = gk.float64
+A1 = gk.array(dtype=F64)
+EPS = 1e-6
+
+
+# --------------------------------------------------------------------------- a small harness
+
+def _np(dtype):
+    return np.float32 if dtype.scalar is gk.float32 else np.float64
+
+
+def _tols(dtypes):
+    f32 = any(d is not None and d.scalar is gk.float32 for d in dtypes)
+    return (dict(rtol=2e-5, atol=2e-5), dict(rtol=2e-3, atol=2e-3)) if f32 else \
+        (dict(rtol=1e-10, atol=1e-12), dict(rtol=1e-5, atol=1e-6))
+
+
+def check(kernel, dim, vals, dtypes, roles, ref, device, rng, modes=("forward", "reverse", "fwdmode")):
+    """vals[k] is an array of dtypes[k] (role 'i' input, 'o' output updated in place, 'w' output whose
+    initial contents are not differentiated: fully overwritten, Warp keeps its seed) or a Python int
+    (role 's'); ref(*vals) gives the outputs' final contents (float64). Checks values, the gradients of
+    Σ w·outputs with respect to the 'i' and 'o' arrays ('o': its initial contents) and J·v for them."""
+    vals = [np.asarray(v).astype(_np(d)).astype(np.float64) if d is not None else v for v, d in zip(vals, dtypes)]
+    outs = [k for k, r in enumerate(roles) if r in "ow"]
+    arrs_k = [k for k, r in enumerate(roles) if r in "io"]
+    tol, gtol = _tols(dtypes)
+
+    def dev(k, data=None, grad=False):
+        return gk.array((vals[k] if data is None else data).astype(_np(dtypes[k])), dtype=dtypes[k],
+                        device=device, requires_grad=grad)
+
+    def launch(arrs):
+        gk.launch(kernel, dim, inputs=arrs, device=device)
+
+    def ref_outs(v):
+        r = ref(*[x.copy() if isinstance(x, np.ndarray) else x for x in v])
+        return r if isinstance(r, tuple) else (r,)
+
+    want = ref_outs(vals)
+    ws = {k: rng.normal(size=vals[k].shape) for k in outs}
+
+    def loss(v):
+        return sum(float(np.sum(ws[k] * o)) for k, o in zip(outs, ref_outs(v)))
+
+    if "forward" in modes:
+        arrs = [dev(k) if r != "s" else vals[k] for k, r in enumerate(roles)]
+        launch(arrs)
+        for k, w in zip(outs, want):
+            np.testing.assert_allclose(arrs[k].numpy(), w, err_msg=f"output {k} on {device}", **tol)
+    if "reverse" in modes:
+        arrs = [dev(k, grad=True) if r != "s" else vals[k] for k, r in enumerate(roles)]
+        tape = gk.Tape()
+        with tape:
+            launch(arrs)
+        tape.backward(grads={arrs[k]: dev(k, ws[k]) for k in outs})
+        for k in arrs_k:
+            fd = np.zeros_like(vals[k])
+            for idx in np.ndindex(vals[k].shape):
+                hi, lo = list(vals), list(vals)
+                hi[k], lo[k] = vals[k].copy(), vals[k].copy()
+                hi[k][idx] += EPS
+                lo[k][idx] -= EPS
+                fd[idx] = (loss(hi) - loss(lo)) / (2 * EPS)
+            np.testing.assert_allclose(arrs[k].grad.numpy(), fd, err_msg=f"gradient of {k} on {device}", **gtol)
+    if "fwdmode" in modes:
+        dirs = {k: rng.normal(size=vals[k].shape) for k in arrs_k}
+        arrs = [dev(k) if r != "s" else vals[k] for k, r in enumerate(roles)]
+        with gk.ForwardMode(seeds={arrs[k]: dev(k, d) for k, d in dirs.items()}):
+            launch(arrs)
+            duals = {k: arrs[k].dual.numpy().copy() for k in outs}   # a view: zeroed on exit
+        shift = [[v + s * EPS * dirs[k] if k in dirs else v for k, v in enumerate(vals)] for s in (1, -1)]
+        plus, minus = ref_outs(shift[0]), ref_outs(shift[1])
+        for j, k in enumerate(outs):
+            np.testing.assert_allclose(duals[k], (plus[j] - minus[j]) / (2 * EPS), err_msg=f"tangent of {k}",
+                                       **gtol)
+
+
+# --------------------------------------------------------------------------- vector components
+
+VECS = [gk.vec2, gk.vec3, gk.vec4, gk.vec2d, gk.vec3d, gk.vec4d]
+
+
+@functools.lru_cache(maxsize=None)
+def vec_kernel(vt):
+    S, last = gk.array(dtype=vt.scalar), vt.length - 1
+    V = gk.array(dtype=vt)
+
+    @gk.kernel
+    def vec_writes(x: S, v: V, w: V):
+        i = gk.tid()
+        v[i][0] = x[i] * 2.0
+        v[i].y = gk.sin(x[i])
+        w[i][last] += x[i] * x[i]
+        w[i].x -= 3.0 * x[i]
+        w[i][0] += gk.cos(x[i])
+    return vec_writes
+
+
+def _vec_ref(x, v, w):
+    v[:, 0], v[:, 1] = 2 * x, np.sin(x)
+    w[:, -1] += x * x
+    w[:, 0] += np.cos(x) - 3 * x
+    return v, w
+
+
+@pytest.mark.parametrize("vt", VECS, ids=lambda t: t.name)
+def test_vec_component_writes(vt, device, rng):
+    n, L = 5, vt.length
+    check(vec_kernel(vt), n, [rng.normal(size=n), rng.normal(size=(n, L)), rng.normal(size=(n, L))],
+          [vt.scalar, vt, vt], "ioo", _vec_ref, device, rng)
+
+
+@gk.kernel
+def vec_dynamic(x: A1, v: gk.array(dtype=gk.vec4d), w: gk.array(dtype=gk.vec2d), n: int):
+    i = gk.tid()
+    for k in range(4):
+        v[i][k] = x[i] * float(k + 1)
+    for j in range(n):
+        w[i][(j + i) % 2] += x[j] * x[i]
+    c = n - 5
+    w[i][c] -= x[i]          # one component, chosen at run time
+
+
+def _vec_dynamic_ref(x, v, w, n):
+    v[:] = x[:, None] * np.arange(1.0, 5.0)
+    for i in range(len(x)):
+        for j in range(n):
+            w[i, (j + i) % 2] += x[j] * x[i]
+        w[i, n - 5] -= x[i]
+    return v, w
+
+
+def test_vec_component_run_time_index(device, rng):
+    n = 6
+    check(vec_dynamic, n, [rng.normal(size=n), rng.normal(size=(n, 4)), rng.normal(size=(n, 2)), n],
+          [F64, gk.vec4d, gk.vec2d, None], "ioos", _vec_dynamic_ref, device, rng)
+
+
+def test_component_write_ir_touches_one_component():
+    """`=` is one single-component store, `+=` one single-component atomic add (no whole-element access)."""
+    text = str(vec_kernel(gk.vec3d).typed_ir)
+    assert re.search(r"store\[comp=0\] %v", text) and re.search(r"store\[comp=1\] %v", text)
+    assert re.search(r"atomic\[kind=add, comp=2\] %w", text) and re.search(r"atomic\[kind=sub, comp=0\] %w", text)
+    assert not re.search(r"= load %v|= load %w|store %v|store %w", text), text
+
+
+# --------------------------------------------------------------------------- matrix components
+
+MATS = [gk.mat22, gk.mat33, gk.mat44, gk.mat22d, gk.mat33d, gk.mat44d, gk.matrix((2, 3), F64),
+        gk.matrix((3, 2), gk.float32)]
+
+
+@functools.lru_cache(maxsize=None)
+def mat_kernel(mt):
+    S, M = gk.array(dtype=mt.scalar), gk.array(dtype=mt)
+    R, C = mt.rows, mt.cols
+    row_t = gk.vector(C, mt.scalar)
+
+    @gk.kernel
+    def mat_writes(x: S, m: M, p: M, n: int):
+        i = gk.tid()
+        m[i][0, 1] = x[i] * x[i]
+        m[i][R - 1] = row_t(gk.sin(x[i]))       # a whole row
+        p[i][R - 1, C - 1] += x[i]
+        p[i][0] -= row_t(x[i] * 0.5)             # a whole row, accumulated
+        for r in range(R):
+            for c in range(n):
+                if (r + c) % 2 == 1:
+                    p[i][r, c] += x[i] * float(r + 1)
+    return mat_writes
+
+
+def _mat_ref(x, m, p, n):
+    m[:, 0, 1] = x * x
+    m[:, -1, :] = np.sin(x)[:, None]
+    p[:, -1, -1] += x
+    p[:, 0, :] -= 0.5 * x[:, None]
+    for r in range(p.shape[1]):
+        for c in range(n):
+            if (r + c) % 2 == 1:
+                p[:, r, c] += x * (r + 1)
+    return m, p
+
+
+@pytest.mark.parametrize("mt", MATS, ids=lambda t: t.name)
+def test_mat_component_writes(mt, device, rng):
+    n, R, C = 3, mt.rows, mt.cols
+    check(mat_kernel(mt), n, [rng.normal(size=n), rng.normal(size=(n, R, C)), rng.normal(size=(n, R, C)), C],
+          [mt.scalar, mt, mt, None], "ioos", _mat_ref, device, rng)
+
+
+@gk.kernel
+def mat_grid(x: gk.array(dtype=F64, ndim=2), m: gk.array(dtype=gk.mat33d, ndim=2)):
+    i, j = gk.tid()
+    m[i, j][2, 2] += x[i, j] * x[i, j]
+    m[i, j][0] -= gk.vec3d(x[i, j], 1.0, -x[i, j])
+    m[i, j][2, 0] -= x[i, j]
+    m[i, j][1, j % 3] = x[i, j] * 3.0        # constant row, run-time column
+
+
+def _mat_grid_ref(x, m):
+    m[:, :, 2, 2] += x * x
+    m[:, :, 0, :] -= np.stack([x, np.ones_like(x), -x], axis=-1)
+    m[:, :, 2, 0] -= x
+    for j in range(x.shape[1]):
+        m[:, j, 1, j % 3] = 3 * x[:, j]
+    return m
+
+
+def test_mat_components_on_2d_array(device, rng):
+    check(mat_grid, (2, 4), [rng.normal(size=(2, 4)), rng.normal(size=(2, 4, 3, 3))], [F64, gk.mat33d], "io",
+          _mat_grid_ref, device, rng)
+
+
+# --------------------------------------------------------------------------- *= and /= on components
+
+@gk.kernel
+def comp_scale(x: A1, v: gk.array(dtype=gk.vec3d), m: gk.array(dtype=gk.mat22d)):
+    i = gk.tid()
+    v[i][1] *= x[i]
+    v[i].z /= 2.0
+    m[i][1, 0] *= x[i] + 1.0
+    m[i][0] *= 3.0
+
+
+def _comp_scale_ref(x, v, m):
+    v[:, 1] *= x
+    v[:, 2] /= 2
+    m[:, 1, 0] *= x + 1
+    m[:, 0, :] *= 3
+    return v, m
+
+
+def test_component_mul_assign(device, rng):
+    n = 4
+    check(comp_scale, n, [rng.normal(size=n), rng.normal(size=(n, 3)), rng.normal(size=(n, 2, 2))],
+          [F64, gk.vec3d, gk.mat22d], "ioo", _comp_scale_ref, device, rng, modes=("forward", "fwdmode"))
+
+
+@pytest.mark.xfail(reason="tests/lang/FOUND.md item 1 (ad/): the adjoint of `a[i] *= x` re-reads the overwritten "
+                          "element; a component `*=` is the same load + store", strict=False)
+@pytest.mark.filterwarnings("ignore::gradkit.GradientRuleWarning")
+def test_component_mul_assign_reverse(device, rng):
+    n = 4
+    check(comp_scale, n, [rng.normal(size=n), rng.normal(size=(n, 3)), rng.normal(size=(n, 2, 2))],
+          [F64, gk.vec3d, gk.mat22d], "ioo", _comp_scale_ref, device, rng, modes=("reverse",))
+
+
+# --------------------------------------------------------------------------- in a @gk.func and integers
+
+@gk.func
+def put(v: gk.array(dtype=gk.vec3d), i: int, x: gk.float64):
+    v[i].z = x
+    v[i][0] += x * x
+
+
+@gk.kernel
+def via_func(x: A1, v: gk.array(dtype=gk.vec3d)):
+    i = gk.tid()
+    put(v, i, x[i])
+
+
+def _put_ref(x, v):
+    v[:, 2] = x
+    v[:, 0] += x * x
+    return v
+
+
+def test_component_writes_in_func(device, rng):
+    n = 5
+    check(via_func, n, [rng.normal(size=n), rng.normal(size=(n, 3))], [F64, gk.vec3d], "io", _put_ref, device, rng)
+
+
+@gk.kernel
+def int_comps(c: gk.array(dtype=gk.vec2i), m: gk.array(dtype=gk.vec4i)):
+    i = gk.tid()
+    c[i][1] = i * 2
+    c[i].x += 7
+    m[i][i % 4] -= i
+    m[i].w *= 3
+
+
+def test_integer_component_writes(device):
+    n = 4
+    c = gk.array(np.ones((n, 2), np.int32), dtype=gk.vec2i, device=device)
+    m = gk.array(np.ones((n, 4), np.int32), dtype=gk.vec4i, device=device)
+    gk.launch(int_comps, n, inputs=[c, m], device=device)
+    np.testing.assert_array_equal(c.numpy(), np.stack([np.full(n, 8), 2 * np.arange(n)], axis=1))
+    want = np.ones((n, 4), np.int32)
+    for i in range(n):
+        want[i, i % 4] -= i
+    want[:, 3] *= 3
+    np.testing.assert_array_equal(m.numpy(), want)
+
+
+
+# --------------------------------------------------------------------------- reversed(range(...))
+
+@gk.kernel
+def rev_dynamic(a: A1, x: A1, y: A1, lo: int, hi: int, st: int):
+    i = gk.tid()
+    acc = 0.0
+    for j in reversed(range(lo, hi, st)):        # every bound and the step's sign known only at run time
+        acc = acc * a[i] + x[j]
+    y[i] = acc
+
+
+def _rev_dynamic_ref(a, x, y, lo, hi, st):
+    acc = np.zeros_like(a)
+    for j in reversed(range(lo, hi, st)):
+        acc = acc * a + x[j]
+    return acc
+
+
+RANGES = [(0, 7, 1), (1, 7, 2), (2, 7, 3), (6, -1, -1), (6, 0, -2), (5, 1, -3), (3, 3, 1), (5, 2, 1), (2, 5, -1),
+          (0, 1, 5), (-1, 7, 4)]
+
+
+@pytest.mark.parametrize("lo,hi,st", RANGES, ids=lambda v: str(v))
+def test_reversed_dynamic_bounds(lo, hi, st, device, rng):
+    x = rng.normal(size=8)
+    if lo == -1:             # x[-1] is out of bounds in a kernel: shift the data instead
+        lo, hi = 0, 8
+    check(rev_dynamic, 3, [rng.uniform(0.5, 1.5, 3), x, np.zeros(3), lo, hi, st], [F64, F64, F64, None, None, None],
+          "iiwsss", _rev_dynamic_ref, device, rng)
+
+
+@gk.kernel
+def rev_forms(a: A1, x: A1, y: gk.array(dtype=F64, ndim=2), n: int):
+    i = gk.tid()
+    acc = 0.0
+    for j in reversed(range(n)):                  # one argument, dynamic
+        acc = acc * a[i] + x[j]
+    y[i, 0] = acc
+    acc = 0.0
+    for j in reversed(range(1, n, 2)):            # constant step, dynamic stop
+        acc = acc * a[i] + x[j]
+    y[i, 1] = acc
+    acc = 0.0
+    for j in reversed(range(n - 1, 0, -3)):       # negative constant step
+        acc = acc * a[i] + x[j]
+    y[i, 2] = acc
+    acc = 0.0
+    for j in reversed(range(2, 7, 2)):            # all constant
+        acc = acc * a[i] + x[j]
+    y[i, 3] = acc
+    acc = 0.0
+    for j in reversed(gk.static(range(3))):       # unrolled
+        acc = acc * a[i] + x[j]
+    y[i, 4] = acc
+    acc = 0.0
+    for j in reversed(range(n)):                  # break and continue
+        if j == 5:
+            continue
+        acc = acc * a[i] + x[j]
+        if j == 2:
+            break
+    y[i, 5] = acc
+    acc = 0.0
+    for j in reversed(range(n)):                  # nested, inner bounds from the outer variable
+        for k in reversed(range(j, n)):
+            acc = acc * 0.5 + x[k] * a[i]
+    y[i, 6] = acc
+
+
+def _horner(a, xs):
+    acc = np.zeros_like(a)
+    for v in xs:
+        acc = acc * a + v
+    return acc
+
+
+def _rev_forms_ref(a, x, y, n):
+    y[:, 0] = _horner(a, [x[j] for j in reversed(range(n))])
+    y[:, 1] = _horner(a, [x[j] for j in reversed(range(1, n, 2))])
+    y[:, 2] = _horner(a, [x[j] for j in reversed(range(n - 1, 0, -3))])
+    y[:, 3] = _horner(a, [x[j] for j in (6, 4, 2)])
+    y[:, 4] = _horner(a, [x[2], x[1], x[0]])
+    y[:, 5] = _horner(a, [x[j] for j in (6, 4, 3, 2)])
+    acc = np.zeros_like(a)
+    for j in reversed(range(n)):
+        for k in reversed(range(j, n)):
+            acc = acc * 0.5 + x[k] * a
+    y[:, 6] = acc
+    return y
+
+
+def test_reversed_forms(device, rng):
+    check(rev_forms, 3, [rng.uniform(0.5, 1.5, 3), rng.normal(size=8), np.zeros((3, 7)), 7], [F64, F64, F64, None],
+          "iiws", _rev_forms_ref, device, rng)
+
+
+@gk.func
+def last_below(x: gk.array(dtype=F64), n: int, t: gk.float64) -> gk.float64:
+    """The last x[j] (j < n) below t, scaled by its position, scanning backwards; 0 if none."""
+    for j in reversed(range(n)):
+        if x[j] < t:
+            return x[j] * float(j + 1)
+    return 0.0
+
+
+@gk.kernel
+def rev_return(x: A1, t: A1, y: A1, n: int):
+    i = gk.tid()
+    y[i] = last_below(x, n, t[i])
+
+
+def _rev_return_ref(x, t, y, n):
+    for i, ti in enumerate(t):
+        y[i] = next((x[j] * (j + 1) for j in reversed(range(n)) if x[j] < ti), 0.0)
+    return y
+
+
+def test_reversed_in_func_with_return(device, rng):
+    check(rev_return, 4, [rng.normal(size=6), np.array([-3.0, -0.3, 0.2, 3.0]), np.zeros(4), 6],
+          [F64, F64, F64, None], "iiws", _rev_return_ref, device, rng)
+
+
+@gk.kernel(max_unroll=8)
+def rev_unrolled(x: A1, y: A1):
+    acc = 0.0
+    for j in reversed(range(1, 8, 3)):
+        acc = acc * 2.0 + x[j]
+    y[0] = acc
+
+
+def test_reversed_constant_range_unrolled(device, rng):
+    check(rev_unrolled, 1, [rng.normal(size=8), np.zeros(1)], [F64, F64], "iw",
+          lambda x, y: np.array([4 * x[7] + 2 * x[4] + x[1]]), device, rng)
+    assert "for " not in str(rev_unrolled.typed_ir)
+
+
+# --------------------------------------------------------------------------- errors at file:line:col
+
+def bad_comp_index(v: gk.array(dtype=gk.vec3d)):
+    v[0][3] = 1.0
+
+
+def bad_mat_index(m: gk.array(dtype=gk.mat22d)):
+    m[0][1, 2] += 1.0
+
+
+def scalar_elements(a: gk.array(dtype=F64)):
+    a[0][0] = 1.0
+
+
+def bad_swizzle(v: gk.array(dtype=gk.vec3d)):
+    v[0].w = 1.0
+
+
+def too_many_indices(v: gk.array(dtype=gk.vec3d)):
+    v[0][0, 1] = 1.0
+
+
+def narrowing(v: gk.array(dtype=gk.vec3), x: gk.array(dtype=F64)):
+    v[0][1] = x[0]
+
+
+def wrong_row(m: gk.array(dtype=gk.mat33d)):
+    m[0][1] = 2.0 * gk.vec2d(1.0, 2.0)
+
+
+def float_index(v: gk.array(dtype=gk.vec3d)):
+    v[0][1.0] = 2.0
+
+
+def reversed_array(x: gk.array(dtype=F64)):
+    for j in reversed(x):
+        x[0] = 1.0
+
+
+def reversed_len(x: gk.array(dtype=F64)):
+    for j in reversed(len(x)):
+        x[0] = 1.0
+
+
+def reversed_zero_step(x: gk.array(dtype=F64)):
+    for j in reversed(range(0, 4, 0)):
+        x[j] = 1.0
+
+
+def reversed_value(x: gk.array(dtype=F64)):
+    r = reversed(range(3))
+
+
+ERRORS = [
+    (bad_comp_index, "3] = 1.0", r"component index 3 is out of range for vec3d \(0\.\.2\)"),
+    (bad_mat_index, "2] += 1.0", r"component index 2 is out of range for mat22d"),
+    (scalar_elements, "a[0][0]", r"elements of array 'a' are float64 scalars"),
+    (bad_swizzle, "v[0].w", r"cannot assign to attribute 'w' of a vec3d element of array 'v'"),
+    (too_many_indices, "v[0][0, 1]", r"takes at most 1 component index, got 2"),
+    (narrowing, "v[0][1] = x[0]", r"assign to component of array 'v' \(vec3\): expected float32, got float64"),
+    (wrong_row, "m[0][1] =", r"expected vec3d, got vec2d"),
+    (float_index, "1.0]", r"index must be an integer"),
+    (reversed_array, "reversed(x)", r"reversed\(range\(\.\.\.\)\) or reversed\(gk\.static\(\.\.\.\)\)"),
+    (reversed_len, "len(x)", r"reversed\(range\(\.\.\.\)\)"),
+    (reversed_zero_step, "range(0, 4, 0)", r"step must not be zero"),
+    (reversed_value, "reversed(range(3))", r"reversed\(\) can only be used as the iterable of a for loop"),
+]
+
+
+@pytest.mark.parametrize("fn,snippet,message", ERRORS, ids=[e[0].__name__ for e in ERRORS])
+def test_compile_errors(fn, snippet, message):
+    """The error names the kernel, file:line:col of the offending expression, and puts a caret under it."""
+    with pytest.raises(gk.CompileError) as info:
+        gk.kernel(fn).ir()
+    text = str(info.value)
+    assert re.search(message, text) and f"'{fn.__name__}'" in text, text
+    lines, first = inspect.getsourcelines(fn)
+    row = next(k for k, line in enumerate(lines) if snippet in line)
+    col = lines[row].index(snippet)
+    assert f"{inspect.getsourcefile(fn)}:{first + row}:{col + 1}:" in text, text
+    src, caret = text.splitlines()[1:3]
+    assert src.strip() == lines[row].strip(), text
+    indent = len(lines[row]) - len(lines[row].lstrip())
+    assert caret.index("^") - caret.index("    ") - 4 == col - indent, text
