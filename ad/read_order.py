@@ -39,10 +39,13 @@ def read_before_write(fn: Function) -> set[int]:
         if load.op != "load":
             continue
         arr = load.args[0].id
-        writes = [(j, w, wl) for j, (w, wl) in enumerate(seq) if w.op != "load" and w.args[0].id == arr]
+        # writes that may touch the loaded element: not another component of the same element
+        key = _key(load)
+        writes = [(j, w, wl) for j, (w, wl) in enumerate(seq) if w.op != "load" and w.args[0].id == arr
+                  and not (_key(w)[2] == key[2] and _key(w)[1] != key[1])]
         if any(j < k or set(wl) & set(loops) for j, w, wl in writes):
             post.add(arr)
-        elif any(j > k and _key(w) == _key(load) for j, w, wl in writes):
+        elif any(j > k and _key(w) == key for j, w, wl in writes):
             pre.add(arr)
     fn.attrs["_read_before_write"] = out = pre - post
     return out

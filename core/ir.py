@@ -27,7 +27,8 @@ Instruction ops (the whole vocabulary; `prim` names come from core/builtins.py):
 the values it started from (atomic_min/max's winner test), so a tape knows which copy it needs.
 `comp` on load/store/atomic is None for whole-element access (before
 scalarize) or the flat component index into a vector/matrix element (after
-scalarize, where every value is a scalar). `exclusive` on atomic marks an
+scalarize, where every value is a scalar; the frontend also emits it for
+component writes such as `v[i][1] = x`, which scalarize keeps as they are). `exclusive` on atomic marks an
 update no other thread touches (a plain read-modify-write is enough).
 Functions end by yielding their return values (`body.yields`); kernels yield nothing.
 """
