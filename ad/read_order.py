@@ -26,15 +26,17 @@ def _key(ins: Instr) -> tuple:
     return ins.args[0].id, ins.attrs.get("comp"), tuple(a.id for a in idx)
 
 
-def read_before_write(fn: Function) -> set[int]:
-    """Ids of array parameters whose loads all read values from before the launch, at least one of them
-    an element the launch then overwrites."""
+def read_before_write(fn: Function) -> tuple[set[int], set[int]]:
+    """(ids of array parameters whose loads all read values from before the launch, at least one of them
+    an element the launch then overwrites; ids of those with a load of an element the launch overwrites
+    later while other loads need what it wrote — `y[i, k % 2] *= v` in a loop — which no single copy
+    serves: their adjoint cannot be right)."""
     cached = fn.attrs.get("_read_before_write")
     if cached is not None:
         return cached
     seq: list = []
     _accesses(fn.body, (), seq)
-    pre, post = set(), set()
+    pre, post, overwritten = set(), set(), set()
     for k, (load, loops) in enumerate(seq):
         if load.op != "load":
             continue
@@ -43,9 +45,11 @@ def read_before_write(fn: Function) -> set[int]:
         key = _key(load)
         writes = [(j, w, wl) for j, (w, wl) in enumerate(seq) if w.op != "load" and w.args[0].id == arr
                   and not (_key(w)[2] == key[2] and _key(w)[1] != key[1])]
+        if any((j > k or set(wl) & set(loops)) and _key(w) == key for j, w, wl in writes):
+            overwritten.add(arr)
         if any(j < k or set(wl) & set(loops) for j, w, wl in writes):
             post.add(arr)
         elif any(j > k and _key(w) == key for j, w, wl in writes):
             pre.add(arr)
-    fn.attrs["_read_before_write"] = out = pre - post
+    fn.attrs["_read_before_write"] = out = (pre - post, overwritten & post)
     return out

@@ -129,6 +129,7 @@ class Tape:
         if kernel.rule_violations:
             raise GradientRuleError("\n".join(v.describe(kernel.key) for v in kernel.rule_violations))
         _check_aliasing(kernel, bound)
+        _check_recoverable(kernel)
 
     def _array_args(self, kernel, args) -> dict:
         return {name: a for (name, _), a in zip(kernel.params, args) if hasattr(a, "buffer")}
@@ -314,7 +315,9 @@ class Tape:
         changed only where it does not read, see version_check.py)."""
         if not self.check_versions:
             return
-        _, reads, _, pairs = tape_info(rec.kernel_obj)
+        _, reads, _, pairs, lost = tape_info(rec.kernel_obj)
+        if lost:
+            _check_recoverable(rec.kernel_obj)
         args, versions = rec.args, rec.versions
         for j, w in pairs:
             if args[j] is args[w]:
@@ -389,17 +392,31 @@ def tape_info(kernel) -> tuple:
     except CompileError:
         adj = None                      # no adjoint (a native snippet without one): backward will say so
     if adj is None:
-        kernel._tape_info = (None, (), (), ())
+        kernel._tape_info = (None, (), (), (), ())
         return kernel._tape_info
     reads, written = _primal_reads(adj, kernel), _written_user_params(kernel)
     after = _primal_reads(adj, kernel, True)
     fwd = kernel.lowered("forward_ad")
     users = user_index(fwd)
-    copy = {users[v] for v in read_before_write(fwd)}
+    copy, lost = ({users[v] for v in ids} for ids in read_before_write(fwd))
     info = kernel._tape_info = (adj, reads, [(j, j) for j in reads if j in copy and j in written
                                              and j not in after],
-                                [(j, w) for j in reads for w in written if j != w])
+                                [(j, w) for j in reads for w in written if j != w],
+                                [j for j in reads if j in lost and j not in after])
     return info
+
+
+def _check_recoverable(kernel) -> None:
+    """An array the kernel reads and then overwrites inside a loop while also reading its own writes:
+    neither the values before nor after the launch are what each read saw, so no adjoint can be right."""
+    lost = tape_info(kernel)[4]
+    if lost:
+        names = [n for n, _ in kernel.params]
+        raise GradientRuleError(
+            f"kernel '{kernel.key}' reads elements of '{names[lost[0]]}' that it overwrites later in a loop, while "
+            "other reads see what it wrote: its backward pass cannot recover the values each read saw. Keep "
+            "the running value in a local variable (loop-carried locals are differentiable) or write into a "
+            "separate array.")
 
 
 def _check_aliasing(kernel, args) -> None:

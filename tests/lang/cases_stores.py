@@ -91,7 +91,7 @@ def mul_assign_loops(x: A2, y: A2, z: A2, w: A2, n: int):
     i = gk.tid()
     w[i, 1] *= x[i, 1]
     for k in range(n):
-        y[i, k % 2] *= 1.0 + 0.5 * x[i, k]
+        y[i, 1] *= 1.0 + 0.5 * x[i, k]
     for j in range(2):
         z[i, j] = x[i, j]
         for k in range(n):
@@ -102,9 +102,27 @@ def _mul_assign_ref(x, y, z, w, n):
     y, w = y.copy(), w.copy()
     w[:, 1] *= x[:, 1]
     for k in range(n):
-        y[:, k % 2] *= 1 + 0.5 * x[:, k]
+        y[:, 1] *= 1 + 0.5 * x[:, k]
     z = x[:, :2] * np.prod(x[:, :n] + 1.5, axis=1)[:, None]
     return y, z, w
+
+
+@gk.kernel
+def mul_assign_varying(x: A2, y: A2, n: int):
+    i = gk.tid()
+    for k in range(n):
+        y[i, k % 2] *= 1.0 + 0.5 * x[i, k]
+
+
+def _mul_assign_varying_ref(x, y, n):
+    y = y.copy()
+    for k in range(n):
+        y[:, k % 2] *= 1 + 0.5 * x[:, k]
+    return (y,)
+
+
+# Documented (docs/errors.md): elements read, overwritten later in the loop and read again on a later trip.
+LOST_READS = {"reverse": "overwrites later in a loop"}
 
 
 MUL_ARGS = [In((N, M)), Out((N, 2), init=_rand(N, 2)), Out((N, 2)), Out((N, 2), init=_rand(N, 2)), Scalar(M)]
@@ -326,6 +344,9 @@ CASES = collect("stores", [
          MUL_ARGS, _mul_assign_ref, pick={2: ...}),
     Case("mul_assign_for_depth1", "`a[i, j] *= v` in a `for` loop (initial values from the host)",
          mul_assign_loops, N, MUL_ARGS, _mul_assign_ref, pick={0: ...}),
+    Case("mul_assign_varying_element", "`a[i, k % 2] *= v` in a `for` loop: each element rewritten on "
+         "alternate trips", mul_assign_varying, N, [In((N, M)), Out((N, 2), init=_rand(N, 2)), Scalar(M)],
+         _mul_assign_varying_ref, refuses=LOST_READS),
     Case("mul_assign_for_depth2", "`a[i, j] = x` then `a[i, j] *= v` in the inner of two `for` loops",
          mul_assign_loops, N, MUL_ARGS, _mul_assign_ref, pick={1: ...}),
     Case("vec_add_assign_for_depth1", "`ov[i] += gk.vec3d(...)` and `ov[i] -= ...` in a `for` loop",

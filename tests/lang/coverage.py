@@ -49,7 +49,7 @@ def render(results: dict, commit: str = "unknown") -> str:
     cells = results["cells"]
     head = ["family", "construct", "what"] + [f"{d} {titles[m]}" for d in devices for m in modes]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    counts = {"passed": 0, "failed": 0, "other": 0}
+    counts = {"passed": 0, "failed": 0, "other": 0, "refused": 0}
     for c in constructs:
         row = [c.family, f"`{c.name}`", c.doc.replace("|", "\\|")]
         for d in devices:
@@ -58,12 +58,13 @@ def render(results: dict, commit: str = "unknown") -> str:
                     row.append("n/a")
                     continue
                 outcome = cells.get(f"{c.name}|{m}|{d}")
-                counts[outcome if outcome in counts else "other"] += 1
+                counts[outcome if outcome in ("passed", "failed") else "other"] += 1
                 refused = m in (c.refuses or {}) and outcome == "passed"
+                counts["refused"] += refused
                 row.append("refused" if refused else MARK.get(outcome, "?"))
         lines.append("| " + " | ".join(row) + " |")
     failing = sorted({k.split("|")[0] for k, v in cells.items() if v == "failed"})
-    total = sum(counts.values())
+    total = counts["passed"] + counts["failed"] + counts["other"]
     dev_lines = [f"- `{d}`: {desc}" for d, desc in results["devices"].items()]
     return "\n".join([
         "# Language coverage",
@@ -78,14 +79,17 @@ def render(results: dict, commit: str = "unknown") -> str:
         "J·v by finite differences.",
         "",
         "✓ passes, ✗ fails (defects and minimal repros: tests/lang/FOUND.md), n/a not differentiable "
-        "(int-only construct, forward only), refused: the mode raises a documented `gk.CompileError` "
-        "(docs/errors.md; e.g. forward mode through `atomic_min`/`atomic_max`), – not run.",
+        "(int-only construct, forward only), refused: the mode raises a documented `gk.CompileError` or "
+        "`gk.GradientRuleError` instead of a wrong result (docs/errors.md: forward mode through "
+        "`atomic_min`/`atomic_max`; sub-array views, not in the language yet; elements re-read after a "
+        "loop overwrote them), – not run.",
         "",
         "Devices:",
         "",
         *dev_lines,
         "",
-        f"{counts['passed']} of {total} cells pass, {counts['failed']} fail"
+        f"{counts['passed']} of {total} cells pass ({counts['refused']} of them by refusing with the "
+        "documented error), " + f"{counts['failed']} fail"
         + (f", {counts['other']} not run" if counts["other"] else "") + "."
         + (f" Constructs with a failing cell: {', '.join(f'`{n}`' for n in failing)}." if failing else ""),
         "",
