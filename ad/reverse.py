@@ -26,7 +26,8 @@ import itertools
 from ..core import types as T
 from ..core.builtins import BUILTINS
 from ..core.errors import CompileError
-from ..core.ir import Builder, Function, Instr, Param, Region, Value, copy_function, copy_instr, used_ids
+from ..core.ir import (Builder, Function, Instr, Param, Region, Value, copy_function, copy_instr, local_ids,
+                       used_ids)
 from ..core.passes import lower
 from ..core.passes.simplify import simplify
 
@@ -305,7 +306,7 @@ class Reverse:
             self.reverse_region(region, rb)
             branches.append((nr, rb, self.adj))
         changed = [k for k in dict.fromkeys(k for _, _, adj in branches for k in adj)
-                   if k not in _local_ids(ins) and any(adj.get(k) is not before.get(k) for _, _, adj in branches)]
+                   if k not in local_ids(ins) and any(adj.get(k) is not before.get(k) for _, _, adj in branches)]
         self.adj = before
         types = []
         for k in changed:
@@ -323,7 +324,7 @@ class Reverse:
         body = ins.regions[-1]
         carried = body.params[1:] if is_for else body.params
         inits = ins.args[3:] if is_for else ins.args
-        local = _local_ids(ins)
+        local = local_ids(ins)
         free = [v for v in _free_floats(ins) if v.id not in local]
         # Trip count and index reconstruction.
         if is_for:
@@ -370,21 +371,9 @@ class Reverse:
             self.add_adj(b, inits[k], res[j])
 
 
-def _local_ids(ins: Instr) -> set[int]:
-    """Ids of values defined inside an instruction's regions (params and results)."""
-    out = set()
-    for r in ins.regions:
-        out.update(p.id for p in r.params)
-        for sub in r.walk():
-            out.update(x.id for x in sub.results)
-            for rr in sub.regions:
-                out.update(p.id for p in rr.params)
-    return out
-
-
 def _free_floats(ins: Instr) -> list[Value]:
     """Float values used inside the instruction's regions but defined outside them."""
-    local = _local_ids(ins)
+    local = local_ids(ins)
     seen, out = set(), []
 
     def visit(values) -> None:

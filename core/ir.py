@@ -302,6 +302,18 @@ def verify(fn: Function, scalar_only: bool = False) -> None:
     walk(fn.body, defined)
 
 
+def local_ids(ins: Instr) -> set[int]:
+    """Ids of the values defined inside an instruction's regions (region parameters and results)."""
+    out = set()
+    for r in ins.regions:
+        out.update(p.id for p in r.params)
+        for sub in r.walk():
+            out.update(x.id for x in sub.results)
+            for rr in sub.regions:
+                out.update(p.id for p in rr.params)
+    return out
+
+
 def used_ids(fn: Function) -> set[int]:
     """Ids of every value some instruction or region yield uses."""
     used: set[int] = set()

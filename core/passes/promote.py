@@ -13,24 +13,13 @@ loop has no calls or native code. Anything else is left as it is.
 
 from __future__ import annotations
 
-from ..ir import Function, Instr, Region, Value
-
-
-def _local_ids(ins: Instr) -> set[int]:
-    out = set()
-    for r in ins.regions:
-        out.update(p.id for p in r.params)
-        for sub in r.walk():
-            out.update(x.id for x in sub.results)
-            for rr in sub.regions:
-                out.update(p.id for p in rr.params)
-    return out
+from ..ir import Function, Instr, Region, Value, local_ids
 
 
 def _candidates(loop: Instr) -> list[tuple]:
     """(array, index values, comp) elements of `loop` that can be promoted."""
     body = loop.regions[-1]
-    local = _local_ids(loop)
+    local = local_ids(loop)
     accesses: dict[int, list[Instr]] = {}
     for r in loop.regions:
         for ins in r.walk():
