@@ -291,7 +291,7 @@ class array:
             if values.shape != self.shape or values.dtype.shape != self.dtype.shape:
                 raise ValueError(f"values: shape {values.shape} ({values.dtype.name}) does not match this "
                                  f"array's {self.shape} ({self.dtype.name})")
-            if state.tape is not None:
+            if state.tape is not None or state.forward_mode is not None:
                 return host_ops.copy(self, values)
             if values.dtype is self.dtype and values.device is self.device:
                 if values is not self and self.nbytes:
@@ -357,7 +357,7 @@ class array:
                 out._write_host(self._read())
         if self._grad is not None:
             out.requires_grad = True
-            host_ops.record("copy", out, self)
+        host_ops.record("copy", out, self)
         return out
 
     def _saved_copy(self) -> "array":

@@ -1,5 +1,6 @@
 """Host-side array writes on a tape: `assign`, `copy()`/`to()`, `fill_`, `zero_` and `gk.copy`.
 
+Inside gk.ForwardMode such a write carries the source's tangent (or zero) into the destination's dual.
 While a tape records, a write into an array with `requires_grad` is a step of the computation like a
 launch (Warp records `wp.copy`): the tape keeps a record whose backward moves the overwritten range's
 gradient into the source's gradient (a copy) or drops it (a constant: assign from host data, fill_,
@@ -40,12 +41,28 @@ def move_gradient(dst, src, dst_offset: int, src_offset: int, count: int) -> Non
     _write_rows(g, rows)
 
 
+def carry_tangent(dst, src, dst_offset: int, src_offset: int, count: int) -> None:
+    """Inside gk.ForwardMode: the written range's tangent is the source's (zero for a constant write)."""
+    fmode = state.forward_mode
+    if fmode is None or count == 0 or (dst.dual is None and (src is None or src.dual is None)):
+        return
+    d = fmode.dual_of(dst)
+    rows = _rows(d)
+    if src is None or src.dual is None:
+        rows[dst_offset:dst_offset + count] = 0
+    else:
+        rows[dst_offset:dst_offset + count] = _rows(fmode.dual_of(src))[src_offset:src_offset + count]
+    _write_rows(d, rows)
+
+
 def record(name: str, dst, src=None, dst_offset: int = 0, src_offset: int = 0, count: int | None = None) -> None:
-    """Put a host write on the recording tape (if any) when gradients can flow through `dst`."""
+    """Put a host write on the recording tape (if any) when gradients can flow through `dst`, and carry
+    its tangent inside gk.ForwardMode."""
+    n = dst.size if count is None else count
+    carry_tangent(dst, src, dst_offset, src_offset, n)
     tape = state.tape
     if tape is None or dst.grad is None:
         return
-    n = dst.size if count is None else count
     tape.record_host_write(name, lambda: move_gradient(dst, src, dst_offset, src_offset, n), dst, src)
 
 

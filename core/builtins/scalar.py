@@ -185,7 +185,7 @@ def _d_sqrt(b, x, y, attrs):
     return b.select(b.prim("gt", y, _c(b, y, 0)), d, _c(b, y, 0)) if attrs.get("subgrad") else d
 
 
-register(Builtin("sqrt", _elementwise("sqrt", float_only=True), eval=np.sqrt, arity=1,
+register(Builtin("sqrt", _elementwise("sqrt", float_only=True), eval=lambda x, subgrad=False: np.sqrt(x), arity=1,
                  partials=lambda b, a, out, at: [_d_sqrt(b, a[0], out, at)], decompose=_decomposer("sqrt"),
                  doc="square root (gradient at 0 is inf; with subgrad=True it is 0)"))
 unary_math("exp", np.exp, lambda b, x, y: y)

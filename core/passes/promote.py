@@ -38,11 +38,13 @@ def _candidates(loop: Instr) -> list[tuple]:
             continue
         idx_of = lambda i: tuple(a.id for a in (i.args[1:-1] if i.op == "store" else i.args[1:]))
         keys = {idx_of(i) for i in group}
-        if len(keys) != 1 or any(v in local for v in next(iter(keys))):
+        if len(keys) != 1:
             continue
-        comps = {i.attrs.get("comp") for i in group}
         first = group[0]
         idx = first.args[1:-1] if first.op == "store" else first.args[1:]
+        if any(v.id in local and v.const_value is None for v in idx):    # constants can be made again outside
+            continue
+        comps = {i.attrs.get("comp") for i in group}
         out.extend((first.args[0], list(idx), c) for c in comps)
     return out
 
@@ -59,7 +61,17 @@ def _promote(loop: Instr) -> tuple[list[Instr], list[Instr]]:
     """Rewrite `loop` in place; returns the loads to put before it and the stores to put after it."""
     before, after = [], []
     body = loop.regions[-1]
+    local = local_ids(loop)
     for arr, idx, comp in _candidates(loop):
+        outer = []
+        for v in idx:                       # a constant index made inside the loop: make it again before it
+            if v.id in local:
+                c = Value(v.type, v.hint)
+                c.const_value = v.const_value
+                before.append(Instr("const", [], [c], {"value": v.const_value}, loc=loop.loc))
+                v = c
+            outer.append(v)
+        idx = outer
         t = arr.type.dtype.scalar if comp is not None else arr.type.dtype
         first = Value(t, "elem")
         before.append(Instr("load", [arr, *idx], [first], {"comp": comp}, loc=loop.loc))

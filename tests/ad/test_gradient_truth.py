@@ -527,3 +527,65 @@ def test_value_stored_then_read_in_a_loop(device, rng):
     np.testing.assert_allclose(o.numpy(), ref(x_np), rtol=1e-12)
     eps = 1e-6
     np.testing.assert_allclose(x.grad.numpy(), (ref(x_np + eps) - ref(x_np - eps)) / (2 * eps), rtol=1e-6)
+
+
+# --------------------------------------------------------------------------- found by the widened fuzzer
+
+@gk.kernel
+def constant_length(out: gk.array(dtype=gk.float64)):
+    out[0] = gk.length(gk.vec2d(3.0, 4.0)) + gk.normalize(gk.vec2d(0.0, 2.0))[1]
+
+
+def test_constant_folded_length(device):
+    out = gk.zeros(1, dtype=gk.float64, device=device)
+    gk.launch(constant_length, 1, outputs=[out], device=device)
+    np.testing.assert_allclose(out.numpy(), [6.0])
+
+
+@gk.kernel
+def double64(c: gk.array(dtype=gk.float64), z: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    z[i] = 2.0 * c[i]
+
+
+@pytest.mark.parametrize("how", ["gk.copy", "assign", "copy()", "fill_"])
+def test_host_writes_carry_tangents_in_forward_mode(device, rng, how):
+    x_np, v_np = rng.uniform(-1, 1, 3), rng.uniform(-1, 1, 3)
+    x = f64(x_np, device)
+    y, c, z = (gk.zeros(3, dtype=gk.float64, device=device) for _ in range(3))
+    with gk.ForwardMode(seeds={x: f64(v_np, device)}):
+        gk.launch(square, 3, inputs=[x, y], device=device)
+        if how == "gk.copy":
+            gk.copy(c, y)
+        elif how == "assign":
+            c.assign(y)
+        elif how == "copy()":
+            c = y.copy()
+        else:
+            gk.copy(c, y)
+            c.fill_(0.5)
+        gk.launch(double64, 3, inputs=[c, z], device=device)
+    expected = np.zeros(3) if how == "fill_" else 4 * x_np * v_np
+    np.testing.assert_allclose(z.dual.numpy(), expected, rtol=1e-12)
+
+
+@gk.kernel
+def scale_column_in_loop(x: gk.array(dtype=gk.float64), n: int, p: gk.array(dtype=gk.float64, ndim=2)):
+    i = gk.tid()
+    for t in range(n):
+        p[i, 3] *= x[i]
+
+
+def test_constant_column_rewritten_in_a_loop(device, rng):
+    """p[i, 3] *= x[i] three times: the element becomes a loop-carried value (its index constant is made
+    inside the loop), so reverse mode is right instead of refused."""
+    x_np = rng.uniform(0.5, 1.5, 2)
+    x = f64(x_np, device, requires_grad=True)
+    p = gk.ones((2, 4), dtype=gk.float64, device=device, requires_grad=True)
+    tape = gk.Tape()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gk.GradientRuleWarning)
+        with tape:
+            gk.launch(scale_column_in_loop, 2, inputs=[x, 3], outputs=[p], device=device)
+    tape.backward(grads={p: gk.ones((2, 4), dtype=gk.float64, device=device)})
+    np.testing.assert_allclose(x.grad.numpy(), 3 * x_np ** 2, rtol=1e-12)
