@@ -121,9 +121,23 @@ class LoopLowering:
             items = list(items)
         except TypeError:
             raise self.error(node.iter, "gk.static(...) in a for loop must give an iterable") from None
-        for item in items:
-            self.assign(node.target, item, node)
-            self.block(node.body)
+        returns = self.ret_flag is not None and _contains(node.body, (ast.Return,), False)
+
+        def trips(k: int) -> None:
+            while k < len(items):
+                self.assign(node.target, items[k], node)
+                self.block(node.body)
+                k += 1
+                if k == len(items) or not returns:
+                    continue
+                guard = self.keep_going()                  # a `return` ends the remaining trips too
+                if guard is False:
+                    return
+                if guard is not True:
+                    self.if_blocks(guard, lambda: trips(k), lambda: None, node)
+                    return
+
+        trips(0)
 
     def for_as_while(self, node, start, stop, step) -> None:
         iv = self.new_flag("iv")

@@ -589,3 +589,46 @@ def test_constant_column_rewritten_in_a_loop(device, rng):
             gk.launch(scale_column_in_loop, 2, inputs=[x, 3], outputs=[p], device=device)
     tape.backward(grads={p: gk.ones((2, 4), dtype=gk.float64, device=device)})
     np.testing.assert_allclose(x.grad.numpy(), 3 * x_np ** 2, rtol=1e-12)
+
+
+@gk.func
+def first_trip(a: gk.float64) -> gk.float64:
+    for k in gk.static(range(3)):
+        return a + gk.float64(k)
+    return a - 1.0
+
+
+@gk.kernel
+def return_in_unrolled(x: gk.array(dtype=gk.float64), out: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    out[i] = first_trip(x[i])
+    for j in gk.static(range(3)):
+        out[i] += x[i] * x[i]
+        if x[i] > 0.0:
+            return
+
+
+@gk.kernel(max_unroll=8)
+def return_in_max_unroll(x: gk.array(dtype=gk.float64), out: gk.array(dtype=gk.float64)):
+    for j in range(3):
+        out[0] += x[j] * x[j]
+        if x[j] > 0.5:
+            return
+
+
+def test_return_ends_unrolled_loops(device, rng):
+    """`return` inside a gk.static / max_unroll loop ends the function (was: later trips ran too)."""
+    x_np = np.concatenate([rng.uniform(0.1, 1, 2), rng.uniform(-1, -0.1, 2)])
+    x = f64(x_np, device, requires_grad=True)
+    out = gk.zeros(4, dtype=gk.float64, device=device, requires_grad=True)
+    tape = gk.Tape()
+    with tape:
+        gk.launch(return_in_unrolled, 4, inputs=[x, out], device=device)
+    trips = np.where(x_np > 0, 1, 3)
+    np.testing.assert_allclose(out.numpy(), x_np + trips * x_np ** 2, rtol=1e-12)
+    tape.backward(grads={out: f64(np.ones(4), device)})
+    np.testing.assert_allclose(x.grad.numpy(), 1 + 2 * trips * x_np, rtol=1e-12)
+    y = f64([0.25, 0.75, 2.0], device)
+    total = gk.zeros(1, dtype=gk.float64, device=device)
+    gk.launch(return_in_max_unroll, 1, inputs=[y, total], device=device)
+    np.testing.assert_allclose(total.numpy(), [0.25 ** 2 + 0.75 ** 2])
