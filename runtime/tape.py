@@ -407,16 +407,16 @@ def tape_info(kernel) -> tuple:
 
 
 def _check_recoverable(kernel) -> None:
-    """An array the kernel reads and then overwrites inside a loop while also reading its own writes:
-    neither the values before nor after the launch are what each read saw, so no adjoint can be right."""
+    """An array the kernel reads and then overwrites (in a loop, or at possibly equal indices) while also
+    reading its own writes: neither the values before nor after the launch are what each read saw."""
     lost = tape_info(kernel)[4]
     if lost:
         names = [n for n, _ in kernel.params]
         raise GradientRuleError(
-            f"kernel '{kernel.key}' reads elements of '{names[lost[0]]}' that it overwrites later in a loop, while "
-            "other reads see what it wrote: its backward pass cannot recover the values each read saw. Keep "
-            "the running value in a local variable (loop-carried locals are differentiable) or write into a "
-            "separate array.")
+            f"kernel '{kernel.key}' reads elements of '{names[lost[0]]}' that it overwrites later (in a loop, or "
+            "at an index that may be the same element), while other reads see what it wrote: its backward pass "
+            "cannot recover the values each read saw. Keep the running value in a local variable (locals, "
+            "loop-carried ones too, are differentiable) or write into a separate array.")
 
 
 def _check_aliasing(kernel, args) -> None:

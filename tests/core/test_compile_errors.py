@@ -193,3 +193,12 @@ def test_float32_widens_to_float64():
         x[0] = acc + (0.5 if acc > 0.0 else gk.float32(1.0))
     text = gk.kernel(k).ir()
     assert "float64 = for" in text and "cast[to=float64]" in text
+
+
+def test_break_in_unrolled_loop():
+    def k(x: gk.array(dtype=float)):
+        for j in gk.static(range(3)):
+            if x[j] > 1.5:
+                break
+            x[0] += 1.0
+    _check(k, "for j in gk.static", "break/continue are not supported in unrolled")

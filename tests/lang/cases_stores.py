@@ -122,7 +122,7 @@ def _mul_assign_varying_ref(x, y, n):
 
 
 # Documented (docs/errors.md): elements read, overwritten later in the loop and read again on a later trip.
-LOST_READS = {"reverse": "overwrites later in a loop"}
+LOST_READS = {"reverse": "overwrites later"}
 
 
 MUL_ARGS = [In((N, M)), Out((N, 2), init=_rand(N, 2)), Out((N, 2)), Out((N, 2), init=_rand(N, 2)), Scalar(M)]
