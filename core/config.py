@@ -7,8 +7,29 @@ import os
 from . import func as _func
 
 
+_FLAGS = ("cache", "debug", "check_nan", "check_ad", "fast_math", "verbose", "snapshot_launches")
+_SIZES = {"adjoint_stack_size": (1, 1 << 24), "snapshot_max_bytes": (0, 1 << 40)}
+
+
 class Config:
-    """Mutable process-wide settings; read at compile or launch time."""
+    """Mutable process-wide settings; read at compile or launch time. Every assignment is validated: an
+    unknown name, a non-bool flag or an out-of-range size raises naming the setting (nothing changes)."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _FLAGS:
+            if not isinstance(value, bool) and value not in (0, 1):
+                raise TypeError(f"gk.config.{name} must be True or False, got {value!r}")
+            value = bool(value)
+        elif name in _SIZES:
+            lo, hi = _SIZES[name]
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"gk.config.{name} must be an int, got {type(value).__name__} {value!r}")
+            if not lo <= value <= hi:
+                raise ValueError(f"gk.config.{name} must be between {lo} and {hi}, got {value}")
+        else:
+            raise AttributeError(f"gk.config has no setting '{name}'; the settings are: "
+                                 f"{', '.join((*_FLAGS, *_SIZES))}")
+        object.__setattr__(self, name, value)
 
     def __init__(self) -> None:
         self.cache: bool = os.environ.get("GRADKIT_CACHE", "1") != "0"

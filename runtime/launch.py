@@ -17,11 +17,15 @@ from .version_check import copies_for_backward
 _INT = (int,)
 
 
+MAX_THREADS = 2**31 - 1    # thread ids are 32-bit in generated code: a larger grid would wrap them
+
+
 def normalize_dim(dim) -> tuple[int, ...]:
-    """`dim` as a tuple of 1-4 non-negative ints (ValueError/TypeError naming `dim` otherwise)."""
+    """`dim` as a tuple of 1-4 non-negative ints with at most MAX_THREADS threads in all
+    (ValueError/TypeError naming `dim` otherwise)."""
     if type(dim) is int:
-        if dim < 0:
-            raise ValueError(f"launch dim must be non-negative, got {dim}")
+        if not 0 <= dim <= MAX_THREADS:
+            raise ValueError(f"launch dim must be between 0 and {MAX_THREADS} (2**31 - 1 threads), got {dim}")
         return (dim,)
     try:
         dims = tuple(int(d) for d in dim)
@@ -29,6 +33,11 @@ def normalize_dim(dim) -> tuple[int, ...]:
         raise TypeError(f"launch dim must be an int or a tuple of up to 4 ints, got {dim!r}") from None
     if not 1 <= len(dims) <= 4 or any(d < 0 for d in dims):
         raise ValueError(f"launch dim must be 1 to 4 non-negative ints, got {dim!r}")
+    total = 1
+    for d in dims:
+        total *= d
+    if total > MAX_THREADS:
+        raise ValueError(f"launch dim {dims} has {total} threads; the limit is {MAX_THREADS} (2**31 - 1)")
     return dims
 
 
