@@ -130,11 +130,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def app_command(target, port: int, extra=()) -> list[str]:
+def app_command(target, port: int, extra=(), host: str = "127.0.0.1") -> list[str]:
     """The command line that starts the debugger on a bundle or folder of bundles (`extra`: more
-    Streamlit options, e.g. ("--server.fileWatcherType", "none"))."""
+    Streamlit options, e.g. ("--server.fileWatcherType", "none")). It listens on `host` only: this
+    machine by default (Streamlit's own default is every interface)."""
     return [sys.executable, "-m", "streamlit", "run", str(APP_MAIN), "--server.headless", "true",
-            "--server.port", str(port), "--browser.gatherUsageStats", "false",
+            "--server.address", host, "--server.port", str(port), "--browser.gatherUsageStats", "false",
             "--client.toolbarMode", "minimal", *extra, "--", str(target)]
 
 
@@ -158,14 +159,15 @@ def _exit_on_sigterm(signum, frame):
     raise SystemExit(128 + signum)
 
 
-def serve(target, port: int | None = None, open_browser: bool = True, console=None) -> int:
-    """Run the debugger on `target` until interrupted; returns Streamlit's exit code."""
+def serve(target, port: int | None = None, open_browser: bool = True, console=None,
+          host: str = "127.0.0.1") -> int:
+    """Run the debugger on `target` until interrupted (listening on `host`); returns Streamlit's exit code."""
     console = console or _console()
     if importlib.util.find_spec("streamlit") is None:
         console.print("[red]the debugger needs Streamlit: pip install 'gradkit[app]'[/red]")
         return 1
     port = port or free_port()
-    proc = subprocess.Popen(app_command(target, port))
+    proc = subprocess.Popen(app_command(target, port, host=host))
     # SIGTERM (e.g. a test stopping us) must still stop the app: turn it into SystemExit so `finally` runs.
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
@@ -204,7 +206,7 @@ def cmd_debug(ns) -> int:
     print(rep.bundle)
     if ns.bundle_only:
         return 0
-    return serve(rep.bundle, ns.port, not ns.no_browser, console)
+    return serve(rep.bundle, ns.port, not ns.no_browser, console, ns.host)
 
 
 def cmd_open(ns) -> int:
@@ -219,7 +221,7 @@ def cmd_open(ns) -> int:
     if not found:
         console.print(f"[red]{ns.bundle} holds no debug bundles[/red]")
         return 2
-    return serve(pathlib.Path(ns.bundle).resolve(), ns.port, not ns.no_browser, console)
+    return serve(pathlib.Path(ns.bundle).resolve(), ns.port, not ns.no_browser, console, ns.host)
 
 
 def examples_dir() -> pathlib.Path | None:
@@ -252,7 +254,7 @@ def cmd_examples(ns) -> int:
     print(out)
     if ns.bundle_only:
         return 0
-    return serve(out, ns.port, not ns.no_browser, console)
+    return serve(out, ns.port, not ns.no_browser, console, ns.host)
 
 
 def _run_examples(scripts, out: pathlib.Path, timeout: float, console) -> list[tuple[str, str]]:
@@ -293,6 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def serving(p, bundle_only: bool = True):
         p.add_argument("--port", type=int, default=None, help="port for the app (default: a free one)")
+        p.add_argument("--host", default="127.0.0.1",
+                       help="address the app listens on (default 127.0.0.1: this machine only; 0.0.0.0 for all)")
         p.add_argument("--no-browser", action="store_true", help="do not open a web browser")
         if bundle_only:
             p.add_argument("--bundle-only", action="store_true",

@@ -84,3 +84,14 @@ def test_app_command():
     assert cmd[1:4] == ["-m", "streamlit", "run"] and pathlib.Path(cmd[4]) == cli.APP_MAIN
     assert cmd[cmd.index("--server.port") + 1] == "8123" and cmd[-2:] == ["--", "/x/bundle"]
     assert cli.examples_dir() is None or cli.examples_dir().name == "examples"
+
+
+def test_debugger_listens_on_this_machine_by_default():
+    """Streamlit listens on every interface unless told otherwise: the debugger asks for 127.0.0.1."""
+    from gradkit.app.cli import app_command, build_parser
+    cmd = app_command("bundle", 8599)
+    assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
+    assert build_parser().parse_args(["open", "b"]).host == "127.0.0.1"
+    ns = build_parser().parse_args(["open", "b", "--host", "0.0.0.0"])
+    cmd = app_command("bundle", 8599, host=ns.host)
+    assert cmd[cmd.index("--server.address") + 1] == "0.0.0.0"
