@@ -18,7 +18,8 @@ VECS, MATS = ("v2", "v3", "v4"), ("m2", "m3", "m4")
 VIEWS = 0.015     # share of n-D accesses written through a sub-array view x[i][k] (issue 20: refused for now)
 CONSTS = ["0.5", "-1.25", "2.0", "0.1", "-0.75", "3.0"]
 
-# Domains are guarded so that every value stays finite; {0} and {1} are float64 subexpressions.
+# Domains are guarded so that every value stays finite, and atan2 never meets a signed zero (whether max(0.0,
+# -0.0) is -0.0 is unspecified); {0} and {1} are float64 subexpressions.
 UNARY = ["gk.sin({0})", "gk.cos({0})", "gk.tanh({0})", "gk.atan({0})", "gk.sqrt({0} * {0} + 0.5)",
          "gk.log({0} * {0} + 1.0)", "gk.log2(gk.abs({0}) + 0.5)", "gk.log10({0} * {0} + 2.0)", "gk.exp(gk.sin({0}))",
          "gk.asin(gk.tanh({0}) * 0.9)", "gk.acos(gk.sin({0}) * 0.9)", "gk.tan(gk.tanh({0}))", "gk.sinh(gk.tanh({0}))",
@@ -26,7 +27,7 @@ UNARY = ["gk.sin({0})", "gk.cos({0})", "gk.tanh({0})", "gk.atan({0})", "gk.sqrt(
          "gk.sign({0})", "({0} ** 2)", "gk.pow(gk.abs({0}) + 0.5, 1.5)", "gk.clamp({0}, -1.0, 1.25)", "({0} % 1.5)",
          "({0} // 0.75)"]
 BINARY = ["({0} + {1})", "({0} - {1})", "({0} * {1})", "({0} / ({1} * {1} + 1.0))", "gk.max({0}, {1})",
-          "gk.min({0}, {1})", "gk.atan2({0}, {1} * {1} + 0.5)", "gk.atan2({0}, {1})", "({0} * 0.5 + {1})",
+          "gk.min({0}, {1})", "gk.atan2({0}, {1} * {1} + 0.5)", "gk.atan2({0} + 0.3, {1})", "({0} * 0.5 + {1})",
           "gk.pow({1} * {1} + 0.5, gk.sin({0}))", "gk.clamp({0}, {1}, {1} + 0.75)"]
 
 
@@ -272,7 +273,8 @@ class ExprGen:
         t = r.pick(VECS + MATS)
         if t in MATS:
             q = self.mexpr(t, d - 1)
-            return r.pick([f"gk.determinant({q})", f"gk.trace({q})",
+            eye = f"gk.identity(n={VLEN[t]}, dtype=gk.float64)"       # (+ I: outer products are singular,
+            return r.pick([f"gk.determinant({q} + {eye})", f"gk.trace({q})",   # their det is rounding noise)
                            self.component(q if q.isidentifier() else f"({q})", t)])
         u = self.vexpr(t, d - 1)
         fn = r.int(0, 3)

@@ -35,6 +35,7 @@ class KernelCtx:
         self.inputs = {a.name: a for a in prog.inputs()}
         self.prev = [a for a in prog.outputs() if a.owner != j]
         self.state: dict[str, str] = {}        # own output -> "fresh" | "stored" | "accum"
+        self.muls: list = []                     # `prod[i, idx] *= v` so far: (idx is a literal, in a loop)
 
     def readable(self) -> list:
         own = [a for a in self.prog.outputs() if a.owner == self.j and not a.shared] if self.prog.fwd_only else []
@@ -55,6 +56,7 @@ class StmtGen(ExprGen):
     def __init__(self, r: Rand, prog: Program):
         super().__init__(r, prog)
         self.loops: list[tuple[str, tuple]] = []
+        self.unrolled: list[bool] = []           # per enclosing loop: a gk.static loop (no break/continue)
         self.depth = 0
         self.budget = 0
         self.ret = None               # a helper's return type; None in kernels
@@ -201,16 +203,18 @@ class StmtGen(ExprGen):
         return [f"{target} {op} {self.fexpr(self.r.int(0, 2))}"]
 
     # ------------------------------------------------------------------ control flow
-    def nested(self, n: int, loop=None) -> list[str]:
+    def nested(self, n: int, loop=None, static: bool = False) -> list[str]:
         self.depth += 1
         if loop:
             self.loops.append(loop)
+            self.unrolled.append(static)
         try:
             return _ind(self.block(n))
         finally:
             self.depth -= 1
             if loop:
                 self.loops.pop()
+                self.unrolled.pop()
 
     def st_if(self):
         lines = [f"if {self.cond(1)}:"] + self.nested(self.r.int(1, 3))
@@ -257,7 +261,7 @@ class StmtGen(ExprGen):
             head, values = (f"gk.static(range({c}))" if form == "static" else f"range({c})"), (0, c - 1)
         var = Var(self.fresh("k"), "i", (values[0], max(values)), mutable=False)
         self.scope.append(var)
-        body = self.nested(r.int(1, 3), (var.name, var.iv))
+        body = self.nested(r.int(1, 3), (var.name, var.iv), head.startswith("gk.static"))
         self.scope.remove(var)
         return [f"for {var.name} in {head}:"] + body
 
@@ -280,6 +284,8 @@ class StmtGen(ExprGen):
         return head + update + body
 
     def st_jump(self):
+        if self.unrolled[-1]:
+            self.prog.features.add("static_jump")     # documented CompileError
         return [f"if {self.cond(1)}:", "    " + self.r.pick(["break", "continue"])]
 
     def st_return(self):
@@ -338,7 +344,7 @@ class StmtGen(ExprGen):
 
     def st_atomic(self):
         r, k = self.r, self.kernel
-        fn = r.weighted({"add": 2, "sub": 1, "min": 2, "max": 2})
+        fn = r.weighted({"add": 3, "sub": 2, "min": 1, "max": 1})   # min/max: no JVP (documented)
         t = self._value_kind() if fn in ("add", "sub") else "f"
         name, init = {"add": (f"acc{k.j}_{t}", "zeros"), "sub": (f"acc{k.j}_{t}", "zeros"),
                       "min": (f"amin{k.j}", "big"), "max": (f"amax{k.j}", "small")}[fn]
@@ -355,8 +361,9 @@ class StmtGen(ExprGen):
         if not self.prog.fwd_only or r.coin(0.5):
             a = k.output(f"prod{k.j}", "f", (self.prog.N, 3), "ones")
             where = str(r.int(0, 2)) if r.coin(0.5) else f"({self.iexpr(1)[0]}) % 3"
-            if self.loops and not where.isdigit():
-                self.prog.features.add("mul_varying")     # may re-read what an earlier trip rewrote: refused
+            k.muls.append((where.isdigit(), bool(self.loops)))
+            if any(not lit and (loop or len(k.muls) > 1) for lit, loop in k.muls):
+                self.prog.features.add("mul_alias")   # a read an earlier `*=` may have rewritten: refused
             return [f"{a.name}[i, {where}] *= {self.fexpr(self.r.int(0, 2))}"]
         t = self._value_kind()
         a = k.output(f"out{k.j}_{t}", t, (self.prog.N,))

@@ -1,8 +1,9 @@
 """Fuzzing: random kernel programs (stmts.generate) on every device, checked by checker.check_program
 against an independent float64 reference (the same source run by np_gk) and finite differences.
 
-Sized for CI: SHARDS[backend] shards of SHARD_SIZE programs per device (OpenCL compiles slowly), so that
-pytest-xdist balances them. Program k of a shard is generated from the seed "SEED/device/shard/k": fixed in
+Sized for CI (about 3 minutes under `pytest -n 2` with cold caches): 10 shards of SHARD_SIZE programs on
+cpu and numpy, 3 half-size shards on OpenCL (PoCL compiles slowly), 2150 programs on this machine's
+three devices; shards are small so that pytest-xdist balances them. Program k of a shard is generated from the seed "SEED/device/shard/k": fixed in
 CI, a new SEED per `make fuzz` campaign (GRADKIT_FUZZ_SEED repeats one; GRADKIT_FUZZ_EXAMPLES sets programs
 per shard). A shard runs all its programs and then fails with every distinct failure (program source
 included); `python -m tests.fuzz.replay SEED DEVICE [--reduce]` re-runs and minimises one.
@@ -23,9 +24,10 @@ from tests.fuzz.stmts import generate
 
 SHARD_SIZE = int(os.environ.get("GRADKIT_FUZZ_EXAMPLES", "100"))
 SEED = os.environ.get("GRADKIT_FUZZ_SEED", "20261123")     # CI: fixed; `make fuzz`: new programs each run
-SHARDS = {"opencl": 2}           # per backend (PoCL compiles ~1 s per program); others get DEFAULT_SHARDS
-DEFAULT_SHARDS = 9
-CASES = [(d, k) for d in DEVICES for k in range(SHARDS.get(gk.get_device(d).backend, DEFAULT_SHARDS))]
+SHARDS = {"opencl": (3, 0.5)}    # per backend: shards, and programs per shard as a share of SHARD_SIZE
+DEFAULT_SHARDS = (10, 1.0)       # (PoCL compiles ~1 s per program; the cpu backend ~0.1 s, numpy ~0.05 s)
+PLAN = {d: SHARDS.get(gk.get_device(d).backend, DEFAULT_SHARDS) for d in DEVICES}
+CASES = [(d, k) for d in DEVICES for k in range(PLAN[d][0])]
 FOLDER = pathlib.Path(tempfile.mkdtemp(prefix="gradkit-fuzz-"))
 MAX_DISCARD = 0.25               # a generator that throws away more than this has drifted: fail
 SHOWN = 3                        # failing programs printed in full per shard (one per kind of failure)
@@ -43,7 +45,8 @@ def test_random_programs(device, shard, record_property):
     """One shard: SHARD_SIZE programs, each from a seed of its own."""
     before = STATS.copy()
     failures: dict[str, list] = {}
-    for k in range(SHARD_SIZE):
+    size = max(1, round(SHARD_SIZE * PLAN[device][1]))
+    for k in range(size):
         seed = f"{SEED}/{device}/{shard}/{k}"
         prog = generate(seed)
         try:
@@ -54,7 +57,7 @@ def test_random_programs(device, shard, record_property):
     for key, value in sorted(counts.items()):
         record_property(f"fuzz_{key}", value)
     if failures:
-        lines = [f"{sum(map(len, failures.values()))} of {SHARD_SIZE} programs failed on {device}:"]
+        lines = [f"{sum(map(len, failures.values()))} of {size} programs failed on {device}:"]
         lines += [f"  {len(v):4d} x {kind}   (first: {v[0][0]})" for kind, v in failures.items()]
         for kind, v in list(failures.items())[:SHOWN]:
             seed, prog, e = v[0]
