@@ -21,7 +21,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
         refused = ", ".join(f"{k[8:]} {v}" for k, v in sorted(c.items()) if k.startswith("refused_"))
         terminalreporter.write_line(
             f"{device}: {c['programs']} programs, {c['reverse']} reverse-checked, {c['jvp']} JVP-checked, "
-            f"{discarded} discarded ({c['discard_value']} huge/non-finite reference, {c['discard_kink']} kink "
-            f"at the sample; {100 * discarded / max(c['programs'], 1):.1f}%)"
+            f"{discarded} discarded ({c['discard_value']} huge/non-finite reference, "
+            f"{c['discard_kink']} kink at the sample; {100 * discarded / max(c['programs'], 1):.1f}%)"
             + (f"; documented refusals: {refused}" if refused else "")
             + (f"; {c['tolerated']} failures tolerated (GRADKIT_FUZZ_TOLERATE)" if c["tolerated"] else ""))

@@ -21,13 +21,14 @@ CONSTS = ["0.5", "-1.25", "2.0", "0.1", "-0.75", "3.0"]
 # Domains are guarded so that every value stays finite, and atan2 never meets a signed zero (whether max(0.0,
 # -0.0) is -0.0 is unspecified); {0} and {1} are float64 subexpressions.
 UNARY = ["gk.sin({0})", "gk.cos({0})", "gk.tanh({0})", "gk.atan({0})", "gk.sqrt({0} * {0} + 0.5)",
-         "gk.log({0} * {0} + 1.0)", "gk.log2(gk.abs({0}) + 0.5)", "gk.log10({0} * {0} + 2.0)", "gk.exp(gk.sin({0}))",
-         "gk.asin(gk.tanh({0}) * 0.9)", "gk.acos(gk.sin({0}) * 0.9)", "gk.tan(gk.tanh({0}))", "gk.sinh(gk.tanh({0}))",
-         "gk.cosh(gk.sin({0}))", "gk.abs({0})", "(-{0})", "gk.floor({0})", "gk.ceil({0})", "gk.round({0})",
-         "gk.sign({0})", "({0} ** 2)", "gk.pow(gk.abs({0}) + 0.5, 1.5)", "gk.clamp({0}, -1.0, 1.25)", "({0} % 1.5)",
-         "({0} // 0.75)"]
+         "gk.log({0} * {0} + 1.0)", "gk.log2(gk.abs({0}) + 0.5)", "gk.log10({0} * {0} + 2.0)",
+         "gk.exp(gk.sin({0}))", "gk.asin(gk.tanh({0}) * 0.9)", "gk.acos(gk.sin({0}) * 0.9)",
+         "gk.tan(gk.tanh({0}))", "gk.sinh(gk.tanh({0}))", "gk.cosh(gk.sin({0}))", "gk.abs({0})", "(-{0})",
+         "gk.floor({0})", "gk.ceil({0})", "gk.round({0})", "gk.sign({0})", "({0} ** 2)",
+         "gk.pow(gk.abs({0}) + 0.5, 1.5)", "gk.clamp({0}, -1.0, 1.25)", "({0} % 1.5)", "({0} // 0.75)"]
 BINARY = ["({0} + {1})", "({0} - {1})", "({0} * {1})", "({0} / ({1} * {1} + 1.0))", "gk.max({0}, {1})",
-          "gk.min({0}, {1})", "gk.atan2({0}, {1} * {1} + 0.5)", "gk.atan2({0} + 0.3, {1})", "({0} * 0.5 + {1})",
+          "gk.min({0}, {1})", "gk.atan2({0}, {1} * {1} + 0.5)", "gk.atan2({0} + 0.3, {1})",
+          "({0} * 0.5 + {1})",
           "gk.pow({1} * {1} + 0.5, gk.sin({0}))", "gk.clamp({0}, {1}, {1} + 0.75)"]
 
 
@@ -37,7 +38,7 @@ class Var:
     t: str                       # "f", "i", "v2".."v4", "m2".."m4"
     iv: tuple | None = None      # ints: (lo, hi) of every value it can hold; None = unknown (mutable)
     mutable: bool = True         # may be re-assigned (loop variables and interval-carrying ints may not)
-    used: bool = False           # read by some expression (unread locals are summed into an output: no dead code)
+    used: bool = False           # read somewhere (unread locals are summed into an output: no dead code)
 
 
 class Rand:
@@ -149,9 +150,9 @@ class ExprGen:
         kind = r.weighted({"leaf": 6, "arith": 3 if d > 0 else 0, "div": 2 if d > 0 else 0,
                            "minmax": 1 if d > 0 else 0, "cond": 1 if d > 0 else 0})
         if kind == "leaf":
-            opts = [("lit", 3), ("tid", 3 if self.kernel else 0), ("arg", 3 if self.kernel else 0), ("var", 4 if self.vars_of("i") else 0),
-                    ("len", 1 if self.kernel else 0), ("cast", 1 if d > 0 else 0), ("gather", 1 if self.kernel else 0),
-                    ("const", 1)]
+            k = 1 if self.kernel else 0
+            opts = [("lit", 3), ("tid", 3 * k), ("arg", 3 * k), ("var", 4 if self.vars_of("i") else 0),
+                    ("len", k), ("cast", 1 if d > 0 else 0), ("gather", k), ("const", 1)]
             leaf = r.weighted(dict(opts))
             if leaf == "lit":
                 c = r.int(-3, 6)
@@ -171,7 +172,8 @@ class ExprGen:
                 return v.name, v.iv
             if leaf == "len":
                 a = self.kernel.inputs["x"]
-                return (f"len({self.use(a)})" if r.coin(0.5) else f"{self.use(a)}.shape[0]"), (self.prog.N,) * 2
+                text = f"len({self.use(a)})" if r.coin(0.5) else f"{self.use(a)}.shape[0]"
+                return text, (self.prog.N,) * 2
             if leaf == "gather":
                 return f"{self.use(self.kernel.inputs['idx'])}[i]", (0, self.prog.N - 1)
             c = r.int(2, 4)
@@ -184,8 +186,8 @@ class ExprGen:
             if op == "neg":
                 return f"(-{a})", None if ia is None else (-ia[1], -ia[0])
             if op == "abs":
-                return f"gk.abs({a})", None if ia is None else (0 if ia[0] <= 0 <= ia[1] else min(map(abs, ia)),
-                                                                 max(map(abs, ia)))
+                lo = 0 if ia is None or ia[0] <= 0 <= ia[1] else min(map(abs, ia))
+                return f"gk.abs({a})", None if ia is None else (lo, max(map(abs, ia)))
             if op == "-":
                 return f"({a} - {b})", None if ia is None or ib is None else (ia[0] - ib[1], ia[1] - ib[0])
             return f"({a} + {b})", None if ia is None or ib is None else (ia[0] + ib[0], ia[1] + ib[1])
@@ -325,13 +327,16 @@ class ExprGen:
         if kind == "call":
             return self.call(r.pick([h for h in self.helpers if h[2] == t]), d, t)
         q = self.mexpr("m" + t[1], d - 1)
-        return f"({q} @ {self.vexpr(t, d - 1)})" if r.coin(0.7) else f"{q if q.isidentifier() else f'({q})'}[{r.int(0, n - 1)}]"
+        if r.coin(0.7):
+            return f"({q} @ {self.vexpr(t, d - 1)})"
+        return f"{q if q.isidentifier() else f'({q})'}[{r.int(0, n - 1)}]"          # a row
 
     def mexpr(self, t: str, d: int) -> str:
         r, n = self.r, VLEN[t]
         eye = f"gk.identity(n={n}, dtype=gk.float64)"
+        deep = 1 if d > 0 else 0
         kind = r.weighted({"var": 5 if self.vars_of(t) else 0, "ctor": 2, "outer": 2, "eye": 1,
-                           "read": 1 if self.kernel else 0, "arith": 3 if d > 0 else 0, "fn": 2 if d > 0 else 0})
+                           "read": 1 if self.kernel else 0, "arith": 3 * deep, "fn": 2 * deep})
         if kind == "var":
             return self.take(self.vars_of(t)).name
         if kind == "read":
@@ -349,4 +354,5 @@ class ExprGen:
         if kind == "arith":
             b, f = self.mexpr(t, d - 1), self.fexpr(d - 1)
             return r.pick([f"({a} + {b})", f"({a} - {b})", f"({a} * {f})", f"({f} * {a})", f"({a} @ {b})"])
-        return r.pick([f"gk.transpose({a})", f"gk.inverse({a} * 0.1 + {eye} * 2.0)", self.ternary(a, self.mexpr(t, d - 1), d)])
+        return r.pick([f"gk.transpose({a})", f"gk.inverse({a} * 0.1 + {eye} * 2.0)",
+                       self.ternary(a, self.mexpr(t, d - 1), d)])

@@ -10,6 +10,7 @@ vector/matrix dtype are `VecArray`s whose elements are read as copies. Atomics a
 from __future__ import annotations
 
 import builtins
+import itertools
 
 import numpy as np
 
@@ -129,9 +130,9 @@ def tid():
     return _state["tid"]
 
 
-def launch(k: _Kernel, dim: int, args) -> None:
-    """Run `k` for threads 0..dim-1 in order."""
-    for t in range(dim):
+def launch(k: _Kernel, dim, args) -> None:
+    """Run `k` for every thread in order (dim: an int, or a tuple for a multi-dimensional launch)."""
+    for t in (range(dim) if isinstance(dim, int) else itertools.product(*map(range, dim))):
         _state["tid"] = t
         k.fn(*args)
 
@@ -144,10 +145,10 @@ def _ew(f):
     return g
 
 
-sin, cos, tan, asin, acos, atan, atan2 = (_ew(f) for f in (np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan,
-                                                            np.arctan2))
-sinh, cosh, tanh, exp, log, log2, log10, sqrt = (_ew(f) for f in (np.sinh, np.cosh, np.tanh, np.exp, np.log, np.log2,
-                                                                   np.log10, np.sqrt))
+sin, cos, tan, asin, acos, atan, atan2 = map(_ew, (np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan,
+                                                   np.arctan2))
+sinh, cosh, tanh, exp, log, log2, log10, sqrt = map(_ew, (np.sinh, np.cosh, np.tanh, np.exp, np.log, np.log2,
+                                                          np.log10, np.sqrt))
 pow, floor, ceil = _ew(np.power), _ew(np.floor), _ew(np.ceil)
 
 

@@ -58,14 +58,15 @@ class Program:
     """Helpers, kernels and the steps that run them (a plain class: Hypothesis prints it with __repr__)."""
 
     def __init__(self, N: int, ints: dict, fwd_only: bool = False):
-        self.N, self.ints = N, ints              # threads per launch; {"n": ..., "m": ...} int kernel arguments
+        self.N, self.ints = N, ints              # threads per launch; {"n": ..., "m": ...}: int arguments
+        self.dim = N                             # launch dim: N, or a tuple whose product is N (i: flat)
         self.arrays: dict = {}                   # name -> ArraySpec
         self.helpers: list = []                  # source text of @gk.func helpers
         self.kernels: list = []                  # KernelSrc
         self.steps: list = []                    # ("launch", k) | ("copy"/"assign", dst, src)
-        self.fwd_only = fwd_only                 # breaks reverse-mode rules on purpose: forward values and JVPs only
-        self.features: set = set()               # constructs with a documented refusal: "view", "atomic_minmax", ...
-        self.consts: dict = {}                   # module-level constants: SCALE (float), KN (int), OFFS (tuple)
+        self.fwd_only = fwd_only                 # breaks reverse-mode rules on purpose: values and JVPs only
+        self.features: set = set()               # constructs with a documented refusal ("view", ...)
+        self.consts: dict = {}                   # module-level constants: SCALE, KN (int), OFFS (tuple)
 
     def body(self) -> str:
         header = "".join(f"{k} = {v!r}\n" for k, v in self.consts.items())
@@ -78,11 +79,11 @@ class Program:
         return [a for a in self.arrays.values() if a.owner is None]
 
     def __repr__(self) -> str:
-        steps = ", ".join(s[0] + f" {self.kernels[s[1]].name}" if s[0] == "launch" else f"{s[0]}({s[1]}, {s[2]})"
-                          for s in self.steps)
+        steps = ", ".join(f"launch {self.kernels[s[1]].name}" if s[0] == "launch" else
+                          f"{s[0]}({s[1]}, {s[2]})" for s in self.steps)
         arrays = ", ".join(f"{a.name}{list(a.shape)}:{a.kind}" for a in self.arrays.values())
-        return (f"\n# N={self.N} ints={self.ints} fwd_only={self.fwd_only} features={sorted(self.features)}\n# arrays: {arrays}\n# steps: {steps}\n"
-                + self.body())
+        return (f"\n# N={self.N} dim={self.dim} ints={self.ints} fwd_only={self.fwd_only} "
+                f"features={sorted(self.features)}\n# arrays: {arrays}\n# steps: {steps}\n" + self.body())
 
 
 _ids = itertools.count()
@@ -100,7 +101,8 @@ class _ElementComponentWrites(ast.NodeTransformer):
         return self._split(node, node.target)
 
     def _split(self, node, target):
-        if not (isinstance(target, (ast.Subscript, ast.Attribute)) and isinstance(target.value, ast.Subscript)):
+        if not isinstance(target, (ast.Subscript, ast.Attribute)) or \
+                not isinstance(target.value, ast.Subscript):
             return node
         elem = target.value
         tmp = ast.Name("_elem", ast.Store())
@@ -115,7 +117,7 @@ def reference_source(body: str) -> str:
 
 
 def build(prog: Program, folder: pathlib.Path):
-    """Write the program as a gradkit module and as a reference module (same text, `gk` = np_gk); import both."""
+    """Write the program as a gradkit module and as a reference module (`gk` = np_gk); import both."""
     k = next(_ids)
     mods = []
     for suffix, header in (("", "import gradkit as gk\n"), ("_ref", "from tests.fuzz import np_gk as gk\n")):
@@ -145,7 +147,7 @@ def reference(prog: Program, ref_mod, inputs: dict) -> dict:
         if step[0] == "launch":
             ks = prog.kernels[step[1]]
             args = [prog.ints[a] if a in prog.ints else wrapped[a] for a in ks.reads + ks.writes]
-            np_gk.launch(getattr(ref_mod, ks.name), prog.N, args)
+            np_gk.launch(getattr(ref_mod, ks.name), prog.dim, args)
         else:
             data[step[1]][...] = data[step[2]]
     return {a.name: data[a.name] for a in prog.outputs()}

@@ -19,7 +19,7 @@ import traceback
 import warnings
 
 from tests.fuzz.checker import check_program
-from tests.fuzz.stmts import generate
+from tests.fuzz.generate import generate
 from tests.fuzz.test_fuzz import _kind
 
 KEEP = re.compile(r"^\s*(w\d+ \+= 1|if w\d+ > \d+:|w\d+ = 0)$")     # while-loop counters: no endless loops
@@ -68,11 +68,10 @@ def reduce(prog, device, fails):
             if not fails(q):
                 break
             prog, changed = q, True
-        units = [("helpers", h) for h in range(len(prog.helpers))] + [("kernels", k) for k in range(len(prog.kernels))]
+        units = [("helpers", h) for h in range(len(prog.helpers))] + \
+                [("kernels", k) for k in range(len(prog.kernels))]
         for where, n in units:
-            def text(p):
-                return p.helpers[n] if where == "helpers" else p.kernels[n].src
-            lines = text(prog).split("\n")
+            lines = (prog.helpers[n] if where == "helpers" else prog.kernels[n].src).split("\n")
             start = next(k for k, ln in enumerate(lines) if ln.startswith("def ")) + 1
             for j in range(len(lines) - 1, start - 1, -1):
                 if j >= len(lines):

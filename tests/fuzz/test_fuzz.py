@@ -1,12 +1,13 @@
-"""Fuzzing: random kernel programs (stmts.generate) on every device, checked by checker.check_program
+"""Fuzzing: random kernel programs (generate.generate) on every device, checked by checker.check_program
 against an independent float64 reference (the same source run by np_gk) and finite differences.
 
 Sized for CI (about 3 minutes under `pytest -n 2` with cold caches): 10 shards of SHARD_SIZE programs on
-cpu and numpy, 3 half-size shards on OpenCL (PoCL compiles slowly), 2150 programs on this machine's
-three devices; shards are small so that pytest-xdist balances them. Program k of a shard is generated from the seed "SEED/device/shard/k": fixed in
-CI, a new SEED per `make fuzz` campaign (GRADKIT_FUZZ_SEED repeats one; GRADKIT_FUZZ_EXAMPLES sets programs
-per shard). A shard runs all its programs and then fails with every distinct failure (program source
-included); `python -m tests.fuzz.replay SEED DEVICE [--reduce]` re-runs and minimises one.
+cpu and numpy, 3 half-size shards on OpenCL (PoCL compiles slowly), 2150 programs on this machine's three
+devices; shards are small so that pytest-xdist balances them. Program k of a shard comes from the seed
+"SEED/device/shard/k": fixed in CI, a new SEED per `make fuzz` campaign (GRADKIT_FUZZ_SEED repeats one;
+GRADKIT_FUZZ_EXAMPLES sets programs per shard, GRADKIT_FUZZ_SIZE scales program size). A shard runs all its
+programs, then fails listing every kind of failure (program source included);
+`python -m tests.fuzz.replay SEED DEVICE --reduce` re-runs one and minimises it.
 """
 
 import os
@@ -20,7 +21,7 @@ import pytest
 import gradkit as gk
 from tests.conftest import DEVICES
 from tests.fuzz.checker import STATS, check_program
-from tests.fuzz.stmts import generate
+from tests.fuzz.generate import generate
 
 SHARD_SIZE = int(os.environ.get("GRADKIT_FUZZ_EXAMPLES", "100"))
 SEED = os.environ.get("GRADKIT_FUZZ_SEED", "20261123")     # CI: fixed; `make fuzz`: new programs each run
@@ -62,7 +63,8 @@ def test_random_programs(device, shard, record_property):
         for kind, v in list(failures.items())[:SHOWN]:
             seed, prog, e = v[0]
             tb = "".join(traceback.format_exception(e)[-3:])
-            lines += ["", f"--- {kind}", f"python -m tests.fuzz.replay '{seed}' {device} --reduce", repr(prog), tb]
+            replay = f"python -m tests.fuzz.replay '{seed}' {device} --reduce"
+            lines += ["", f"--- {kind}", replay, repr(prog), tb]
         pytest.fail("\n".join(lines), pytrace=False)
     discarded = counts["discard_value"] + counts["discard_kink"]
     if counts["programs"] >= 50:

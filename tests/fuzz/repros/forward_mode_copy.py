@@ -1,6 +1,5 @@
-"""gk.copy(dst, src) and dst.assign(src) inside gk.ForwardMode do not carry the tangent: dst.dual stays zero (or None)
-(so a JVP through a pipeline with a host copy is lost), while the same copy on a Tape is differentiated."""
-import numpy as np
+"""gk.copy(dst, src) and dst.assign(src) inside gk.ForwardMode do not carry the tangent: dst.dual stays zero
+(or None), so a JVP through a pipeline with a host copy is lost; on a Tape the same copy is differentiated."""
 import gradkit as gk
 
 
