@@ -22,8 +22,18 @@ def _accesses(region: Region, loops: tuple, out: list) -> None:
 
 
 def _key(ins: Instr) -> tuple:
+    """(array, component, index) with constants by value (branches make their own copies of them)."""
     idx = ins.args[1:] if ins.op == "load" else ins.args[1:-1]
-    return ins.args[0].id, ins.attrs.get("comp"), tuple(a.id for a in idx)
+    return ins.args[0].id, ins.attrs.get("comp"), tuple(
+        ("c", a.const_value) if a.const_value is not None else ("v", a.id) for a in idx)
+
+
+def _distinct(a: tuple, b: tuple) -> bool:
+    """Provably different elements for one thread: another component of the same index, or different
+    constants at some index position."""
+    if a[2] == b[2]:
+        return a[1] != b[1]
+    return any(x[0] == y[0] == "c" and x[1] != y[1] for x, y in zip(a[2], b[2]))
 
 
 def read_before_write(fn: Function) -> tuple[set[int], set[int]]:
@@ -44,7 +54,7 @@ def read_before_write(fn: Function) -> tuple[set[int], set[int]]:
         # writes that may touch the loaded element: not another component of the same element
         key = _key(load)
         writes = [(j, w, wl) for j, (w, wl) in enumerate(seq) if w.op != "load" and w.args[0].id == arr
-                  and not (_key(w)[2] == key[2] and _key(w)[1] != key[1])]
+                  and not _distinct(_key(w), key)]
         if any((j > k or set(wl) & set(loops)) and _key(w) == key for j, w, wl in writes):
             overwritten.add(arr)
         if any(j < k or set(wl) & set(loops) for j, w, wl in writes):

@@ -5,15 +5,35 @@ reads memory once before it and writes once after it, so reverse mode differenti
 loop's carried values (the value stack) instead of re-reading an element the loop kept overwriting —
 which no replay could see as it was on each trip. It also saves a load and a store per trip.
 
-Promoted: an element (array, index values defined outside the loop, component) when every access to
-that array inside the loop is a plain load or store of exactly that element, its stores sit at the top
-level of the loop body (not inside a branch or an inner loop: inner loops are promoted first), and the
-loop has no calls or native code. Anything else is left as it is.
+Promoted: an element (array, index values defined outside the loop or constants, component) when every
+access to that array inside the loop is a plain load or store of exactly that element, its stores sit in
+the loop body or in `if` branches inside it (a branch yields the element's value), not in an inner loop
+(inner loops are promoted first), and the loop has no calls or native code. Anything else is left as is.
 """
 
 from __future__ import annotations
 
 from ..ir import Function, Instr, Region, Value, local_ids
+
+
+def _index_key(v: Value) -> tuple:
+    """An index value by identity, constants by value (a branch makes its own copy of a constant)."""
+    return ("c", v.const_value, v.type.name) if v.const_value is not None else ("v", v.id)
+
+
+def _idx(ins: Instr) -> list[Value]:
+    return ins.args[1:-1] if ins.op == "store" else ins.args[1:]
+
+
+def _stores_reachable(region: Region, arr_id: int) -> bool:
+    """Every store to the array in `region` sits in it or in `if` branches inside it, not in an inner loop."""
+    for ins in region.body:
+        if ins.op in ("for", "while") and any(s.op == "store" and s.args[0].id == arr_id
+                                              for r in ins.regions for s in r.walk()):
+            return False
+        if ins.op == "if" and not all(_stores_reachable(r, arr_id) for r in ins.regions):
+            return False
+    return True
 
 
 def _candidates(loop: Instr) -> list[tuple]:
@@ -27,25 +47,20 @@ def _candidates(loop: Instr) -> list[tuple]:
                 return []
             if ins.op in ("load", "store", "atomic"):
                 accesses.setdefault(ins.args[0].id, []).append(ins)
-    top_stores = {id(ins) for ins in body.body if ins.op == "store"}
     cond_reads = {ins.args[0].id for r in loop.regions[:-1] for ins in r.walk() if ins.op == "load"}
     out = []
     for arr_id, group in accesses.items():
         if arr_id in cond_reads or any(i.op == "atomic" for i in group):
             continue
-        if not any(i.op == "store" for i in group) or any(i.op == "store" and id(i) not in top_stores
-                                                           for i in group):
+        if not any(i.op == "store" for i in group) or not _stores_reachable(body, arr_id):
             continue
-        idx_of = lambda i: tuple(a.id for a in (i.args[1:-1] if i.op == "store" else i.args[1:]))
-        keys = {idx_of(i) for i in group}
-        if len(keys) != 1:
+        if len({tuple(map(_index_key, _idx(i))) for i in group}) != 1:
             continue
-        first = group[0]
-        idx = first.args[1:-1] if first.op == "store" else first.args[1:]
+        idx = _idx(group[0])
         if any(v.id in local and v.const_value is None for v in idx):    # constants can be made again outside
             continue
         comps = {i.attrs.get("comp") for i in group}
-        out.extend((first.args[0], list(idx), c) for c in comps)
+        out.extend((group[0].args[0], list(idx), c) for c in comps)
     return out
 
 
@@ -55,6 +70,33 @@ def _rename(region: Region, names: dict[int, Value]) -> None:
         for r in ins.regions:
             _rename(r, names)
     region.yields = [names.get(y.id, y) for y in region.yields]
+
+
+def _thread(region: Region, arr: Value, comp, cur: Value, names: dict) -> Value:
+    """Replace the element's loads and stores in `region` by SSA values, starting from `cur`; branches
+    that store yield the element's value out of their `if`. Returns the value at the region's end."""
+    mine = lambda i: i.args and i.args[0] is arr and i.attrs.get("comp") == comp
+    kept = []
+    for ins in region.body:
+        if ins.op == "store" and mine(ins):
+            cur = names.get(ins.args[-1].id, ins.args[-1])
+            continue
+        if ins.op == "load" and mine(ins):
+            names[ins.result.id] = cur
+            continue
+        if ins.op == "if" and any(s.op == "store" and mine(s) for r in ins.regions for s in r.walk()):
+            for r in ins.regions:
+                r.yields.append(_thread(r, arr, comp, cur, names))
+            cur = Value(cur.type, "elem")
+            ins.results.append(cur)
+        else:
+            for sub_region in ins.regions:          # loads only (inner loops never store it)
+                for sub in sub_region.walk():
+                    if sub.op == "load" and mine(sub):
+                        names[sub.result.id] = cur
+        kept.append(ins)
+    region.body = kept
+    return cur
 
 
 def _promote(loop: Instr) -> tuple[list[Instr], list[Instr]]:
@@ -82,22 +124,8 @@ def _promote(loop: Instr) -> tuple[list[Instr], list[Instr]]:
         loop.args.append(first)
         result = Value(t, "elem")
         loop.results.append(result)
-        cur, names, kept = param, {}, []
-        for ins in body.body:
-            mine = ins.args and ins.args[0] is arr and ins.attrs.get("comp") == comp
-            if ins.op == "store" and mine:
-                cur = names.get(ins.args[-1].id, ins.args[-1])
-                continue
-            if ins.op == "load" and mine:
-                names[ins.result.id] = cur
-                continue
-            for sub_region in ins.regions:
-                for sub in sub_region.walk():
-                    if sub.op == "load" and sub.args[0] is arr and sub.attrs.get("comp") == comp:
-                        names[sub.result.id] = cur
-            kept.append(ins)
-        body.body = kept
-        body.yields.append(cur)
+        names: dict = {}
+        body.yields.append(_thread(body, arr, comp, param, names))
         _rename(body, names)
         after.append(Instr("store", [arr, *idx, result], [], {"comp": comp}, loc=loop.loc))
     return before, after

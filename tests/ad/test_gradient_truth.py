@@ -632,3 +632,29 @@ def test_return_ends_unrolled_loops(device, rng):
     total = gk.zeros(1, dtype=gk.float64, device=device)
     gk.launch(return_in_max_unroll, 1, inputs=[y, total], device=device)
     np.testing.assert_allclose(total.numpy(), [0.25 ** 2 + 0.75 ** 2])
+
+
+@gk.kernel
+def distinct_constant_elements(x: gk.array(dtype=gk.float64), p: gk.array(dtype=gk.float64, ndim=2)):
+    i = gk.tid()
+    p[i, 1] *= x[i]
+    p[i, 0] *= x[i]
+    for t in range(3):
+        if x[i] > 0.0:
+            p[i, 2] *= x[i]
+
+
+def test_rewrites_of_distinct_constant_elements_and_under_branches(device, rng):
+    """`*=` at distinct constant indices, and a loop rewriting an element under an `if`: both are
+    differentiated (the element becomes a value the branch yields), not refused."""
+    x_np = rng.uniform(0.5, 1.5, 3) * np.array([1, -1, 1])
+    x = f64(x_np, device, requires_grad=True)
+    p = gk.ones((3, 3), dtype=gk.float64, device=device, requires_grad=True)
+    tape = gk.Tape()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gk.GradientRuleWarning)
+        with tape:
+            gk.launch(distinct_constant_elements, 3, inputs=[x], outputs=[p], device=device)
+    tape.backward(grads={p: gk.ones((3, 3), dtype=gk.float64, device=device)})
+    expected = 2 + np.where(x_np > 0, 3 * x_np ** 2, 0)
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-12)
