@@ -54,14 +54,26 @@ def _candidates(loop: Instr) -> list[tuple]:
             continue
         if not any(i.op == "store" for i in group) or not _stores_reachable(body, arr_id):
             continue
-        if len({tuple(map(_index_key, _idx(i))) for i in group}) != 1:
-            continue
-        idx = _idx(group[0])
-        if any(v.id in local and v.const_value is None for v in idx):    # constants can be made again outside
-            continue
-        comps = {i.attrs.get("comp") for i in group}
-        out.extend((group[0].args[0], list(idx), c) for c in comps)
+        elements: dict = {}
+        for i in group:
+            elements.setdefault((tuple(map(_index_key, _idx(i))), i.attrs.get("comp")), []).append(i)
+        keys = [k for k, _ in elements]
+        if not all(_distinct(a, b) for n, a in enumerate(keys) for b in keys[n + 1:]):
+            continue                        # two accesses that may be one element: leave the array alone
+        for (_, comp), accesses in elements.items():
+            idx = _idx(accesses[0])
+            if any(v.id in local and v.const_value is None for v in idx):   # constants can be made again outside
+                break
+        else:
+            out.extend((accesses[0].args[0], list(_idx(accesses[0])), comp)
+                       for (_, comp), accesses in elements.items() if any(a.op == "store" for a in accesses))
     return out
+
+
+def _distinct(a: tuple, b: tuple) -> bool:
+    """Two index keys that are different elements: equal indices, or some position holding two different
+    constants (components are told apart by the caller)."""
+    return a == b or any(x[0] == y[0] == "c" and x[1:] != y[1:] for x, y in zip(a, b))
 
 
 def _rename(region: Region, names: dict[int, Value]) -> None:
@@ -72,10 +84,11 @@ def _rename(region: Region, names: dict[int, Value]) -> None:
     region.yields = [names.get(y.id, y) for y in region.yields]
 
 
-def _thread(region: Region, arr: Value, comp, cur: Value, names: dict) -> Value:
+def _thread(region: Region, arr: Value, key: tuple, comp, cur: Value, names: dict) -> Value:
     """Replace the element's loads and stores in `region` by SSA values, starting from `cur`; branches
     that store yield the element's value out of their `if`. Returns the value at the region's end."""
-    mine = lambda i: i.args and i.args[0] is arr and i.attrs.get("comp") == comp
+    mine = lambda i: (i.op in ("load", "store") and i.args[0] is arr and i.attrs.get("comp") == comp
+                      and tuple(map(_index_key, _idx(i))) == key)
     kept = []
     for ins in region.body:
         if ins.op == "store" and mine(ins):
@@ -86,7 +99,7 @@ def _thread(region: Region, arr: Value, comp, cur: Value, names: dict) -> Value:
             continue
         if ins.op == "if" and any(s.op == "store" and mine(s) for r in ins.regions for s in r.walk()):
             for r in ins.regions:
-                r.yields.append(_thread(r, arr, comp, cur, names))
+                r.yields.append(_thread(r, arr, key, comp, cur, names))
             cur = Value(cur.type, "elem")
             ins.results.append(cur)
         else:
@@ -105,6 +118,7 @@ def _promote(loop: Instr) -> tuple[list[Instr], list[Instr]]:
     body = loop.regions[-1]
     local = local_ids(loop)
     for arr, idx, comp in _candidates(loop):
+        key = tuple(map(_index_key, idx))
         outer = []
         for v in idx:                       # a constant index made inside the loop: make it again before it
             if v.id in local:
@@ -125,7 +139,7 @@ def _promote(loop: Instr) -> tuple[list[Instr], list[Instr]]:
         result = Value(t, "elem")
         loop.results.append(result)
         names: dict = {}
-        body.yields.append(_thread(body, arr, comp, param, names))
+        body.yields.append(_thread(body, arr, key, comp, param, names))
         _rename(body, names)
         after.append(Instr("store", [arr, *idx, result], [], {"comp": comp}, loc=loop.loc))
     return before, after
@@ -146,6 +160,69 @@ def _region(region: Region) -> None:
     region.body = out
 
 
+def _straight_line(fn: Function) -> None:
+    """The same for the kernel's own body: an element read, then rewritten under branches (unrolled
+    `gk.static` trips with `if`s) becomes one load before its first access, values the branches yield,
+    and one store after its last access — no load then reads a value an earlier branch stored."""
+    body = fn.body
+    top_of: dict[int, int] = {}
+    accesses: dict[int, list[Instr]] = {}
+    for pos, ins in enumerate(body.body):
+        for sub in [ins, *(s for r in ins.regions for s in r.walk())]:
+            if sub.op in ("call", "native"):
+                return
+            if sub.op in ("load", "store", "atomic") and sub.args[0].type.is_array:
+                accesses.setdefault(sub.args[0].id, []).append(sub)
+                top_of[id(sub)] = pos
+    looped = {s.args[0].id for ins in body.body if ins.op in ("for", "while")
+              for r in ins.regions for s in r.walk() if s.op in ("load", "store", "atomic")}
+    defined = {p.value.id for p in fn.params}
+    defined_before = []
+    for ins in body.body:
+        defined_before.append(set(defined))
+        defined.update(r.id for r in ins.results)
+    for arr_id, group in accesses.items():
+        if arr_id in looped or any(i.op == "atomic" for i in group) or not any(i.op == "store" for i in group):
+            continue
+        top = {id(i) for i in body.body}
+        if all(id(i) in top for i in group):
+            continue                                  # nothing under a branch: simplify forwards it already
+        elements: dict = {}
+        for i in group:
+            elements.setdefault((tuple(map(_index_key, _idx(i))), i.attrs.get("comp")), []).append(i)
+        keys = [k for k, _ in elements]
+        if not all(_distinct(a, b) for n, a in enumerate(keys) for b in keys[n + 1:]):
+            continue
+        for (key, comp), members in elements.items():
+            if not any(m.op == "store" for m in members):
+                continue
+            first, last = min(top_of[id(m)] for m in members), max(top_of[id(m)] for m in members)
+            idx = _idx(members[0])
+            if any(v.const_value is None and v.id not in defined_before[first] for v in idx):
+                continue
+            arr = members[0].args[0]
+            pre = []
+            outer = []
+            for v in idx:
+                if v.const_value is not None and v.id not in defined_before[first]:
+                    c = Value(v.type, v.hint)
+                    c.const_value = v.const_value
+                    pre.append(Instr("const", [], [c], {"value": v.const_value}, loc=members[0].loc))
+                    v = c
+                outer.append(v)
+            t = arr.type.dtype.scalar if comp is not None else arr.type.dtype
+            start = Value(t, "elem")
+            pre.append(Instr("load", [arr, *outer], [start], {"comp": comp}, loc=members[0].loc))
+            span = Region([], body.body[first:last + 1])
+            names: dict = {}
+            end = _thread(span, arr, key, comp, start, names)
+            store = Instr("store", [arr, *outer, end], [], {"comp": comp}, loc=members[-1].loc)
+            body.body = body.body[:first] + pre + span.body + [store] + body.body[last + 1:]
+            _rename(body, names)
+            return _straight_line(fn)                 # positions moved: start over for the next element
+
+
 def promote_elements(fn: Function) -> Function:
     _region(fn.body)
+    _straight_line(fn)
     return fn

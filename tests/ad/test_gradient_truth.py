@@ -658,3 +658,36 @@ def test_rewrites_of_distinct_constant_elements_and_under_branches(device, rng):
     tape.backward(grads={p: gk.ones((3, 3), dtype=gk.float64, device=device)})
     expected = 2 + np.where(x_np > 0, 3 * x_np ** 2, 0)
     np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-12)
+
+
+@gk.kernel
+def rewrites_under_branches(x: gk.array(dtype=gk.float64), p: gk.array(dtype=gk.float64, ndim=2)):
+    i = gk.tid()
+    for k in gk.static(range(3)):                 # unrolled: three branches rewriting one element
+        if x[i] > gk.float64(k) * 0.3:
+            p[i, 0] *= x[i] + gk.float64(k)
+    for t in range(2):                             # one loop rewriting two distinct elements
+        p[i, 1] *= x[i]
+        p[i, 2] *= x[i] + 1.0
+
+
+def test_element_rewritten_under_unrolled_branches(device, rng):
+    x_np = rng.uniform(0.05, 1.0, 4)
+    x = f64(x_np, device, requires_grad=True)
+    p = gk.ones((4, 3), dtype=gk.float64, device=device, requires_grad=True)
+    tape = gk.Tape()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gk.GradientRuleWarning)
+        with tape:
+            gk.launch(rewrites_under_branches, 4, inputs=[x], outputs=[p], device=device)
+
+    def ref(xv):
+        col0 = np.ones_like(xv)
+        for k in range(3):
+            col0 = np.where(xv > k * 0.3, col0 * (xv + k), col0)
+        return col0 + xv ** 2 + (xv + 1) ** 2
+
+    np.testing.assert_allclose(p.numpy().sum(axis=1), ref(x_np), rtol=1e-12)
+    tape.backward(grads={p: gk.ones((4, 3), dtype=gk.float64, device=device)})
+    eps = 1e-7
+    np.testing.assert_allclose(x.grad.numpy(), (ref(x_np + eps) - ref(x_np - eps)) / (2 * eps), rtol=1e-6)
