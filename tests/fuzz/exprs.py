@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 VLEN = {"v2": 2, "v3": 3, "v4": 4, "m2": 2, "m3": 3, "m4": 4}
 GK_TYPE = {"f": "gk.float64", "i": "int", "v2": "gk.vec2d", "v3": "gk.vec3d", "v4": "gk.vec4d",
-           "m2": "gk.mat22d", "m3": "gk.mat33d", "m4": "gk.mat44d"}
+           "m2": "gk.mat22d", "m3": "gk.mat33d", "m4": "gk.mat44d",
+           "arr": "gk.array(dtype=gk.float64)", "acc": "gk.array(dtype=gk.float64)", "row": "int"}
 VECS, MATS = ("v2", "v3", "v4"), ("m2", "m3", "m4")
 VIEWS = 0.015     # share of n-D accesses written through a sub-array view x[i][k] (issue 20: refused for now)
 CONSTS = ["0.5", "-1.25", "2.0", "0.1", "-0.75", "3.0"]
@@ -93,6 +94,11 @@ class ExprGen:
         v = options[-1] if len(options) > 1 and self.r.coin(0.3) else self.r.pick(options)
         v.used = True
         return v
+
+    def callable(self, want) -> list:
+        """Helpers an expression may call here, returning a type for which want(type) holds: array-taking
+        helpers only from kernels, and those that write an array (`acc`) only as statements (st_hcall)."""
+        return [h for h in self.helpers if want(h[2]) and "acc" not in h[1] and (self.kernel or "arr" not in h[1])]
 
     def use(self, arr) -> str:
         self.kernel.used.add(arr.name)
@@ -245,16 +251,19 @@ class ExprGen:
         r = self.r
         kind = r.weighted({"leaf": 5, "unary": 3 if d > 0 else 0, "binary": 4 if d > 0 else 0,
                            "ternary": 1 if d > 0 else 0, "scaled": 1 if d > 0 else 0,
-                           "call": 2 if d > 0 and any(h[2] != "t2" for h in self.helpers) else 0,
+                           "call": 2 if d > 0 and self.callable(lambda t: t != "t2") else 0,
                            "vec": 2 if d > 0 else 0, "int": 1})
         if kind == "leaf":
             opts = {"var": 6 if self.vars_of("f") else 0, "read": 5 if self.kernel else 0, "const": 1,
+                    "harr": 4 if self.vars_of("arr") else 0,
                     "comp": 2 if any(v.t in VLEN for v in self.scope) else 0}
             leaf = r.weighted(opts)
             if leaf == "var":
                 return self.take(self.vars_of("f")).name
             if leaf == "read":
                 return self.read("f")
+            if leaf == "harr":                    # a helper's array parameter
+                return f"arr[({self.iexpr(0)[0]}) % len(arr)]"
             if leaf == "comp":
                 v = self.take([v for v in self.scope if v.t in VLEN])
                 return self.component(v.name, v.t)
@@ -268,8 +277,7 @@ class ExprGen:
         if kind == "ternary":
             return self.ternary(self.fexpr(d - 1), self.fexpr(d - 1), d)
         if kind == "call":
-            return self.call(r.pick([h for h in self.helpers if h[2] == "f"] or
-                                    [h for h in self.helpers if h[2] != "t2"]), d)
+            return self.call(r.pick(self.callable(lambda t: t == "f") or self.callable(lambda t: t != "t2")), d)
         if kind == "int":
             return f"gk.float64({self.iexpr(d)[0]})"
         t = r.pick(VECS + MATS)
@@ -292,8 +300,18 @@ class ExprGen:
         name, params, ret = helper
         args = []
         for t in params:
-            args.append(self.fexpr(d - 1) if t == "f" else self.iexpr(min(d - 1, 1))[0] if t == "i"
-                        else self.vexpr(t, d - 1))
+            if t == "arr":
+                args.append(self.use(self.kernel.inputs[self.r.pick(["x", "y"])]))
+            elif t == "acc":                      # the calling kernel's own row: race-free accumulation
+                out = self.kernel.output(f"out{self.kernel.j}_f", "f", (self.prog.N,))
+                if self.kernel.state[out.name] == "fresh":
+                    self.kernel.state[out.name] = "accum"
+                args.append(out.name)
+            elif t == "row":
+                args.append("i")
+            else:
+                args.append(self.fexpr(d - 1) if t == "f" else self.iexpr(min(d - 1, 1))[0] if t == "i"
+                            else self.vexpr(t, d - 1))
         text = f"{name}({', '.join(args)})"
         return text if ret == want else self.component(text, ret)
 
@@ -302,7 +320,7 @@ class ExprGen:
         r, n = self.r, VLEN[t]
         kind = r.weighted({"var": 5 if self.vars_of(t) else 0, "ctor": 3, "read": 2 if self.kernel else 0,
                            "arith": 4 if d > 0 else 0, "fn": 2 if d > 0 else 0, "mat": 1 if d > 0 else 0,
-                           "call": 2 if d > 0 and any(h[2] == t for h in self.helpers) else 0})
+                           "call": 2 if d > 0 and self.callable(lambda ret: ret == t) else 0})
         if kind == "var":
             return self.take(self.vars_of(t)).name
         if kind == "read":
@@ -325,7 +343,7 @@ class ExprGen:
                 opts.append(f"gk.cross({a}, {self.vexpr(t, d - 1)})")
             return r.pick(opts)
         if kind == "call":
-            return self.call(r.pick([h for h in self.helpers if h[2] == t]), d, t)
+            return self.call(r.pick(self.callable(lambda ret: ret == t)), d, t)
         q = self.mexpr("m" + t[1], d - 1)
         if r.coin(0.7):
             return f"({q} @ {self.vexpr(t, d - 1)})"

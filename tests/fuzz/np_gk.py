@@ -111,7 +111,7 @@ def kernel(fn=None, **_):
 
 
 def _copy_values(v):
-    if isinstance(v, np.ndarray):
+    if isinstance(v, Val):              # arrays passed to a function stay shared (they are references)
         return _val(v)
     if isinstance(v, tuple):
         return tuple(_copy_values(e) for e in v)

@@ -84,7 +84,9 @@ class StmtGen(ArrayWrites, ExprGen):
         loop = 3 + 2 * len(self.loops) if nest and len(self.loops) < 3 else 0
         kind = r.weighted({
             "new_f": 4, "new_i": 2, "new_v": 3, "new_m": 1, "new_b": 1,
-            "unpack": 2 if any(h[2] == "t2" for h in self.helpers) else 0,
+            "unpack": 2 if self.callable(lambda t: t == "t2") else 0,
+            "hcall": 2 if k and any("acc" in h[1] for h in self.helpers) else 0,
+            "hacc": 3 if self.vars_of("acc") else 0,
             "set_f": 3 if fvars else 0, "aug_f": 2 if fvars else 0,
             "set_i": 1 if ivars else 0, "set_v": 2 if vvars else 0, "comp": 4 if vvars else 0,
             "if": 2 if nest else 0, "for": loop, "while": loop // 2,
@@ -109,10 +111,26 @@ class StmtGen(ArrayWrites, ExprGen):
 
     def st_unpack(self):
         """`f1, f2 = h(...)` of a helper returning a tuple."""
-        line = self.call(self.r.pick([h for h in self.helpers if h[2] == "t2"]), 2, "t2")
+        line = self.call(self.r.pick(self.callable(lambda t: t == "t2")), 2, "t2")
         names = [Var(self.fresh("f"), "f") for _ in range(2)]
         self.scope += names
         return [f"{names[0].name}, {names[1].name} = {line}"]
+
+    def st_hcall(self):
+        """A call of a helper that accumulates into the kernel's own row (`acc[row] += ...` inside)."""
+        h = self.r.pick([h for h in self.helpers if "acc" in h[1]])
+        text = self.call(h, 2, h[2])
+        if self.r.coin(0.4):
+            return [text]                          # the result is dropped
+        names = [Var(self.fresh("f"), "f"), Var(self.fresh("f"), "f")] if h[2] == "t2" else \
+            [Var(self.fresh("f" if h[2] == "f" else "u"), h[2])]
+        self.scope += names
+        return [f"{', '.join(v.name for v in names)} = {text}"]
+
+    def st_hacc(self):
+        """Inside a helper: accumulate into its array parameter at its row parameter."""
+        e = self.fexpr(self.r.int(0, 2))
+        return [self.r.pick([f"acc[row] += {e}", f"acc[row] -= {e}", f"gk.atomic_add(acc, row, {e})"])]
 
     def st_new_i(self):
         text, iv = self.iexpr(2)
@@ -274,8 +292,10 @@ class StmtGen(ArrayWrites, ExprGen):
         vt = r.pick(["v3", "v2"]) if r.coin(0.4) else None
         if vt:
             params.append(("u", vt))
+        arrays = r.weighted({"": 6, "arr": 2, "acc": 2})    # reads an input array / adds into a row
+        params += [("arr", "arr")] if arrays == "arr" else [("acc", "acc"), ("row", "row")] if arrays else []
         self.ret = vt if vt and r.coin(0.5) else "t2" if r.coin(0.25) else "f"
-        self.scope = [Var(p, t, None, t != "i") for p, t in params]
+        self.scope = [Var(p, "i" if t == "row" else t, None, t in VLEN or t == "f") for p, t in params]
         self.kernel, self.budget, self.depth, self.loops, self.sunk = None, r.int(2, 6), 0, [], False
         body = self.block(self.budget)
         if not body[-1].startswith("return "):
