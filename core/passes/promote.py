@@ -130,7 +130,7 @@ def _promote(loop: Instr) -> tuple[list[Instr], list[Instr]]:
         idx = outer
         t = arr.type.dtype.scalar if comp is not None else arr.type.dtype
         first = Value(t, "elem")
-        before.append(Instr("load", [arr, *idx], [first], {"comp": comp}, loc=loop.loc))
+        before.append(Instr("load", [arr, *idx], [first], {"comp": comp, "promoted": True}, loc=loop.loc))
         param = Value(t, "elem")
         for r in loop.regions[:-1]:                 # a while's condition region takes the carried values too
             r.params.append(Value(t, "elem"))
@@ -141,7 +141,7 @@ def _promote(loop: Instr) -> tuple[list[Instr], list[Instr]]:
         names: dict = {}
         body.yields.append(_thread(body, arr, key, comp, param, names))
         _rename(body, names)
-        after.append(Instr("store", [arr, *idx, result], [], {"comp": comp}, loc=loop.loc))
+        after.append(Instr("store", [arr, *idx, result], [], {"comp": comp, "promoted": True}, loc=loop.loc))
     return before, after
 
 
@@ -161,6 +161,11 @@ def _region(region: Region) -> None:
 
 
 def _straight_line(fn: Function) -> None:
+    while _straight_line_once(fn):
+        pass
+
+
+def _straight_line_once(fn: Function) -> bool:
     """The same for the kernel's own body: an element read, then rewritten under branches (unrolled
     `gk.static` trips with `if`s) becomes one load before its first access, values the branches yield,
     and one store after its last access — no load then reads a value an earlier branch stored."""
@@ -170,7 +175,7 @@ def _straight_line(fn: Function) -> None:
     for pos, ins in enumerate(body.body):
         for sub in [ins, *(s for r in ins.regions for s in r.walk())]:
             if sub.op in ("call", "native"):
-                return
+                return False
             if sub.op in ("load", "store", "atomic") and sub.args[0].type.is_array:
                 accesses.setdefault(sub.args[0].id, []).append(sub)
                 top_of[id(sub)] = pos
@@ -194,8 +199,8 @@ def _straight_line(fn: Function) -> None:
         if not all(_distinct(a, b) for n, a in enumerate(keys) for b in keys[n + 1:]):
             continue
         for (key, comp), members in elements.items():
-            if not any(m.op == "store" for m in members):
-                continue
+            if not any(m.op == "store" and id(m) not in top for m in members):
+                continue                              # only an element stored under a branch needs it
             first, last = min(top_of[id(m)] for m in members), max(top_of[id(m)] for m in members)
             idx = _idx(members[0])
             if any(v.const_value is None and v.id not in defined_before[first] for v in idx):
@@ -212,14 +217,15 @@ def _straight_line(fn: Function) -> None:
                 outer.append(v)
             t = arr.type.dtype.scalar if comp is not None else arr.type.dtype
             start = Value(t, "elem")
-            pre.append(Instr("load", [arr, *outer], [start], {"comp": comp}, loc=members[0].loc))
+            pre.append(Instr("load", [arr, *outer], [start], {"comp": comp, "promoted": True}, loc=members[0].loc))
             span = Region([], body.body[first:last + 1])
             names: dict = {}
             end = _thread(span, arr, key, comp, start, names)
-            store = Instr("store", [arr, *outer, end], [], {"comp": comp}, loc=members[-1].loc)
+            store = Instr("store", [arr, *outer, end], [], {"comp": comp, "promoted": True}, loc=members[-1].loc)
             body.body = body.body[:first] + pre + span.body + [store] + body.body[last + 1:]
             _rename(body, names)
-            return _straight_line(fn)                 # positions moved: start over for the next element
+            return True                               # positions moved: start over for the next element
+    return False
 
 
 def promote_elements(fn: Function) -> Function:
