@@ -48,9 +48,15 @@ def run_steps(prog: Program, mod, arrs: dict, device: str) -> None:
             outs = [arrs[a] for a in ks.writes]
             gk.launch(getattr(mod, ks.name), prog.dim, inputs=ins, outputs=outs, device=device)
         elif step[0] == "copy":
-            gk.copy(arrs[step[1]], arrs[step[2]])
-        else:
+            gk.copy(arrs[step[1]], arrs[step[2]], *step[3:])     # (dest_offset, src_offset, count)
+        elif step[0] == "assign":
             arrs[step[1]].assign(arrs[step[2]])
+        elif step[0] == "clone":
+            arrs[step[1]] = arrs[step[2]].copy()
+        elif step[2]:
+            arrs[step[1]].fill_(step[2])
+        else:
+            arrs[step[1]].zero_()
 
 
 def _close(got: float, want: float, slack: float, scale: float) -> bool:
@@ -194,10 +200,12 @@ def _check_jvp(prog, device, mod, inputs, weights, dirs, fd, scale) -> None:
     got = 0.0
     for k, w in weights.items():
         dual = arrs[k].dual
-        assert dual is not None or not dirs, f"output '{k}' has no .dual after gk.ForwardMode on {device}"
+        # a launch output must get a dual; a host-op target only through what it copied (0 elements: none)
+        assert dual is not None or not dirs or prog.arrays[k].owner == -1, \
+            f"output '{k}' has no .dual after gk.ForwardMode on {device}"
         got += float(np.sum(w * dual.numpy())) if dual is not None else 0.0
     want = sum(c for c, _ in fd.values())
-    host = [f"{s[0]}({s[1]}, {s[2]})" for s in prog.steps if s[0] != "launch"]
+    host = [f"{s[0]}({', '.join(map(str, s[1:]))})" for s in prog.steps if s[0] != "launch"]
     assert _close(got, want, sum(s for _, s in fd.values()), scale), \
         f"forward-mode JVP on {device}: {got!r}, finite differences {want!r}" + \
         (f" (host ops in the chain: {', '.join(host)})" if host else "")

@@ -42,17 +42,35 @@ def generate(seed) -> Program:
         if j and HOST_OPS and r.coin(0.3):
             host_op(prog, r, j)
         prog.kernels.append(gen.kernel_src(j))
+        if HOST_OPS and r.coin(0.15):
+            fill(prog, r, j)
         prog.steps.append(("launch", j))
     return prog
 
 
-# HOST OPS: when HOST_OPS is on, a host op (gk.copy(dst, src) or dst.assign(src)) recorded on the tape between
-# two kernels copies a per-thread output of the previous kernel into a fresh array that later kernels read.
+# HOST OPS (when gradkit has them): recorded on the tape between two kernels, a host op copies an output of
+# the previous kernel into a fresh array that later kernels read: gk.copy (whole, or a range with offsets),
+# dst.assign(src), or src.copy(); fill_/zero_ re-initialise an output right before its kernel runs.
 def host_op(prog: Program, r: Rand, j: int) -> None:
-    srcs = [a for a in prog.outputs() if a.owner == j - 1 and not a.shared]
+    srcs = [a for a in prog.outputs() if a.owner == j - 1]
     if not srcs:
         return
     src = r.pick(srcs)
     dst = ArraySpec(f"cp{j}", src.kind, src.shape, -1, "zeros")
     prog.arrays[dst.name] = dst
-    prog.steps.append((r.pick(["copy", "assign"]), dst.name, src.name))
+    op = r.weighted({"copy": 2, "range": 2, "assign": 2, "clone": 1})
+    if op != "range":
+        prog.steps.append((op, dst.name, src.name))
+        return
+    size = 1
+    for d in src.shape:
+        size *= d
+    count = r.int(0, size)
+    prog.steps.append(("copy", dst.name, src.name, r.int(0, size - count), r.int(0, size - count), count))
+
+
+def fill(prog: Program, r: Rand, j: int) -> None:
+    """`a.fill_(v)` / `a.zero_()` on an output kernel j accumulates into, right before the launch."""
+    outs = [a for a in prog.outputs() if a.owner == j and a.init == "zeros"]
+    if outs:
+        prog.steps.append(("fill", r.pick(outs).name, r.pick([0.0, 0.5, -1.25])))

@@ -80,7 +80,7 @@ class Program:
 
     def __repr__(self) -> str:
         steps = ", ".join(f"launch {self.kernels[s[1]].name}" if s[0] == "launch" else
-                          f"{s[0]}({s[1]}, {s[2]})" for s in self.steps)
+                          f"{s[0]}({', '.join(map(str, s[1:]))})" for s in self.steps)
         arrays = ", ".join(f"{a.name}{list(a.shape)}:{a.kind}" for a in self.arrays.values())
         return (f"\n# N={self.N} dim={self.dim} ints={self.ints} fwd_only={self.fwd_only} "
                 f"features={sorted(self.features)}\n# arrays: {arrays}\n# steps: {steps}\n" + self.body())
@@ -148,9 +148,22 @@ def reference(prog: Program, ref_mod, inputs: dict) -> dict:
             ks = prog.kernels[step[1]]
             args = [prog.ints[a] if a in prog.ints else wrapped[a] for a in ks.reads + ks.writes]
             np_gk.launch(getattr(ref_mod, ks.name), prog.dim, args)
-        else:
+        elif step[0] == "fill":
+            data[step[1]][...] = step[2]
+        elif len(step) == 6:                   # gk.copy of a range: flat element offsets and count
+            _, dst, src, do, so, n = step
+            flat_dst = data[dst].reshape(_elems(prog, dst), -1)
+            flat_dst[do:do + n] = data[src].reshape(_elems(prog, src), -1)[so:so + n]
+        else:                                  # copy, assign, clone: the whole array
             data[step[1]][...] = data[step[2]]
     return {a.name: data[a.name] for a in prog.outputs()}
+
+
+def _elems(prog: Program, name: str) -> int:
+    n = 1
+    for d in prog.arrays[name].shape:
+        n *= d
+    return n
 
 
 def random_inputs(prog: Program, rng: np.random.Generator) -> dict:
