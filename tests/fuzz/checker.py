@@ -3,8 +3,9 @@ gradients (`Tape.backward(grads=...)` with random output weights) and forward-mo
 against central finite differences of the reference along a random direction per input array.
 
 Finite differences are one-sided too: where the two one-sided slopes differ, the program has a kink or a
-jump near the sample (a branch, min/max, floor switching within the step), and the gradient check of that
-program is discarded and counted. Any exception is a failure.
+jump near the sample (a branch, min/max, floor switching within the step, or a branch on rounding noise),
+and the program is discarded and counted, as is one whose reference overflows. Any exception is a
+failure, except the documented refusals in REFUSALS.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def _arrays(prog: Program, inputs: dict, device: str, grad: bool) -> dict:
 
 
 def run_steps(prog: Program, mod, arrs: dict, device: str) -> None:
+    """Launch the chain's kernels and run its host ops (program.reference does the same in NumPy)."""
     for step in prog.steps:
         if step[0] == "launch":
             ks = prog.kernels[step[1]]
