@@ -229,3 +229,27 @@ def test_value_stored_then_read_in_a_loop(device, rng):
     np.testing.assert_allclose(o.numpy(), ref(x_np), rtol=1e-12)
     eps = 1e-6
     np.testing.assert_allclose(x.grad.numpy(), (ref(x_np + eps) - ref(x_np - eps)) / (2 * eps), rtol=1e-6)
+
+
+@gk.kernel
+def repeated_constant_elements(x: gk.array(dtype=gk.float64), p: gk.array(dtype=gk.float64, ndim=2)):
+    i = gk.tid()
+    p[i, 0] *= x[i]
+    p[i, 1] *= x[i]
+    p[i, 0] *= x[i] + 1.0
+
+
+def test_element_rewritten_twice_around_another(device, rng):
+    """A store to p[i, 1] does not hide the value just stored in p[i, 0] (different constant index), so the
+    second `p[i, 0] *=` reads it from the first instead of memory: differentiated, not refused."""
+    x_np = rng.uniform(0.5, 1.5, 3)
+    x = f64(x_np, device, requires_grad=True)
+    p = gk.ones((3, 2), dtype=gk.float64, device=device, requires_grad=True)
+    tape = gk.Tape()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gk.GradientRuleWarning)
+        with tape:
+            gk.launch(repeated_constant_elements, 3, inputs=[x], outputs=[p], device=device)
+    np.testing.assert_allclose(p.numpy(), np.stack([x_np * (x_np + 1), x_np], 1), rtol=1e-12)
+    tape.backward(grads={p: gk.ones((3, 2), dtype=gk.float64, device=device)})
+    np.testing.assert_allclose(x.grad.numpy(), 2 * x_np + 1 + 1, rtol=1e-12)
