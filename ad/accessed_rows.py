@@ -10,6 +10,7 @@ index) is `None`: the whole array.
 from __future__ import annotations
 
 from ..core.ir import Function, Value
+from ..core.passes.scalarize import user_params
 
 Expr = tuple      # ("const", c) | ("arg", user_param_index) | (op, Expr, Expr) with op in add/sub/mul
 
@@ -18,13 +19,7 @@ _ARITH = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a,
 
 def user_index(fn: Function) -> dict[int, int]:
     """Lowered parameter value id -> user-level parameter index (vector parameters are split)."""
-    out, k = {}, 0
-    for user, (_, n) in enumerate(fn.attrs.get("param_split", [(p.name, 1) for p in fn.params])):
-        for _ in range(n):
-            if k < len(fn.params):
-                out[fn.params[k].value.id] = user
-            k += 1
-    return out
+    return {fn.params[k].value.id: u for k, u in enumerate(user_params(fn))}
 
 
 def _expr(v: Value, defs: dict, users: dict[int, int]) -> Expr | None:

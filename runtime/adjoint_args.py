@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+from ..core.passes.scalarize import user_params
+
 
 def _source_params(spec, key: str) -> list[int]:
     """For each extra parameter, the index of the user-level parameter it belongs to."""
     cached = spec.fn.attrs.get("_src_" + key)
     if cached is not None:
         return cached
-    lowered_to_user = []
-    for user_index, (_, n) in enumerate(spec.split):
-        lowered_to_user.extend([user_index] * n)
-    out = [lowered_to_user[k] for k in spec.fn.attrs[key]]
+    user = user_params(spec.fn)
+    out = [user[k] for k in spec.fn.attrs[key]]
     spec.fn.attrs["_src_" + key] = out
     return out
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ..ad.accessed_rows import user_index
 from ..ad.read_order import read_before_write
 from ..core.config import config
+from ..core.passes.scalarize import user_params
 from ..core.errors import CompileError, GradientRuleError
 from . import state
 from .version_check import check_record
@@ -109,19 +110,15 @@ class Tape:
 
     def _check_rules(self, kernel, bound) -> None:
         """With checks on: in-kernel rule violations, and writes into arrays an earlier launch's backward reads."""
-        from ..runtime.kernel import written_params
         kernel.lowered("forward_ad")
         names = [n for n, _ in kernel.params]
-        fwd = kernel.lowered("forward")
-        split = fwd.attrs.get("param_split", [])
-        user = [u for u, (_, n) in enumerate(split) for _ in range(n)]
-        for k in written_params(fwd):
-            a = bound[user[k]]
+        for w in _written_user_params(kernel):
+            a = bound[w]
             for rec in self.launches:
                 reads = _primal_reads(rec.kernel_obj.lowered("adjoint"), rec.kernel_obj)
                 for j in reads:
                     if rec.args[j] is a:
-                        label = getattr(a, "label", None) or names[user[k]]
+                        label = getattr(a, "label", None) or names[w]
                         raise GradientRuleError(
                             f"kernel '{kernel.key}' writes array '{label}', whose values the backward pass of the "
                             f"earlier launch of '{rec.kernel}' (parameter '{[n for n, _ in rec.kernel_obj.params][j]}')"
@@ -375,7 +372,7 @@ def _written_user_params(kernel) -> list[int]:
     fwd = kernel.lowered("forward")
     cached = fwd.attrs.get("_written_user")
     if cached is None:
-        user = [u for u, (_, n) in enumerate(fwd.attrs.get("param_split", [])) for _ in range(n)]
+        user = user_params(fwd)
         cached = fwd.attrs["_written_user"] = sorted({user[k] for k in written_params(fwd)})
     return cached
 
@@ -445,13 +442,9 @@ def _primal_reads(adj_fn, kernel, final: bool | None = None) -> list[int]:
     cached = adj_fn.attrs.get(key)
     if cached is not None:
         return cached
-    split = adj_fn.attrs.get("param_split", [])
-    lowered_to_user = []
-    for user_index, (_, n) in enumerate(split):
-        lowered_to_user.extend([user_index] * n)
-    index = {p.value.id: k for k, p in enumerate(adj_fn.params[:len(lowered_to_user)])}
-    reads = sorted({lowered_to_user[index[i.args[0].id]] for i in adj_fn.walk()
-                    if i.op == "load" and i.args[0].id in index
+    users = user_index(adj_fn)
+    reads = sorted({users[i.args[0].id] for i in adj_fn.walk()
+                    if i.op == "load" and i.args[0].id in users
                     and (final is None or bool(i.attrs.get("final")) == final)})
     adj_fn.attrs[key] = reads
     return reads

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from ..ad.accessed_rows import evaluate, leading_rows
 from ..core.errors import GradientRuleError
+from ..core.passes.scalarize import user_params
 
 
 def _lowered_params(kernel) -> int:
-    return sum(n for _, n in kernel.lowered("forward").attrs.get("param_split", []))
+    return len(user_params(kernel.lowered("forward")))
 
 
 def needed_rows(kernel, args, j: int) -> set[int] | None:

@@ -103,6 +103,13 @@ class Scalarizer:
             self.comps[v.id] = parts
 
 
+def user_params(fn: Function) -> list[int]:
+    """For each of fn's leading lowered parameters, the index of the user-level parameter it came from
+    (a vector/matrix parameter is split into one scalar parameter per component; see `param_split`)."""
+    split = fn.attrs.get("param_split", [(p.name, 1) for p in fn.params])
+    return [u for u, (_, n) in enumerate(split) for _ in range(n)][:len(fn.params)]
+
+
 def scalarize(fn: Function) -> Function:
     s = Scalarizer()
     params, split = [], []
