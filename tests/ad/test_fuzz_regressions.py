@@ -12,6 +12,20 @@ from tests.ad.test_gradient_truth import f64, square
 
 # --------------------------------------------------------------------------- found by the widened fuzzer
 
+def _rewritten_in_place(kernel, x_np, shape, device, extra=()):
+    """Launch `kernel(x, *extra) -> p` (p starts at ones) on a tape and back-propagate ones from p: the
+    shape of every in-place rewrite test below. Returns (x, p)."""
+    x = f64(x_np, device, requires_grad=True)
+    p = gk.ones(shape, dtype=gk.float64, device=device, requires_grad=True)
+    tape = gk.Tape()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gk.GradientRuleWarning)
+        with tape:
+            gk.launch(kernel, len(x_np), inputs=[x, *extra], outputs=[p], device=device)
+    tape.backward(grads={p: gk.ones(shape, dtype=gk.float64, device=device)})
+    return x, p
+
+
 @gk.kernel
 def constant_length(out: gk.array(dtype=gk.float64)):
     out[0] = gk.length(gk.vec2d(3.0, 4.0)) + gk.normalize(gk.vec2d(0.0, 2.0))[1]
@@ -61,14 +75,7 @@ def test_constant_column_rewritten_in_a_loop(device, rng):
     """p[i, 3] *= x[i] three times: the element becomes a loop-carried value (its index constant is made
     inside the loop), so reverse mode is right instead of refused."""
     x_np = rng.uniform(0.5, 1.5, 2)
-    x = f64(x_np, device, requires_grad=True)
-    p = gk.ones((2, 4), dtype=gk.float64, device=device, requires_grad=True)
-    tape = gk.Tape()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", gk.GradientRuleWarning)
-        with tape:
-            gk.launch(scale_column_in_loop, 2, inputs=[x, 3], outputs=[p], device=device)
-    tape.backward(grads={p: gk.ones((2, 4), dtype=gk.float64, device=device)})
+    x, p = _rewritten_in_place(scale_column_in_loop, x_np, (2, 4), device, extra=(3,))
     np.testing.assert_allclose(x.grad.numpy(), 3 * x_np ** 2, rtol=1e-12)
 
 
@@ -129,14 +136,7 @@ def test_rewrites_of_distinct_constant_elements_and_under_branches(device, rng):
     """`*=` at distinct constant indices, and a loop rewriting an element under an `if`: both are
     differentiated (the element becomes a value the branch yields), not refused."""
     x_np = rng.uniform(0.5, 1.5, 3) * np.array([1, -1, 1])
-    x = f64(x_np, device, requires_grad=True)
-    p = gk.ones((3, 3), dtype=gk.float64, device=device, requires_grad=True)
-    tape = gk.Tape()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", gk.GradientRuleWarning)
-        with tape:
-            gk.launch(distinct_constant_elements, 3, inputs=[x], outputs=[p], device=device)
-    tape.backward(grads={p: gk.ones((3, 3), dtype=gk.float64, device=device)})
+    x, p = _rewritten_in_place(distinct_constant_elements, x_np, (3, 3), device)
     expected = 2 + np.where(x_np > 0, 3 * x_np ** 2, 0)
     np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-12)
 
@@ -154,13 +154,7 @@ def rewrites_under_branches(x: gk.array(dtype=gk.float64), p: gk.array(dtype=gk.
 
 def test_element_rewritten_under_unrolled_branches(device, rng):
     x_np = rng.uniform(0.05, 1.0, 4)
-    x = f64(x_np, device, requires_grad=True)
-    p = gk.ones((4, 3), dtype=gk.float64, device=device, requires_grad=True)
-    tape = gk.Tape()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", gk.GradientRuleWarning)
-        with tape:
-            gk.launch(rewrites_under_branches, 4, inputs=[x], outputs=[p], device=device)
+    x, p = _rewritten_in_place(rewrites_under_branches, x_np, (4, 3), device)
 
     def ref(xv):
         col0 = np.ones_like(xv)
@@ -169,7 +163,6 @@ def test_element_rewritten_under_unrolled_branches(device, rng):
         return col0 + xv ** 2 + (xv + 1) ** 2
 
     np.testing.assert_allclose(p.numpy().sum(axis=1), ref(x_np), rtol=1e-12)
-    tape.backward(grads={p: gk.ones((4, 3), dtype=gk.float64, device=device)})
     eps = 1e-7
     np.testing.assert_allclose(x.grad.numpy(), (ref(x_np + eps) - ref(x_np - eps)) / (2 * eps), rtol=1e-6)
 
@@ -243,13 +236,6 @@ def test_element_rewritten_twice_around_another(device, rng):
     """A store to p[i, 1] does not hide the value just stored in p[i, 0] (different constant index), so the
     second `p[i, 0] *=` reads it from the first instead of memory: differentiated, not refused."""
     x_np = rng.uniform(0.5, 1.5, 3)
-    x = f64(x_np, device, requires_grad=True)
-    p = gk.ones((3, 2), dtype=gk.float64, device=device, requires_grad=True)
-    tape = gk.Tape()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", gk.GradientRuleWarning)
-        with tape:
-            gk.launch(repeated_constant_elements, 3, inputs=[x], outputs=[p], device=device)
+    x, p = _rewritten_in_place(repeated_constant_elements, x_np, (3, 2), device)
     np.testing.assert_allclose(p.numpy(), np.stack([x_np * (x_np + 1), x_np], 1), rtol=1e-12)
-    tape.backward(grads={p: gk.ones((3, 2), dtype=gk.float64, device=device)})
     np.testing.assert_allclose(x.grad.numpy(), 2 * x_np + 1 + 1, rtol=1e-12)
