@@ -470,3 +470,28 @@ def test_forward_mode_of_atomic_max_is_refused(device):
     with pytest.raises(gk.CompileError, match="atomic_max"):
         with gk.ForwardMode(seeds={x: gk.array([1.0, 1.0], device=device)}):
             gk.launch(extremes, 2, inputs=[x, m], device=device)
+
+
+@gk.kernel
+def weighted_square_max(x: gk.array(dtype=gk.float64), c: gk.array(dtype=gk.float64),
+                        m: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    gk.atomic_max(m, 0, c[i] * x[i] * x[i])
+
+
+def test_hessian_vector_product_through_atomic_max(device, rng):
+    """Forward-over-reverse through the adjoint's claim of the winner's gradient (the `xchg` atomic carries
+    its tangent): d(grad)/dx · v = 2 c_win v_win at the winning thread, zero elsewhere."""
+    x_np, c_np, v_np = rng.uniform(0.5, 1.5, 5), rng.uniform(0.5, 1.5, 5), rng.uniform(-1, 1, 5)
+    x, c = f64(x_np, device, requires_grad=True), f64(c_np, device)
+    m = f64([-1.0], device, requires_grad=True)
+    tape = gk.Tape()
+    with tape:
+        gk.launch(weighted_square_max, 5, inputs=[x, c, m], device=device)
+    with gk.ForwardMode(seeds={x: f64(v_np, device)}):
+        tape.backward(grads={m: f64([1.0], device)})
+    win = np.argmax(c_np * x_np ** 2)
+    grad, hvp = np.zeros(5), np.zeros(5)
+    grad[win], hvp[win] = 2 * c_np[win] * x_np[win], 2 * c_np[win] * v_np[win]
+    np.testing.assert_allclose(x.grad.numpy(), grad, rtol=1e-12)
+    np.testing.assert_allclose(x.grad.dual.numpy(), hvp, rtol=1e-12)
