@@ -10,7 +10,7 @@ A tape keeps a copy of an array from before the launch only when every read is o
 
 from __future__ import annotations
 
-from ..core.ir import Function, Instr, Region
+from ..core.ir import Function, Instr, Region, access_index, different_elements, index_key
 
 
 def _accesses(region: Region, loops: tuple, out: list) -> None:
@@ -22,18 +22,13 @@ def _accesses(region: Region, loops: tuple, out: list) -> None:
 
 
 def _key(ins: Instr) -> tuple:
-    """(array, component, index) with constants by value (branches make their own copies of them)."""
-    idx = ins.args[1:] if ins.op == "load" else ins.args[1:-1]
-    return ins.args[0].id, ins.attrs.get("comp"), tuple(
-        ("c", a.const_value) if a.const_value is not None else ("v", a.id) for a in idx)
+    return ins.args[0].id, ins.attrs.get("comp"), index_key(access_index(ins))
 
 
 def _distinct(a: tuple, b: tuple) -> bool:
     """Provably different elements for one thread: another component of the same index, or different
     constants at some index position."""
-    if a[2] == b[2]:
-        return a[1] != b[1]
-    return any(x[0] == y[0] == "c" and x[1] != y[1] for x, y in zip(a[2], b[2]))
+    return a[1] != b[1] if a[2] == b[2] else different_elements(a[2], b[2])
 
 
 def read_before_write(fn: Function) -> tuple[set[int], set[int]]:

@@ -314,6 +314,22 @@ def local_ids(ins: Instr) -> set[int]:
     return out
 
 
+def index_key(values: Iterable[Value]) -> tuple:
+    """An array index for comparing accesses: constants by value (each branch makes its own copy of a
+    constant), other values by identity."""
+    return tuple(("c", v.const_value) if v.const_value is not None else ("v", v.id) for v in values)
+
+
+def access_index(ins: Instr) -> list[Value]:
+    """The index operands of a load, store or atomic."""
+    return ins.args[1:] if ins.op == "load" else ins.args[1:-1]
+
+
+def different_elements(a: tuple, b: tuple) -> bool:
+    """Two `index_key`s that name different elements for one thread: different constants somewhere."""
+    return any(x[0] == y[0] == "c" and x[1] != y[1] for x, y in zip(a, b))
+
+
 def used_ids(fn: Function) -> set[int]:
     """Ids of every value some instruction or region yield uses."""
     used: set[int] = set()

@@ -13,16 +13,7 @@ the loop body or in `if` branches inside it (a branch yields the element's value
 
 from __future__ import annotations
 
-from ..ir import Function, Instr, Region, Value, local_ids
-
-
-def _index_key(v: Value) -> tuple:
-    """An index value by identity, constants by value (a branch makes its own copy of a constant)."""
-    return ("c", v.const_value, v.type.name) if v.const_value is not None else ("v", v.id)
-
-
-def _idx(ins: Instr) -> list[Value]:
-    return ins.args[1:-1] if ins.op == "store" else ins.args[1:]
+from ..ir import Function, Instr, Region, Value, access_index, different_elements, index_key, local_ids
 
 
 def _stores_reachable(region: Region, arr_id: int) -> bool:
@@ -56,24 +47,24 @@ def _candidates(loop: Instr) -> list[tuple]:
             continue
         elements: dict = {}
         for i in group:
-            elements.setdefault((tuple(map(_index_key, _idx(i))), i.attrs.get("comp")), []).append(i)
+            elements.setdefault((index_key(access_index(i)), i.attrs.get("comp")), []).append(i)
         keys = [k for k, _ in elements]
         if not all(_distinct(a, b) for n, a in enumerate(keys) for b in keys[n + 1:]):
             continue                        # two accesses that may be one element: leave the array alone
         for (_, comp), accesses in elements.items():
-            idx = _idx(accesses[0])
+            idx = access_index(accesses[0])
             if any(v.id in local and v.const_value is None for v in idx):   # constants can be made again outside
                 break
         else:
-            out.extend((accesses[0].args[0], list(_idx(accesses[0])), comp)
+            out.extend((accesses[0].args[0], list(access_index(accesses[0])), comp)
                        for (_, comp), accesses in elements.items() if any(a.op == "store" for a in accesses))
     return out
 
 
 def _distinct(a: tuple, b: tuple) -> bool:
-    """Two index keys that are different elements: equal indices, or some position holding two different
-    constants (components are told apart by the caller)."""
-    return a == b or any(x[0] == y[0] == "c" and x[1:] != y[1:] for x, y in zip(a, b))
+    """Element keys of one array in a candidate set: the same index (told apart by component) or
+    provably different elements."""
+    return a == b or different_elements(a, b)
 
 
 def _rename(region: Region, names: dict[int, Value]) -> None:
@@ -88,7 +79,7 @@ def _thread(region: Region, arr: Value, key: tuple, comp, cur: Value, names: dic
     """Replace the element's loads and stores in `region` by SSA values, starting from `cur`; branches
     that store yield the element's value out of their `if`. Returns the value at the region's end."""
     mine = lambda i: (i.op in ("load", "store") and i.args[0] is arr and i.attrs.get("comp") == comp
-                      and tuple(map(_index_key, _idx(i))) == key)
+                      and index_key(access_index(i)) == key)
     kept = []
     for ins in region.body:
         if ins.op == "store" and mine(ins):
@@ -118,7 +109,7 @@ def _promote(loop: Instr) -> tuple[list[Instr], list[Instr]]:
     body = loop.regions[-1]
     local = local_ids(loop)
     for arr, idx, comp in _candidates(loop):
-        key = tuple(map(_index_key, idx))
+        key = index_key(idx)
         outer = []
         for v in idx:                       # a constant index made inside the loop: make it again before it
             if v.id in local:
@@ -194,7 +185,7 @@ def _straight_line_once(fn: Function) -> bool:
             continue                                  # nothing under a branch: simplify forwards it already
         elements: dict = {}
         for i in group:
-            elements.setdefault((tuple(map(_index_key, _idx(i))), i.attrs.get("comp")), []).append(i)
+            elements.setdefault((index_key(access_index(i)), i.attrs.get("comp")), []).append(i)
         keys = [k for k, _ in elements]
         if not all(_distinct(a, b) for n, a in enumerate(keys) for b in keys[n + 1:]):
             continue
@@ -202,7 +193,7 @@ def _straight_line_once(fn: Function) -> bool:
             if not any(m.op == "store" and id(m) not in top for m in members):
                 continue                              # only an element stored under a branch needs it
             first, last = min(top_of[id(m)] for m in members), max(top_of[id(m)] for m in members)
-            idx = _idx(members[0])
+            idx = access_index(members[0])
             if any(v.const_value is None and v.id not in defined_before[first] for v in idx):
                 continue
             arr = members[0].args[0]

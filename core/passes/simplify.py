@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..builtins import BUILTINS
-from ..ir import Builder, Function, Instr, Region, Value
+from ..ir import Builder, Function, Instr, Region, Value, different_elements, index_key
 
 PURE = {"const", "prim", "tid", "shape", "load"}
 EFFECTS = {"store", "atomic", "push", "pop", "native"}   # native: may write any array it is passed
@@ -98,11 +98,11 @@ class Simplifier:
                 # just stored. Besides saving a load, the adjoint's replay (which skips stores and would
                 # read the array's final contents) then sees the value the forward pass saw.
                 arr, *idx, value = ins.args
-                cse[("load", arr.id, ins.attrs["comp"], _index(self.r(a) for a in idx))] = self.r(value)
+                cse[("load", arr.id, ins.attrs["comp"], index_key(self.r(a) for a in idx))] = self.r(value)
             if ins.op == "native":
                 _invalidate(cse, {a.id for a in ins.args if a.type.is_array})
             if ins.op == "load":
-                key = ("load", ins.args[0].id, ins.attrs["comp"], _index(ins.args[1:]))
+                key = ("load", ins.args[0].id, ins.attrs["comp"], index_key(ins.args[1:]))
                 if ins.attrs.get("final"):      # reverse mode's read of a launch's result: kept apart
                     key += ("final",)
                 hit = cse.get(key)
@@ -141,21 +141,16 @@ def _invalidate(cse: dict, arrays: set[int]) -> None:
             del cse[key]
 
 
-def _index(values) -> tuple:
-    """A load/store index for CSE keys: constants by value, other values by identity."""
-    return tuple(("c", a.const_value) if a.const_value is not None else ("v", a.id) for a in values)
-
-
 def _invalidate_aliases(cse: dict, store: Instr) -> None:
     """Forget loads a store may have changed: of its array, unless provably another element for this
     thread (the same index with another component, or different constants at some index position)."""
     arr, *idx, _ = store.args
-    comp, mine = store.attrs["comp"], _index(idx)
+    comp, mine = store.attrs["comp"], index_key(idx)
     for key in [k for k in cse if k[0] == "load" and k[1] == arr.id]:
         other = key[3]
         if other == mine and key[2] != comp:
             continue
-        if len(other) == len(mine) and any(o[0] == m[0] == "c" and o[1] != m[1] for o, m in zip(other, mine)):
+        if len(other) == len(mine) and different_elements(other, mine):
             continue
         del cse[key]
 
