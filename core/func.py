@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .locks import COMPILING
+
 # Bumped whenever a custom rule (func_grad / func_replay / func_native) is attached to a function: kernels
 # compiled before lower and compile again (part of config.codegen_key()).
 rules_generation = 0
@@ -33,7 +35,9 @@ class Func:
         """The typed IR of this function (built once, then cached)."""
         if self._ir is None:
             from .frontend import lower_function
-            self._ir = lower_function(self.pyfunc, "func", building + (self,), **self.options)
+            with COMPILING:
+                if self._ir is None:
+                    self._ir = lower_function(self.pyfunc, "func", building + (self,), **self.options)
         return self._ir
 
     def __call__(self, *args, **kwargs):

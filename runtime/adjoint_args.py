@@ -48,7 +48,7 @@ def adjoint_arguments(kernel, spec, bound, n_inputs, adj_inputs, adj_outputs, de
 def tangent_arguments(kernel, spec, args, device) -> list:
     """Dual arrays for a tangent launch (`args` = every array the kernel takes, adjoints included):
     inside gk.ForwardMode the mode allocates/zeroes them on first touch; else `.dual` or scratch zeros."""
-    from . import state
+    from .state import current as state
     fmode = state.forward_mode
     out = []
     for k in spec.fn.attrs["dual_of"]:

@@ -21,7 +21,8 @@ import numpy as np
 from ..core.types import ArrayType, Type, array_type, float32
 from ..core.types import matrix as _matrix
 from ..core.types import vector as _vector
-from . import host_ops, state
+from . import host_ops
+from .state import current as state
 from .device import get_device
 from .array_input import (_as_dtype, _as_shape, _check_grad_dtype, _infer_dtype, _prepare,
                           _split_dtype, _to_numpy)

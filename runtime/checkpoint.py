@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 
-from . import state
+from .state import current as state
 
 
 def _arrays(values) -> list:

@@ -8,7 +8,7 @@ Hessian-vector products in the `.grad.dual` arrays.
 
 from __future__ import annotations
 
-from . import state
+from .state import current as state
 
 
 class ForwardMode:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import state
+from .state import current as state
 
 
 def _rows(a) -> np.ndarray:

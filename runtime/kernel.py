@@ -14,6 +14,7 @@ from ..core.frontend import lower_function
 from ..core.frontend.context import remember_enclosing_scope
 from ..core.errors import CompileError
 from ..core.ir import Function, format_function
+from ..core.locks import COMPILING
 from ..core.native import check_snippets
 from ..core.passes import lower
 from ..core.types import ArrayType
@@ -72,7 +73,9 @@ class Kernel:
     @property
     def typed_ir(self) -> Function:
         if self._typed is None:
-            self._typed = lower_function(self.pyfunc, "kernel", max_unroll=self.max_unroll)
+            with COMPILING:
+                if self._typed is None:
+                    self._typed = lower_function(self.pyfunc, "kernel", max_unroll=self.max_unroll)
         return self._typed
 
     @property
@@ -80,6 +83,13 @@ class Kernel:
         return [(p.name, p.type) for p in self.typed_ir.params]
 
     def lowered(self, variant: str = "forward") -> Function:
+        fn = self._lowered.get(variant)
+        if fn is not None and self._rules_generation == _func.rules_generation:
+            return fn
+        with COMPILING:
+            return self._lower(variant)
+
+    def _lower(self, variant: str) -> Function:
         if self._rules_generation != _func.rules_generation:    # a custom rule was attached since
             self._lowered.clear()
             self._rules_generation = _func.rules_generation
@@ -155,17 +165,23 @@ class Kernel:
     def specialization(self, device, variant: str = "forward") -> Specialization:
         key = (device.name, variant, *config.codegen_key())
         spec = self._specs.get(key)
-        if spec is None:
-            from .cache import default_cache
-            fn = self.lowered(variant)
-            try:
-                check_snippets(fn, device.backend)
-            except CompileError as exc:
-                raise CompileError(f"kernel '{self.key}' on device '{device.name}': {exc}") from None
-            options = CompileOptions(debug=config.debug, stack_size=config.adjoint_stack_size,
-                                     fast_math=config.fast_math, cache=default_cache())
-            compiled = device.impl.compile(device.info, fn, options)
-            spec = self._specs[key] = Specialization(fn, compiled, options, device)
+        if spec is not None:
+            return spec
+        with COMPILING:
+            return self._specs.get(key) or self._compile(key, device, variant)
+
+    def _compile(self, key: tuple, device, variant: str) -> Specialization:
+        """Lower and compile `variant` for `device` (under COMPILING)."""
+        from .cache import default_cache
+        fn = self.lowered(variant)
+        try:
+            check_snippets(fn, device.backend)
+        except CompileError as exc:
+            raise CompileError(f"kernel '{self.key}' on device '{device.name}': {exc}") from None
+        options = CompileOptions(debug=config.debug, stack_size=config.adjoint_stack_size,
+                                 fast_math=config.fast_math, cache=default_cache())
+        compiled = device.impl.compile(device.info, fn, options)
+        spec = self._specs[key] = Specialization(fn, compiled, options, device)
         return spec
 
     def binder(self):

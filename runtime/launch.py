@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from ..core.config import config
-from . import state
+from .state import current as state
 from .device import get_device
 from .tape import tape_info
 from .version_check import copies_for_backward
@@ -101,10 +101,12 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     if config.check_nan:
         from .nan_check import snapshot
         before = snapshot(spec, call_args)
-    if n:
-        spec.launch(spec.compiled, dims, call_args)
-    for k in spec.written:
-        call_args[k]._bump()
+    try:
+        if n:
+            spec.launch(spec.compiled, dims, call_args)
+    finally:             # a launch stopped by a fault or Ctrl-C may have written part of its outputs
+        for k in spec.written:
+            call_args[k]._bump()
     if tape is not None:
         tape._record_launch(kernel, dims, dev, bound, len(inputs), variant, (time.perf_counter() - t0) * 1e3, snaps,
                             saved)

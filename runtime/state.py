@@ -1,5 +1,22 @@
-"""Process-wide recording state: the active Tape and ForwardMode (if any)."""
+"""Recording state: the active Tape and ForwardMode belong to the Python thread that entered them (as
+PyTorch's grad mode is per thread), so threads record and differentiate independently; the debugger's
+capture is process-wide (`gradkit debug` collects the tapes of every thread)."""
 
-tape = None          # the innermost recording gk.Tape
-forward_mode = None  # the active gk.ForwardMode
-capture = None       # the active viz.capture.Capture of `gradkit debug` (if any)
+from __future__ import annotations
+
+import threading
+
+
+class _Recording(threading.local):
+    """Per-thread attributes; the class attributes are each new thread's starting values."""
+
+    tape = None          # the recording gk.Tape of this thread
+    forward_mode = None  # the active gk.ForwardMode of this thread
+
+
+class _Process:
+    capture = None       # the active viz.capture.Capture of `gradkit debug` (if any)
+
+
+current = _Recording()
+process = _Process()

@@ -10,7 +10,7 @@ from ..ad.read_order import read_before_write
 from ..core.config import config
 from ..core.passes.scalarize import user_params
 from ..core.errors import CompileError, GradientRuleError
-from . import state
+from .state import current as state, process
 from .version_check import check_record
 
 
@@ -157,8 +157,8 @@ class Tape:
                            tuple(self._scopes) if self._scopes else (), ms, kernel, {id(a): a.version for a in arrays},
                            snapshots=snaps, saved=saved)
         self.records.append(rec)
-        if state.capture is not None:
-            state.capture.recorded(self)
+        if process.capture is not None:
+            process.capture.recorded(self)
 
     def record_func(self, backward, arrays) -> None:
         """Record `backward()` to run at this point of the backward pass; `arrays` are zeroed by `zero()`."""
@@ -220,10 +220,10 @@ class Tape:
             seeds.add(id(arr))
         if loss is not None:
             self.loss_history.append(float(loss._read().reshape(-1)[0]))
-        if state.capture is not None:
-            state.capture.recorded(self)
+        if process.capture is not None:
+            process.capture.recorded(self)
             if loss is not None:
-                state.capture.backward_started(self.loss_history[-1])
+                process.capture.backward_started(self.loss_history[-1])
         self._run_adjoints()
         self._last_pass = {k: (a, a.grad, a.grad.version) for k, a in self._written().items()
                            if k not in seeds and a.grad is not None}

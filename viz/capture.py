@@ -9,10 +9,11 @@ tapes the script records and the first NaN/Inf error kept, one debug bundle writ
 from __future__ import annotations
 
 import pathlib
+import threading
 
 from ..core.config import config
 from ..core.errors import NaNError
-from ..runtime import state
+from ..runtime.state import process
 from .bundle import save_bundle
 
 
@@ -27,18 +28,19 @@ class Capture:
         self.error: NaNError | None = None
         self.nan: dict | None = None
         self._saved = None
+        self._lock = threading.Lock()    # tapes of several threads report here
 
     def __enter__(self) -> "Capture":
-        if state.capture is not None:
+        if process.capture is not None:
             raise RuntimeError("gradkit Capture blocks do not nest")
         self._saved = (config.snapshot_launches, config.check_nan)
         config.snapshot_launches, config.check_nan = self.snapshots, self.check_nan
-        state.capture = self
+        process.capture = self
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         config.snapshot_launches, config.check_nan = self._saved
-        state.capture = None
+        process.capture = None
         if isinstance(exc, NaNError):
             self.error, self.nan = exc, self._nan_origin(exc)
             return True
@@ -46,12 +48,14 @@ class Capture:
 
     def recorded(self, tape) -> None:
         """Called by a tape when it records a launch or starts its backward pass."""
-        if tape is not self.tape:
-            self.tapes_seen += 1
-            self.tape = tape
+        with self._lock:
+            if tape is not self.tape:
+                self.tapes_seen += 1
+                self.tape = tape
 
     def backward_started(self, loss_value: float) -> None:
-        self.loss_history.append(loss_value)
+        with self._lock:
+            self.loss_history.append(loss_value)
 
     def _nan_origin(self, exc: NaNError) -> dict:
         """The error as bundle data, with the index of the launch (forward or backward) that raised it."""

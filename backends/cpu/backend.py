@@ -1,5 +1,6 @@
-"""The LLVM CPU backend plugin (`cpu`): compiles lowered IR with llvmlite and launches it over a
-persistent thread pool (ctypes calls release the GIL, so every core works); tiny launches run inline."""
+"""The LLVM CPU backend plugin (`cpu`): compiles lowered IR with llvmlite and launches it in chunks over a
+persistent thread pool (ctypes calls release the GIL, so every core works; Ctrl-C stops between chunks);
+tiny launches run inline."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ...core.ir import fingerprint
 from . import jit
 from .codegen import HEADER, Codegen, layout_of
 from .memory import HostBuffer, HostMemory
+from .schedule import CHUNK_MAX, CHUNK_MAX_LOOPS, chunk_bounds, run_chunks
 
 KERNEL_T = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 INLINE_BELOW = 1 << 15      # straight-line kernels with fewer threads run on the calling thread
@@ -32,15 +34,18 @@ def _workers() -> int:
 class CompiledKernel:
     """A compiled kernel: entry point and a reusable packed-argument block with pre-bound setters.
 
-    Launches of one kernel object are not meant to run concurrently from several Python threads
-    (the argument block is reused)."""
+    The block, the fault record and the workers' scatter buffers are reused by every launch, so a launch
+    holds `lock` from packing to gathering: launches of one kernel from several Python threads take turns,
+    launches of different kernels run at the same time."""
 
     def __init__(self, fn, options, addr: int, text: str):
         self.fn, self.options, self.text = fn, options, text
         self.entry = KERNEL_T(addr)
         self.layout = layout_of(fn)
         self.can_fault = options.debug or any(i.op == "push" for i in fn.walk())
-        self.inline_below = INLINE_BELOW_LOOPS if any(i.op in ("for", "while") for i in fn.walk()) else INLINE_BELOW
+        loops = any(i.op in ("for", "while") for i in fn.walk())
+        self.inline_below = INLINE_BELOW_LOOPS if loops else INLINE_BELOW
+        self.chunk_max = CHUNK_MAX_LOOPS if loops else CHUNK_MAX
         self.fault = np.zeros(8, np.int64)
         size = self.layout.size
         self.block = (ctypes.c_int64 * size)()
@@ -51,6 +56,7 @@ class CompiledKernel:
         self.setters = [self._setter(off, kind, t) for off, kind, t in self.layout.slots]
         self.private = sorted(self.layout.private.items())      # (param index, slot)
         self.scratch: dict = {}                                  # (worker, param index) -> HostBuffer
+        self.lock = threading.Lock()
 
     def _setter(self, off, kind, t):
         block, f64, f32 = self.block, self.as_f64, self.as_f32
@@ -146,33 +152,30 @@ class CPUBackend(HostMemory, Backend):
         return self._pool
 
     def launch(self, compiled: CompiledKernel, dim, args) -> None:
-        n = 1
-        for d in dim:
-            n *= d
-        ptr = compiled.pack(dim, args)
-        if compiled.can_fault:
-            compiled.fault[:] = 0
-        if n < compiled.inline_below or self._nworkers == 1:
-            compiled.entry(0, n, ptr)
-        else:
-            chunks = self._nworkers
-            bounds = [n * k // chunks for k in range(chunks + 1)]
-            pool = self._executor()
-            if compiled.private:
-                blocks = compiled.worker_blocks(args, chunks)
-                ptrs = [ptr] + [ctypes.addressof(blk) for blk in blocks]
+        with compiled.lock:
+            n = 1
+            for d in dim:
+                n *= d
+            ptr = compiled.pack(dim, args)
+            if compiled.can_fault:
+                compiled.fault[:] = 0
+            if n < compiled.inline_below:
+                compiled.entry(0, n, ptr)
             else:
-                ptrs = [ptr] * chunks
-            futures = [pool.submit(compiled.entry, bounds[k], bounds[k + 1], ptrs[k]) for k in range(1, chunks)]
-            compiled.entry(bounds[0], bounds[1], ptrs[0])
-            for f in futures:
-                f.result()
-            if compiled.private:
-                compiled.gather(args, chunks)
-        if compiled.can_fault and compiled.fault[0]:
-            f = compiled.fault
-            raise fault_error(compiled.fn, KernelFault(int(f[0]), int(f[1]), int(f[2]), int(f[3]), int(f[4])),
-                              compiled.options)
+                bounds = chunk_bounds(n, self._nworkers, compiled.chunk_max)
+                workers = min(self._nworkers, len(bounds) - 1)
+                if compiled.private:
+                    blocks = compiled.worker_blocks(args, workers)
+                    ptrs = [ptr] + [ctypes.addressof(blk) for blk in blocks]
+                else:
+                    ptrs = [ptr] * workers
+                run_chunks(compiled.entry, bounds, ptrs, self._executor())
+                if compiled.private:
+                    compiled.gather(args, workers)
+            if compiled.can_fault and compiled.fault[0]:
+                f = compiled.fault
+                raise fault_error(compiled.fn, KernelFault(int(f[0]), int(f[1]), int(f[2]), int(f[3]), int(f[4])),
+                                  compiled.options)
 
     def synchronize(self, device) -> None:
         pass

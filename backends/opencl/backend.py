@@ -48,6 +48,10 @@ class CLBuffer:
         return f"<CLBuffer {self.nbytes} bytes>"
 
 
+CHUNK_MAX = 1 << 22          # threads per enqueue of a straight-line kernel (PoCL: ~40 ms of W1)
+CHUNK_MAX_LOOPS = 1 << 14    # threads per enqueue of a kernel with loops
+
+
 class CompiledCL:
     """A built kernel with its pre-bound argument packing (see `make_packer`)."""
 
@@ -56,6 +60,9 @@ class CompiledCL:
         self.fn, self.options, self.device, self.state, self.kernel = fn, options, device, state, kernel
         self.source, self.workgroup, self.can_fault, self.ndims = gen.source, gen.workgroup, gen.can_fault, gen.ndims
         self.pack = make_packer(fn, gen)
+        loops = any(i.op in ("for", "while") for i in fn.walk())
+        step = CHUNK_MAX_LOOPS if loops else CHUNK_MAX       # threads per enqueue of a large launch
+        self.chunk_max = max(step // self.workgroup, 1) * self.workgroup
         kernel.set_scalar_arg_dtypes(arg_dtypes(fn, gen))
 
 
@@ -171,14 +178,13 @@ class OpenCLBackend(Backend):
             return
         dims = tuple(dim) + (1,) * (compiled.ndims - len(dim))
         packed = compiled.pack(args, n, dims)
-        st, wg = compiled.state, compiled.workgroup
-        gsize = ((n + wg - 1) // wg * wg,)
+        st = compiled.state
+        if not compiled.can_fault:
+            _enqueue(compiled, n, packed)
+            return
         with st.lock:
-            if not compiled.can_fault:
-                compiled.kernel(st.queue, gsize, (wg,), *packed)
-                return
             rec = st.fault_record()
-            compiled.kernel(st.queue, gsize, (wg,), rec, *packed)
+            _enqueue(compiled, n, (rec, *packed))
             out = np.zeros(5, np.int64)
             cl.enqueue_copy(st.queue, out, rec, is_blocking=True)
             code = int(out[:1].view(np.int32)[0])
@@ -193,6 +199,30 @@ class OpenCLBackend(Backend):
 
     def source(self, compiled: CompiledCL) -> str:
         return compiled.source
+
+
+def _enqueue(compiled: CompiledCL, n: int, packed: tuple) -> None:
+    """Enqueue n threads: at once when they fit one chunk (the launch stays asynchronous), else chunk by chunk
+    at growing global offsets with at most two chunks in flight, so Ctrl-C is noticed between chunks; an
+    interrupted launch lets its enqueued chunks finish before KeyboardInterrupt propagates."""
+    st, wg = compiled.state, compiled.workgroup
+    step = compiled.chunk_max
+    if n <= step:
+        with st.lock:
+            compiled.kernel(st.queue, ((n + wg - 1) // wg * wg,), (wg,), *packed)
+        return
+    in_flight: list = []
+    try:
+        for lo in range(0, n, step):
+            size = min(step, n - lo)
+            with st.lock:
+                in_flight.append(compiled.kernel(st.queue, ((size + wg - 1) // wg * wg,), (wg,), *packed,
+                                                 global_offset=(lo,)))
+            if len(in_flight) > 1:
+                in_flight.pop(0).wait()
+    except BaseException:
+        st.queue.finish()
+        raise
 
 
 def _fill_zero(queue, buf, nbytes: int) -> None:
