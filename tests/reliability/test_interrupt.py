@@ -3,13 +3,11 @@ enqueues them in chunks, so SIGINT raises KeyboardInterrupt between chunks — l
 end — and the runtime stays usable (no crash, the next launch is right). Each case runs in a child process
 with a timeout."""
 
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
-CHILD = textwrap.dedent("""
+from tests.reliability.hostile import run_child
+
+CHILD = """
     import os, signal, sys, threading, time
     import numpy as np
     import gradkit as gk
@@ -39,7 +37,7 @@ CHILD = textwrap.dedent("""
     y = gk.zeros(4, device=dev)
     gk.launch(spin, 8, inputs=[y, 10], device=dev)
     print("next launch", y.numpy().tolist())
-""")
+"""
 
 GRID = {"cpu": 2**31 - 1, "opencl": 2**31 - 1, "numpy": 2**24}     # the reference interpreter is vectorised
 
@@ -47,10 +45,7 @@ GRID = {"cpu": 2**31 - 1, "opencl": 2**31 - 1, "numpy": 2**24}     # the referen
 @pytest.mark.slow
 def test_ctrl_c_stops_a_long_launch(device, tmp_path):
     grid = GRID.get(device.split(":")[0], 2**24)
-    script = tmp_path / "spin.py"          # kernels are parsed from a file
-    script.write_text(CHILD)
-    proc = subprocess.run([sys.executable, str(script), device, str(grid)], capture_output=True, text=True,
-                          timeout=120)
+    proc = run_child(CHILD, tmp_path, device, str(grid), timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("interrupted after"), proc.stdout
