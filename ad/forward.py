@@ -111,8 +111,7 @@ class Tangent:
             inits = ins.args[3:] if is_for else ins.args
             args = [self.p(a) for a in ins.args] + [self.t_or_zero(b, inits[k]) for k in float_res]
             regions = []
-            for r in ins.regions:
-                lead = r.params[:1] if (is_for) else []
+            for k_region, r in enumerate(ins.regions):
                 carried = r.params[1:] if is_for else r.params
                 params = [Value(p.type, p.hint) for p in r.params]
                 tparams = [Value(carried[k].type, "d" + carried[k].hint) for k in float_res]
@@ -123,12 +122,11 @@ class Tangent:
                 nr = Region(params + tparams)
                 self.region(r, nr)
                 rb = Builder(nr, ins.loc)
-                if len(r.yields) == len(carried):   # the body
-                    nr.yields = [self.p(y) for y in r.yields] + [self.t_or_zero(rb, r.yields[k]) for k in float_res]
-                else:                              # a while condition
+                if op == "while" and k_region == 0:    # regions[cond, body]: the condition yields its bool only
                     nr.yields = [self.p(y) for y in r.yields]
+                else:
+                    nr.yields = [self.p(y) for y in r.yields] + [self.t_or_zero(rb, r.yields[k]) for k in float_res]
                 regions.append(nr)
-                del lead
         types = [r.type for r in ins.results] + [ins.results[k].type for k in float_res]
         new = b.emit(op, args, types, regions=regions)
         n = len(ins.results)

@@ -125,3 +125,45 @@ def test_nbody_hvp(device, rng):
     eps = 1e-6
     np.testing.assert_allclose(xa.grad.dual.numpy(), (grad(x + eps * v) - grad(x - eps * v)) / (2 * eps),
                                rtol=1e-5, atol=1e-6)
+
+
+@gk.kernel
+def while_one_float(x: gk.array(dtype=float), y: gk.array(dtype=float)):
+    i = gk.tid()
+    s = x[i]
+    while s < 10.0:
+        s = s * s + 1.0
+    y[i] = s
+
+
+@gk.kernel
+def while_float_and_int(x: gk.array(dtype=float), y: gk.array(dtype=float)):
+    i = gk.tid()
+    s = x[i]
+    n = int(0)
+    while s < 10.0:
+        s = s * s + 1.0
+        n += 1
+    y[i] = s + float(n)
+
+
+def _while_reference(v: float) -> tuple[float, float, int]:
+    s, d, n = v, 1.0, 0
+    while s < 10.0:
+        s, d, n = s * s + 1.0, 2.0 * s * d, n + 1
+    return s, d, n
+
+
+def test_tangent_through_while_loops(device, rng):
+    """A while loop carrying exactly one float had its condition region given a tangent yield (malformed IR,
+    found by the golden tests); with an int beside it, the shapes differ. Both against float64."""
+    xs = rng.uniform(0.5, 3.0, 64).astype(np.float32)
+    v = rng.standard_normal(64).astype(np.float32)
+    ref = [_while_reference(float(a)) for a in xs.astype(np.float64)]
+    for kernel, extra in ((while_one_float, 0), (while_float_and_int, 1)):
+        x, y = gk.array(xs, device=device), gk.zeros(64, device=device)
+        with gk.ForwardMode(seeds={x: gk.array(v, device=device)}):
+            gk.launch(kernel, 64, inputs=[x], outputs=[y], device=device)
+            dy = y.dual.numpy()
+        np.testing.assert_allclose(y.numpy(), [s + extra * n for s, _, n in ref], rtol=1e-5)
+        np.testing.assert_allclose(dy, [d * t for (_, d, _), t in zip(ref, v.astype(np.float64))], rtol=1e-4)

@@ -1,14 +1,9 @@
 """Adjoint of a while loop: the forward replay counts the trips (and pushes the carried float), the
-reverse loop runs that many times, popping.
-
-No tangent stage: forward mode of a while loop with exactly one carried float is malformed today
-(ad/forward.py tells the condition region from the body by `len(r.yields) == len(carried)`, which
-holds for both when one value is carried, so the condition yields `%12, %13: bool = const 0.0`; the
-CPU backend then fails with "too many values to unpack"). Add "tangent" to STAGES once that is fixed;
-the condition region must yield only `lt %s, 10.0`."""
+reverse loop runs that many times, popping. Tangent: the loop carries (s, ds); the condition region yields
+only `lt %s, 10.0` (it once got a tangent yield too when exactly one float was carried)."""
 import gradkit as gk
 
-STAGES = ("lower", "adjoint")
+STAGES = ("lower", "adjoint", "tangent")
 
 
 @gk.kernel
