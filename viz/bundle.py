@@ -1,11 +1,13 @@
 """Debug bundles: `tape.save(path)` writes JSON + `.npz` (never pickle) that the debugger opens;
-`load_bundle(path)` validates the schema and shapes and raises a clear error on anything malformed.
+`load_bundle(path)` reads them as untrusted data (bundle_io.py: regular files, size and ratio caps) and
+validates every manifest field (bundle_schema.py), raising a `BundleError` that names the file or field.
 
 Layout (a folder, or the same files in a .zip):
     manifest.json   schema version, launches (with per-argument statistics before/after when the tape took
                     snapshots), backward launches (gradient statistics before/after), arrays (shape, dtype,
-                    label, requires_grad), gradient norms, kernels (source, IR, adjoint IR, generated code),
-                    tape graph (DOT, plain and gradient-coloured), NaN/Inf origin, loss history, notes
+                    label, requires_grad), gradient norms, kernels (source with its SHA-256, IR, adjoint IR,
+                    generated code), tape graph (DOT, plain and gradient-coloured), NaN/Inf origin, loss
+                    history, notes
     arrays.npz      "value/<array id>", "grad/<array id>" (current values), "before/<launch>/<array id>",
                     "after/<launch>/<array id>" (forward snapshots), "grad_before/<backward launch>/<array id>",
                     "grad_after/<backward launch>/<array id>" (gradient snapshots); each size-capped by
@@ -17,19 +19,20 @@ from __future__ import annotations
 import inspect
 import io
 import json
+import os
 import pathlib
+import stat
 import zipfile
 
 import numpy as np
 
 from ..runtime.snapshots import array_stats
+from .bundle_io import BundleError, BundleLimits, load_arrays, read_folder, read_zip
+from .bundle_schema import SCHEMA, check_manifest, source_sha256
 
-SCHEMA = 2
+__all__ = ["Bundle", "BundleError", "BundleLimits", "SCHEMA", "load_bundle", "save_bundle", "source_sha256"]
+
 SNAPSHOT_KINDS = ("before", "after", "grad_before", "grad_after")
-
-
-class BundleError(ValueError):
-    """A debug bundle is missing, truncated or malformed."""
 
 
 def _array_meta(aid: str, a, names: dict) -> dict:
@@ -41,6 +44,7 @@ def _kernel_meta(k, devices: set) -> dict:
     meta = {"name": k.key}
     try:
         meta["python_source"] = inspect.getsource(k.pyfunc)
+        meta["source_sha256"] = source_sha256(meta["python_source"])
         meta["file"] = inspect.getsourcefile(k.pyfunc)
         meta["first_line"] = inspect.getsourcelines(k.pyfunc)[1]
     except (OSError, TypeError):
@@ -163,11 +167,11 @@ def _scalar(v):
 
 
 class Bundle:
-    """A loaded debug bundle: `manifest` (dict) and `arrays` (name -> NumPy array)."""
+    """A loaded debug bundle: `manifest` (dict), `arrays` (name -> NumPy array) and `path` (where it was
+    read from, or None)."""
 
-    def __init__(self, manifest: dict, arrays: dict):
-        self.manifest, self.arrays = manifest, arrays
-
+    def __init__(self, manifest: dict, arrays: dict, path: pathlib.Path | None = None):
+        self.manifest, self.arrays, self.path = manifest, arrays, path
     @property
     def launches(self) -> list:
         return self.manifest["launches"]
@@ -195,36 +199,33 @@ class Bundle:
         return self.arrays.get(f"grad_{when}/{backward}/{array_id}")
 
 
-def load_bundle(path) -> Bundle:
-    """Read and validate a bundle folder or zip (schema version, required keys, array shapes)."""
+def load_bundle(path, limits: BundleLimits | None = None) -> Bundle:
+    """Read and validate a bundle folder or zip: its files (regular, inside the bundle, under `limits`), every
+    manifest field, and each stored array against the manifest. Nothing read is executed or unpickled."""
     path = pathlib.Path(path)
+    limits = limits or BundleLimits()
     try:
-        if path.is_dir():
-            text = (path / "manifest.json").read_text()
-            npz = (path / "arrays.npz").read_bytes()
-        elif zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as z:
-                text = z.read("manifest.json").decode()
-                npz = z.read("arrays.npz")
-        else:
-            raise BundleError(f"{path}: not a gradkit debug bundle (expected a folder or .zip)")
-    except (OSError, KeyError, zipfile.BadZipFile) as exc:
-        raise BundleError(f"{path}: cannot read the bundle: {exc}") from None
+        mode = os.stat(path).st_mode          # the path the user gave may itself be a link: follow it
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot read the bundle: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        text, npz = read_folder(path, limits)
+    elif stat.S_ISREG(mode):
+        text, npz = read_zip(path, limits)
+    else:
+        raise BundleError(f"{path}: not a gradkit debug bundle (expected a folder or .zip)")
     try:
-        manifest = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BundleError(f"{path}: manifest.json is not valid JSON ({exc})") from None
-    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
-        raise BundleError(f"{path}: unsupported bundle schema {manifest.get('schema') if isinstance(manifest, dict) else '?'}"
-                          f" (this gradkit reads schema {SCHEMA})")
-    for key in ("launches", "arrays", "kernels", "graph"):
-        if key not in manifest:
-            raise BundleError(f"{path}: manifest.json lacks '{key}'")
-    try:
-        with np.load(io.BytesIO(npz), allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except Exception as exc:
-        raise BundleError(f"{path}: arrays.npz is damaged ({exc})") from None
+        manifest = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise BundleError(f"{path}: manifest.json is not valid JSON ({type(exc).__name__}: {exc})") from None
+    check_manifest(manifest, str(path))
+    arrays = load_arrays(npz, limits, str(path))
+    _check_arrays(arrays, manifest, str(path))
+    return Bundle(manifest, arrays, path)
+
+
+def _check_arrays(arrays: dict, manifest: dict, where: str) -> None:
+    """Each stored array names a listed array (and, for snapshots, an existing launch) and has its shape."""
     meta = {a["id"]: a for a in manifest["arrays"]}
     counts = {"before": len(manifest["launches"]), "after": len(manifest["launches"]),
               "grad_before": len(manifest.get("backward", [])), "grad_after": len(manifest.get("backward", []))}
@@ -233,12 +234,11 @@ def load_bundle(path) -> Bundle:
         if kind in SNAPSHOT_KINDS:
             number, _, aid = aid.partition("/")
             if not number.isdigit() or int(number) >= counts[kind]:
-                raise BundleError(f"{path}: arrays.npz holds '{key}' but the manifest has no such launch")
+                raise BundleError(f"{where}: arrays.npz holds '{key}' but the manifest has no such launch")
         elif kind not in ("value", "grad"):
-            raise BundleError(f"{path}: arrays.npz holds an unknown entry '{key}'")
+            raise BundleError(f"{where}: arrays.npz holds an unknown entry '{key}'")
         if aid not in meta:
-            raise BundleError(f"{path}: arrays.npz holds '{key}' but the manifest lists no array '{aid}'")
+            raise BundleError(f"{where}: arrays.npz holds '{key}' but the manifest lists no array '{aid}'")
         shape = tuple(meta[aid]["shape"])
         if tuple(data.shape[:len(shape)]) != shape:
-            raise BundleError(f"{path}: '{key}' has shape {data.shape}, the manifest says {shape}")
-    return Bundle(manifest, arrays)
+            raise BundleError(f"{where}: arrays.npz '{key}' has shape {data.shape}, the manifest says {shape}")

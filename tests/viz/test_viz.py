@@ -101,7 +101,9 @@ def test_bundle_round_trip_and_malformed(tmp_path, device):
         gk.viz.load_bundle(tmp_path / "cut.zip")
     with zipfile.ZipFile(tmp_path / "bad.zip", "w") as z:
         z.writestr("manifest.json", json.dumps({"schema": 2, "launches": [], "kernels": {}, "graph": "",
-                                                 "arrays": [{"id": "x", "shape": [3]}]}))
+                                                 "arrays": [{"id": "x", "shape": [3], "label": "x",
+                                                             "dtype": "float32", "requires_grad": False,
+                                                             "device": "cpu"}]}))
         z.writestr("arrays.npz", b"not an npz")
     with pytest.raises(ValueError, match="damaged"):
         gk.viz.load_bundle(tmp_path / "bad.zip")

@@ -1,0 +1,250 @@
+"""The schema of a bundle's manifest.json: every field's type, required keys, value ranges and the
+cross-references between launches, backward launches, arrays and kernels.
+
+`check_manifest` raises a `BundleError` naming the field path (`launches[3].arrays[1]`), so the debugger's
+views can index the manifest without guarding every lookup.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+
+from .bundle_io import BundleError
+
+SCHEMA = 2
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_NAN_KEYS = {"message", "kernel", "array", "direction", "index", "value", "file", "line", "launch"}
+
+
+def source_sha256(text: str) -> str:
+    """The hex SHA-256 of a kernel's stored source (UTF-8), as `save_bundle` records it."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class _Check:
+    """Type and range checks that name the field path in their error."""
+
+    def __init__(self, where: str):
+        self.where = where
+
+    def fail(self, path: str, message: str):
+        raise BundleError(f"{self.where}: manifest.json: {path}: {message}")
+
+    def obj(self, value, path: str, required: dict, optional: dict | None = None) -> dict:
+        """A dict with exactly the `required` keys and any of the `optional` ones (key -> expected kind)."""
+        if not isinstance(value, dict):
+            self.fail(path, f"expected an object, got {_kind(value)}")
+        optional = optional or {}
+        for key in required:
+            if key not in value:
+                self.fail(_join(path, key), "missing")
+        for key in value:
+            if key not in required and key not in optional:
+                self.fail(_join(path, key), "unknown field")
+        return value
+
+    def str(self, value, path: str, none: bool = False) -> None:
+        if not (isinstance(value, str) or none and value is None):
+            self.fail(path, f"expected a string{' or null' if none else ''}, got {_kind(value)}")
+
+    def bool(self, value, path: str) -> None:
+        if not isinstance(value, bool):
+            self.fail(path, f"expected true or false, got {_kind(value)}")
+
+    def int(self, value, path: str, lo: int = 0, hi: int | None = None, none: bool = False) -> None:
+        if none and value is None:
+            return
+        if not isinstance(value, int) or isinstance(value, bool):
+            self.fail(path, f"expected an integer{' or null' if none else ''}, got {_kind(value)}")
+        if value < lo or hi is not None and value >= hi:
+            self.fail(path, f"{value} is out of range (expected {lo} <= value"
+                            + (f" < {hi})" if hi is not None else ")"))
+
+    def num(self, value, path: str, none: bool = True, finite_nonneg: bool = False) -> None:
+        if none and value is None:
+            return
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            self.fail(path, f"expected a number{' or null' if none else ''}, got {_kind(value)}")
+        if finite_nonneg and not (math.isfinite(value) and value >= 0):
+            self.fail(path, f"{value} is out of range (expected a finite number >= 0)")
+
+    def list(self, value, path: str, length: int | None = None, lo: int = 0, hi: int | None = None) -> list:
+        if not isinstance(value, list):
+            self.fail(path, f"expected a list, got {_kind(value)}")
+        if length is not None and len(value) != length:
+            self.fail(path, f"has {len(value)} entries, expected {length}")
+        if len(value) < lo or hi is not None and len(value) > hi:
+            self.fail(path, f"has {len(value)} entries, expected {lo} to {hi}")
+        return value
+
+
+def _kind(value) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _join(path: str, key) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{key!r}]"
+
+
+def check_manifest(m, where: str) -> None:
+    """Validate a parsed manifest.json in place; BundleError naming the first bad field."""
+    c = _Check(where)
+    if not isinstance(m, dict):
+        c.fail("(top level)", f"expected an object, got {_kind(m)}")
+    if m.get("schema") != SCHEMA:
+        raise BundleError(f"{where}: unsupported bundle schema {m.get('schema')!r} (this gradkit reads schema "
+                          f"{SCHEMA})")
+    c.obj(m, "", {"schema": int, "launches": list, "arrays": list, "kernels": dict, "graph": str},
+          {"backward": list, "grad_norms": dict, "graph_gradients": str, "nan": dict, "loss_history": list,
+           "notes": list})
+    arrays = _arrays(c, m["arrays"])
+    kernels = _kernels(c, m["kernels"])
+    launches = _launches(c, c.list(m["launches"], "launches"), arrays, kernels)
+    _backward(c, c.list(m.get("backward", []), "backward"), launches)
+    c.str(m["graph"], "graph")
+    c.str(m.get("graph_gradients"), "graph_gradients", none=True)
+    norms = m.get("grad_norms") or {}
+    c.obj(norms, "grad_norms", {}, dict.fromkeys(arrays))
+    for aid, v in norms.items():
+        c.num(v, _join("grad_norms", aid))
+    for k, v in enumerate(c.list(m.get("loss_history", []), "loss_history")):
+        c.num(v, f"loss_history[{k}]", none=False)
+    for k, v in enumerate(c.list(m.get("notes", []), "notes")):
+        c.str(v, f"notes[{k}]")
+    if m.get("nan") is not None:
+        _nan(c, m["nan"], len(launches), len(m.get("backward", [])))
+
+
+def _arrays(c: _Check, arrays) -> dict:
+    seen = {}
+    for k, a in enumerate(c.list(arrays, "arrays")):
+        p = f"arrays[{k}]"
+        c.obj(a, p, dict.fromkeys(("id", "label", "shape", "dtype", "requires_grad", "device")))
+        c.str(a["id"], p + ".id")
+        if not a["id"] or "/" in a["id"] or a["id"] in seen:
+            c.fail(p + ".id", f"{a['id']!r} is empty, holds '/', or repeats an earlier id")
+        c.str(a["label"], p + ".label")
+        for j, n in enumerate(c.list(a["shape"], p + ".shape", hi=32)):
+            c.int(n, f"{p}.shape[{j}]")
+        c.str(a["dtype"], p + ".dtype")
+        c.bool(a["requires_grad"], p + ".requires_grad")
+        c.str(a["device"], p + ".device")
+        seen[a["id"]] = a
+    return seen
+
+
+def _kernels(c: _Check, kernels) -> dict:
+    for name, k in kernels.items():
+        p = _join("kernels", name)
+        c.obj(k, p, dict.fromkeys(("name", "python_source")),
+              dict.fromkeys(("file", "first_line", "source_sha256", "ir", "adjoint_ir", "code")))
+        c.str(k["name"], p + ".name")
+        if k["name"] != name:
+            c.fail(p + ".name", f"{k['name']!r} differs from its key {name!r}")
+        c.str(k["python_source"], p + ".python_source")
+        c.str(k.get("file"), p + ".file", none=True)
+        c.int(k.get("first_line"), p + ".first_line", lo=1, none=True)
+        for field in ("ir", "adjoint_ir"):
+            c.str(k.get(field, ""), f"{p}.{field}")
+        if "source_sha256" in k:
+            c.str(k["source_sha256"], p + ".source_sha256")
+            if not _SHA256.fullmatch(k["source_sha256"]):
+                c.fail(p + ".source_sha256", "expected 64 lowercase hex digits")
+            if k["source_sha256"] != source_sha256(k["python_source"]):
+                c.fail(p + ".source_sha256", "does not match the stored python_source: the source was "
+                                             "changed after the bundle was written")
+        code = k.get("code", {})
+        c.obj(code, p + ".code", {}, dict.fromkeys(code))
+        for dev, variants in code.items():
+            c.obj(variants, _join(p + ".code", dev), {}, dict.fromkeys(("forward", "adjoint", "error")))
+            for variant, text in variants.items():
+                c.str(text, f"{_join(p + '.code', dev)}.{variant}")
+    return kernels
+
+
+def _launches(c: _Check, launches: list, arrays: dict, kernels: dict) -> list:
+    keys = ("index", "kernel", "dim", "device", "scope", "ms", "params", "n_inputs", "arrays", "scalars")
+    for k, la in enumerate(launches):
+        p = f"launches[{k}]"
+        c.obj(la, p, dict.fromkeys(keys), {"stats": dict})
+        c.int(la["index"], p + ".index", lo=k, hi=k + 1)
+        c.str(la["kernel"], p + ".kernel")
+        if la["kernel"] not in kernels:
+            c.fail(p + ".kernel", f"names kernel {la['kernel']!r}, which the manifest's kernels do not hold")
+        for j, d in enumerate(c.list(la["dim"], p + ".dim", lo=1, hi=4)):
+            c.int(d, f"{p}.dim[{j}]")
+        c.str(la["device"], p + ".device")
+        for j, s in enumerate(c.list(la["scope"], p + ".scope")):
+            c.str(s, f"{p}.scope[{j}]")
+        c.num(la["ms"], p + ".ms", finite_nonneg=True)
+        params = c.list(la["params"], p + ".params")
+        for j, name in enumerate(params):
+            c.str(name, f"{p}.params[{j}]")
+        if len(set(params)) != len(params):
+            c.fail(p + ".params", "repeats a parameter name")
+        c.int(la["n_inputs"], p + ".n_inputs", hi=len(params) + 1)
+        for j, aid in enumerate(c.list(la["arrays"], p + ".arrays", length=len(params))):
+            c.str(aid, f"{p}.arrays[{j}]", none=True)
+            if aid is not None and aid not in arrays:
+                c.fail(f"{p}.arrays[{j}]", f"names array {aid!r}, which the manifest's arrays do not list")
+        for j, v in enumerate(c.list(la["scalars"], p + ".scalars", length=len(params))):
+            _scalar(c, v, f"{p}.scalars[{j}]", la["arrays"][j] is not None)
+        if "stats" in la:
+            _stats(c, la["stats"], p + ".stats", params)
+    return launches
+
+
+def _scalar(c: _Check, v, path: str, is_array: bool) -> None:
+    if is_array:
+        if v is not None:
+            c.fail(path, "must be null: this parameter is an array")
+    elif isinstance(v, list):
+        for j, x in enumerate(v):
+            c.num(x, f"{path}[{j}]", none=False)
+    elif not isinstance(v, str):
+        c.num(v, path)
+
+
+def _stats(c: _Check, stats, path: str, params: list) -> None:
+    c.obj(stats, path, {}, {"before": dict, "after": dict})
+    for when, per_param in stats.items():
+        c.obj(per_param, f"{path}.{when}", {}, dict.fromkeys(params))
+        for name, values in per_param.items():
+            q = _join(f"{path}.{when}", name)
+            c.obj(values, q, {}, dict.fromkeys(values))
+            for key, v in values.items():
+                c.num(v, _join(q, key))
+
+
+def _backward(c: _Check, backward: list, launches: list) -> None:
+    for k, b in enumerate(backward):
+        p = f"backward[{k}]"
+        c.obj(b, p, dict.fromkeys(("index", "record", "kernel", "ms")), {"stats": dict})
+        c.int(b["index"], p + ".index", lo=k, hi=k + 1)
+        c.int(b["record"], p + ".record", hi=len(launches))
+        c.str(b["kernel"], p + ".kernel")
+        c.num(b["ms"], p + ".ms", finite_nonneg=True)
+        if "stats" in b:
+            _stats(c, b["stats"], p + ".stats", launches[b["record"]]["params"])
+
+
+def _nan(c: _Check, nan, n_launches: int, n_backward: int) -> None:
+    c.obj(nan, "nan", {}, dict.fromkeys(_NAN_KEYS))
+    for key in ("message", "kernel", "array", "file"):
+        c.str(nan.get(key), f"nan.{key}", none=True)
+    if nan.get("direction") not in (None, "forward", "backward"):
+        c.fail("nan.direction", f"{nan['direction']!r} is not 'forward', 'backward' or null")
+    if nan.get("index") is not None:
+        for j, i in enumerate(c.list(nan["index"], "nan.index", hi=4)):
+            c.int(i, f"nan.index[{j}]")
+    c.num(nan.get("value"), "nan.value")
+    c.int(nan.get("line"), "nan.line", lo=1, none=True)
+    limit = n_backward if nan.get("direction") == "backward" else n_launches
+    c.int(nan.get("launch"), "nan.launch", hi=max(limit, 0), none=True)
