@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
+import io
 import textwrap
 
 from ..errors import CompileError, SourceLoc, compile_error
@@ -13,6 +15,11 @@ class SourceInfo:
     """The parsed source of one function, mapping AST positions back to the real file."""
 
     def __init__(self, pyfunc):
+        stored = getattr(pyfunc, "__gk_source__", None)     # a stand-in for stored source text (from_text)
+        if isinstance(stored, SourceInfo):
+            self.__dict__.update(stored.__dict__)
+            self.tree = copy.deepcopy(stored.tree)          # each lowering gets its own tree
+            return
         self.name = pyfunc.__name__
         try:
             self.file = inspect.getsourcefile(pyfunc) or "<unknown>"
@@ -27,6 +34,33 @@ class SourceInfo:
         self.lines = lines
         tree = ast.parse(dedented)
         self.tree: ast.FunctionDef = tree.body[0]
+
+    @classmethod
+    def from_text(cls, text: str, file: str, first_line: int, name: str) -> "SourceInfo":
+        """The source of function `name` given as text (e.g. stored in a debug bundle), parsed with `ast`
+        and never executed; locations point at `file` from `first_line` on. The text must be exactly one
+        function definition (decorators included)."""
+        self = cls.__new__(cls)
+        self.name, self.file, self.first_line = name, file, first_line
+        self.lines = io.StringIO(text).readlines()      # \n-split, as inspect reads files
+        if not self.lines:
+            raise CompileError(f"{file}:{first_line}: in kernel '{name}': the stored source is empty")
+        dedented = textwrap.dedent(text)
+        self.indent = len(self.lines[0]) - len(self.lines[0].lstrip()) if len(text) != len(dedented) else 0
+        try:
+            module = ast.parse(dedented)
+        except SyntaxError as exc:
+            raise CompileError(f"{file}:{first_line + (exc.lineno or 1) - 1}: in kernel '{name}': the stored "
+                               f"source does not parse ({exc.msg})") from None
+        except (RecursionError, MemoryError):
+            raise CompileError(f"{file}:{first_line}: in kernel '{name}': expression too deeply nested "
+                               "for Python's parser") from None
+        if len(module.body) != 1 or not isinstance(module.body[0], ast.FunctionDef) \
+                or module.body[0].name != name:
+            raise CompileError(f"{file}:{first_line}: in kernel '{name}': the stored source must be exactly "
+                               f"the definition of '{name}'")
+        self.tree = module.body[0]
+        return self
 
     def loc(self, node: ast.AST | None) -> SourceLoc | None:
         if node is None or not hasattr(node, "lineno"):
