@@ -1,28 +1,28 @@
-"""Gradient checks on a recorded launch: re-import the kernel from its file, rebuild the launch's arguments
-from the bundle's "before" snapshots, and compare reverse-mode and central-difference Jacobians.
+"""Gradient checks on a recorded launch: compile the kernel from the source stored in the bundle (never
+importing or running any file; only after the user approved the source's SHA-256), rebuild the launch's
+arguments from the bundle's "before" snapshots, and compare reverse-mode and central-difference Jacobians.
 
 No Streamlit here; `run_gradcheck` returns a `CheckResult` the Check view lays out.
 """
 
 from __future__ import annotations
 
-import inspect
-import pathlib
-import runpy
-import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..runtime.autograd import mismatches
-from ..viz.bundle import Bundle
+from ..viz.bundle import Bundle, source_sha256
+from . import stored_kernel
+from .paths import shown_path
 
-MODULE_NAME = "gradkit_debugger_check"     # the run_name the kernel's file is imported under (not __main__)
-_modules: dict[tuple, dict] = {}
+_kernels: dict[tuple, object] = {}      # (name, source SHA-256, first line) -> Kernel compiled from it
+_MAX_KERNELS = 64
 
 
 class CheckError(Exception):
-    """The launch cannot be re-run (missing snapshots, kernel not importable, ...); the message says why."""
+    """The launch cannot be re-run (missing snapshots, source not approved or refused, ...); the message
+    says why."""
 
 
 @dataclass
@@ -34,27 +34,33 @@ class CheckResult:
     notes: list[str] = field(default_factory=list)
 
 
-def load_kernel(file: str, name: str):
-    """The @gk.kernel whose `.key` is `name`, found at module level of `file` imported as a module
-    (run_name != "__main__", so the script's main block does not run). Cached per file and mtime."""
-    path = pathlib.Path(file or "")
-    if not file or not path.is_file():
-        raise CheckError(f"the kernel's file {file!r} does not exist here: gradcheck needs to import "
-                         f"'{name}' from it")
-    key = (str(path.resolve()), path.stat().st_mtime_ns)
-    if key not in _modules:
-        sys.path.insert(0, str(path.resolve().parent))
-        try:
-            _modules[key] = runpy.run_path(str(path), run_name=MODULE_NAME)
-        except BaseException as exc:        # a script that exits or fails on import
-            raise CheckError(f"importing {file} failed: {type(exc).__name__}: {exc}") from None
-        finally:
-            sys.path.pop(0)
-    for obj in _modules[key].values():
-        if getattr(obj, "_gk_kernel", False) and getattr(obj, "key", None) == name:
-            return obj
-    raise CheckError(f"no @gk.kernel named '{name}' at module level of {file} "
-                     "(kernels defined inside functions cannot be re-imported)")
+def stored_source(bundle: Bundle, kernel: str) -> dict:
+    """What the user must read before approving a compile: {"source", "sha256" (of the stored text),
+    "recorded" (the bundle's SHA-256, or None), "file" (shown relative to the bundle), "first_line"}."""
+    meta = bundle.manifest["kernels"].get(kernel, {})
+    text = meta.get("python_source") or ""
+    return {"source": text, "sha256": source_sha256(text) if text else None,
+            "recorded": meta.get("source_sha256"), "file": shown_path(bundle, meta.get("file")),
+            "first_line": meta.get("first_line")}
+
+
+def load_kernel(bundle: Bundle, name: str, approved: str | None):
+    """Kernel `name` compiled from the bundle's stored source, once `approved` (the SHA-256 the user saw)
+    matches it; CheckError with the reason otherwise. Compiled kernels are kept per source hash."""
+    meta = bundle.manifest["kernels"].get(name)
+    if meta is None:
+        raise CheckError(f"the bundle holds no kernel '{name}'")
+    key = (name, meta.get("source_sha256"), meta.get("first_line"))
+    try:
+        stored_kernel.check_hash(name, meta, approved)
+        if key not in _kernels:
+            if len(_kernels) >= _MAX_KERNELS:
+                _kernels.clear()
+            _kernels[key] = stored_kernel.compile_stored(name, meta, approved,
+                                                         shown_path(bundle, meta.get("file")) or "<bundle>")
+    except stored_kernel.StoredSourceError as exc:
+        raise CheckError(str(exc)) from None
+    return _kernels[key]
 
 
 def _device(wanted: str) -> tuple[str, list[str]]:
@@ -87,28 +93,32 @@ def rebuild_arguments(bundle: Bundle, index: int, kernel, device: str) -> tuple[
     return args[:n_in], args[n_in:]
 
 
-def run_gradcheck(bundle: Bundle, index: int, eps: float = 1e-3, atol: float = 1e-3, rtol: float = 1e-2,
-                  show_worst: int = 10) -> CheckResult:
+def run_gradcheck(bundle: Bundle, index: int, approved: str | None = None, eps: float = 1e-3,
+                  atol: float = 1e-3, rtol: float = 1e-2, show_worst: int = 10) -> CheckResult:
     """Check forward launch `index` like gk.autograd.gradcheck (|analytic - numeric| <= atol + rtol*|numeric|
-    everywhere), keeping a per-pair table instead of raising."""
+    everywhere), keeping a per-pair table instead of raising. `approved` is the SHA-256 of the kernel's
+    stored source the user read and approved (`stored_source`); without it nothing is compiled."""
     import gradkit as gk
     la = bundle.launches[index]
-    meta = bundle.manifest["kernels"].get(la["kernel"], {})
-    kernel = load_kernel(meta.get("file"), la["kernel"])
-    notes = []
-    try:
-        if meta.get("python_source") and inspect.getsource(kernel.pyfunc) != meta["python_source"]:
-            notes.append(f"the source of '{la['kernel']}' in {meta.get('file')} changed since the bundle was "
-                         "recorded: checking the current code")
-    except (OSError, TypeError):
-        pass
-    device, why = _device(la["device"])
-    notes += why
-    inputs, outputs = rebuild_arguments(bundle, index, kernel, device)
-    dim = tuple(la["dim"])
-    analytic = gk.autograd.jacobian(kernel, dim, inputs, outputs, device=device)
-    numeric = gk.autograd.jacobian_fd(kernel, dim, inputs, outputs, eps=eps, device=device)
+    why = missing_snapshots(bundle, index)
+    if why:
+        raise CheckError(why)
+    kernel = load_kernel(bundle, la["kernel"], approved)
     names = [n for n, _ in kernel.params]
+    if names != la["params"]:
+        raise CheckError(f"launch #{index} records parameters {la['params']} but the stored source of "
+                         f"'{la['kernel']}' declares {names}")
+    device, notes = _device(la["device"])
+    dim = tuple(la["dim"])
+    try:
+        inputs, outputs = rebuild_arguments(bundle, index, kernel, device)
+        analytic = gk.autograd.jacobian(kernel, dim, inputs, outputs, device=device)
+        numeric = gk.autograd.jacobian_fd(kernel, dim, inputs, outputs, eps=eps, device=device)
+    except CheckError:
+        raise
+    except Exception as exc:         # arguments that do not fit the kernel, a launch error: say so
+        raise CheckError(f"gradcheck of launch #{index} ({la['kernel']}) could not run: "
+                         f"{type(exc).__name__}: {exc}") from None
     n_in = len(inputs)
     pairs, worst, ok = [], [], True
     for (o, i), a in analytic.items():

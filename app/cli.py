@@ -40,6 +40,15 @@ class _Plain:
         yield
 
 
+def _escape(text: str) -> str:
+    """`text` with rich markup escaped (a no-op without rich)."""
+    try:
+        from rich.markup import escape
+    except ImportError:
+        return text
+    return escape(text)
+
+
 def _console(quiet: bool = False):
     if quiet:
         return _Quiet()
@@ -210,13 +219,15 @@ def cmd_debug(ns) -> int:
 
 
 def cmd_open(ns) -> int:
-    from ..viz.bundle import BundleError
-    from .data import find_bundles
+    from ..viz.bundle import BundleError, load_bundle
+    from .data import find_bundles, is_bundle
     console = _console(ns.quiet)
     try:
         found = find_bundles(ns.bundle)
+        if is_bundle(ns.bundle):
+            load_bundle(ns.bundle)        # one bundle: refuse a malformed or hostile one here, in one line
     except BundleError as exc:
-        console.print(f"[red]{exc}[/red]")
+        console.print(f"[red]{_escape(str(exc))}[/red]")      # names from the bundle are not markup
         return 2
     if not found:
         console.print(f"[red]{ns.bundle} holds no debug bundles[/red]")

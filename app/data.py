@@ -7,12 +7,15 @@ browser. Rows are plain dicts (one per table row) and keep the manifest's number
 from __future__ import annotations
 
 import math
+import os
 import pathlib
+import stat
 import zipfile
 
 import numpy as np
 
-from ..viz.bundle import Bundle, BundleError, load_bundle
+from ..viz.bundle import Bundle, BundleError, BundleLimits, load_bundle
+from .paths import redact, shown_path
 
 STAT_KEYS = ("min", "max", "mean", "norm", "nonfinite")
 VANISHING = 1e-8     # default |grad| below which a gradient counts as vanishing
@@ -21,14 +24,22 @@ EXPLODING = 1e6      # default |grad| above which a gradient counts as exploding
 
 # Finding and opening bundles ---------------------------------------------------------------------------
 def is_bundle(path) -> bool:
-    """A bundle folder (with manifest.json) or a zip holding manifest.json."""
+    """A folder with a manifest.json entry (of any kind: `load_bundle` then says what is wrong with it) or a
+    regular file that is a zip holding manifest.json. Looks with stat only: a FIFO is never opened."""
     path = pathlib.Path(path)
-    if path.is_dir():
-        return (path / "manifest.json").is_file()
-    if path.is_file() and zipfile.is_zipfile(path):
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    if stat.S_ISDIR(mode):
+        return os.path.lexists(path / "manifest.json")
+    if not stat.S_ISREG(mode):
+        return False
+    try:
         with zipfile.ZipFile(path) as z:
             return "manifest.json" in z.namelist()
-    return False
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+        return False
 
 
 def find_bundles(path) -> list[pathlib.Path]:
@@ -41,8 +52,9 @@ def find_bundles(path) -> list[pathlib.Path]:
     return sorted(p for p in path.iterdir() if is_bundle(p))
 
 
-def open_bundle(path) -> Bundle:
-    return load_bundle(path)
+def open_bundle(path, limits: BundleLimits | None = None) -> Bundle:
+    """The validated bundle at `path` (BundleError naming the file or field otherwise)."""
+    return load_bundle(path, limits)
 
 
 # Arrays and launches -----------------------------------------------------------------------------------
@@ -313,6 +325,7 @@ def nan_origin(bundle: Bundle) -> dict | None:
     if rec:
         out = dict(rec)
         out["source"] = "manifest"
+        out["file"], out["message"] = shown_path(bundle, rec.get("file")), redact(bundle, rec.get("message"))
         out["backward"] = None
         launch = rec.get("launch")
         if rec.get("direction") == "backward" and launch is not None and launch < len(bundle.backward):
@@ -356,7 +369,8 @@ def _inferred(bundle: Bundle, la: dict, backward: int | None, param: str, direct
     line = _write_line(kernel, param)
     where = f" at index {index}" if index is not None else ""
     return {"kernel": la["kernel"], "array": name, "param": param, "direction": direction, "index": index,
-            "value": value, "launch": la["index"], "backward": backward, "file": kernel.get("file"),
+            "value": value, "launch": la["index"], "backward": backward,
+            "file": shown_path(bundle, kernel.get("file")),
             "line": line, "source": "snapshots",
             "message": f"kernel '{la['kernel']}' ({direction} launch) wrote a non-finite value into "
                        f"'{name}'{where} (found in the launch snapshots)"}
@@ -374,23 +388,18 @@ def _write_line(kernel: dict, param: str) -> int | None:
 
 
 def source_excerpt(bundle: Bundle, kernel: str, line: int | None, file: str | None = None) -> dict:
-    """The kernel's Python source as numbered lines with `line` (a file line number) marked.
+    """The kernel's Python source stored in the bundle as numbered lines with `line` (a file line number)
+    marked; nothing is read from disk (a bundle naming /etc/passwd shows nothing of it).
 
-    Returns {"file", "first_line", "lines": [(number, text, is_hit)], "hit": text or None}; falls back to
-    reading `file` around `line` when the bundle lacks the kernel's source."""
+    Returns {"file" (shown relative to the bundle), "first_line", "lines": [(number, text, is_hit)],
+    "hit": text or None}."""
     meta = bundle.manifest["kernels"].get(kernel, {})
-    src = meta.get("python_source") or ""
+    lines = (meta.get("python_source") or "").splitlines()
     first = meta.get("first_line") or 1
-    file = meta.get("file") or file
-    lines = src.splitlines()
-    outside = line is not None and not first <= line < first + len(lines)
-    if outside and file and pathlib.Path(file).is_file():
-        text = pathlib.Path(file).read_text(errors="replace").splitlines()
-        first = max(1, line - 5)
-        lines = text[first - 1:line + 5]
     numbered = [(first + k, t, line is not None and first + k == line) for k, t in enumerate(lines)]
     hit = next((t for _, t, h in numbered if h), None)
-    return {"file": file, "first_line": first, "lines": numbered, "hit": hit}
+    return {"file": shown_path(bundle, meta.get("file") or file), "first_line": first, "lines": numbered,
+            "hit": hit}
 
 
 def values_at(bundle: Bundle, origin: dict) -> list[dict]:
@@ -429,7 +438,8 @@ def _element(data, index):
 def kernel_code(bundle: Bundle, name: str) -> dict:
     """{"python", "file", "first_line", "ir", "adjoint_ir", "code": {device: {variant: text}}}."""
     meta = bundle.manifest["kernels"][name]
-    return {"python": meta.get("python_source") or "(source unavailable)", "file": meta.get("file"),
+    return {"python": meta.get("python_source") or "(source unavailable)",
+            "file": shown_path(bundle, meta.get("file")),
             "first_line": meta.get("first_line"), "ir": meta.get("ir", ""),
             "adjoint_ir": meta.get("adjoint_ir", ""),
             "code": meta.get("code") or {}}

@@ -12,7 +12,7 @@ import sys
 
 import streamlit as st
 
-from gradkit.app import data, view_check, view_code, view_flow, view_graph, view_launches, view_nan
+from gradkit.app import data, paths, view_check, view_code, view_flow, view_graph, view_launches, view_nan
 from gradkit.app.ui import VIEWS
 from gradkit.viz.bundle import BundleError
 
@@ -23,6 +23,14 @@ RENDER = {"launches": view_launches.render, "graph": view_graph.render, "flow": 
 @st.cache_resource(max_entries=16, show_spinner="loading bundle...")
 def _load(path: str, mtime: float):
     return data.open_bundle(path)
+
+
+def _mtime(path: pathlib.Path) -> float:
+    """The bundle's modification time (part of the cache key); 0 when it vanished (loading then says so)."""
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _target() -> pathlib.Path | None:
@@ -45,13 +53,14 @@ def main() -> None:
     if target is None:
         st.error("No bundle given: start the app with `gradkit open BUNDLE` or `gradkit debug script.py`.")
         return
+    shown_root = pathlib.Path(os.path.abspath(target)).parent           # messages show paths relative to it, never absolute
     try:
         bundles = data.find_bundles(target)
     except BundleError as exc:
-        st.error(str(exc))
+        st.error(paths.strip_folder(str(exc), shown_root))
         return
     if not bundles:
-        st.error(f"{target} holds no debug bundles.")
+        st.error(f"{target.name} holds no debug bundles.")
         return
     names = [b.name for b in bundles]
     _from_query("bundle", names)
@@ -61,12 +70,12 @@ def main() -> None:
     view = st.sidebar.radio("View", list(VIEWS), format_func=VIEWS.get, key="view")
     st.query_params.update(bundle=name, view=view)
     try:
-        bundle = _load(str(path), path.stat().st_mtime)
+        bundle = _load(str(path), _mtime(path))
     except BundleError as exc:
-        st.error(str(exc))
+        st.error(paths.strip_folder(str(exc), shown_root))
         return
     s = data.summary(bundle)
-    st.sidebar.caption(f"{path}\n\n{s['launches']} launches · {s['backward launches']} backward · "
+    st.sidebar.caption(f"{path.name}\n\n{s['launches']} launches · {s['backward launches']} backward · "
                        f"devices: {', '.join(s['devices']) or '—'}")
     if s["nan"]:
         st.sidebar.error("NaN/Inf recorded")

@@ -1,5 +1,7 @@
 """Check view: gradcheck (reverse mode against central differences) on one recorded forward launch,
-re-run from the bundle's "before" snapshots with the kernel re-imported from its file."""
+re-run from the bundle's "before" snapshots with the kernel compiled from the source stored in the bundle,
+only after the user read that source (shown with its SHA-256) and ticked "I have read this source; compile it".
+Nothing from the bundle is imported or executed."""
 
 from __future__ import annotations
 
@@ -27,22 +29,32 @@ def render(bundle, name: str) -> None:
     eps = c1.number_input("eps", value=1e-3, format="%.1e", min_value=0.0, key="check_eps")
     atol = c2.number_input("atol", value=1e-3, format="%.1e", min_value=0.0, key="check_atol")
     rtol = c3.number_input("rtol", value=1e-2, format="%.1e", min_value=0.0, key="check_rtol")
-    st.caption("Arrays are rebuilt from the launch's 'before' snapshots and the kernel is imported from "
-               f"{bundle.manifest['kernels'].get(row['kernel'], {}).get('file')} (not as `__main__`). "
-               "A launch passes when |analytic - numeric| <= atol + rtol·|numeric| for every Jacobian entry.")
-    key = (name, row["index"], eps, atol, rtol)
+    stored = checks.stored_source(bundle, row["kernel"])
+    st.caption("Arrays are rebuilt from the launch's 'before' snapshots and the kernel is compiled from the "
+               "source stored in the bundle (parsed, never run; no file is imported). A launch passes when "
+               "|analytic - numeric| <= atol + rtol·|numeric| for every Jacobian entry.")
+    if not stored["source"]:
+        st.warning(f"The bundle does not hold the source of '{row['kernel']}': gradcheck cannot compile it.")
+        return
+    where = f" · {stored['file']}:{stored['first_line']}" if stored["file"] else ""
+    st.markdown(f"**Source of `{row['kernel']}` stored in the bundle**{where}")
+    st.code(stored["source"], language="python", line_numbers=True)
+    st.caption(f"SHA-256 {stored['sha256']}")
+    approved = st.checkbox("I have read this source; compile it", key=f"check_trust_{stored['sha256']}")
+    key = (name, row["index"], eps, atol, rtol, stored["sha256"])
     results = st.session_state.setdefault(RESULTS, {})
-    if st.button("Run gradcheck", key="check_run"):
-        with st.spinner("computing Jacobians..."):
+    if st.button("Run gradcheck", key="check_run", disabled=not approved):
+        with st.spinner("compiling the stored source and computing Jacobians..."):
             try:
-                results[key] = checks.run_gradcheck(bundle, row["index"], eps=eps, atol=atol, rtol=rtol)
+                results[key] = checks.run_gradcheck(bundle, row["index"], approved=stored["sha256"],
+                                                    eps=eps, atol=atol, rtol=rtol)
             except checks.CheckError as exc:
                 results[key] = exc
     result = results.get(key)
     if result is None:
         return
     if isinstance(result, checks.CheckError):
-        st.error(str(result))
+        st.error(data.redact(bundle, str(result)))
         return
     for note in result.notes:
         st.info(note)

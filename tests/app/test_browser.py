@@ -191,11 +191,31 @@ def test_code_view(page, server):
 def test_check_runs_gradcheck(page, server):
     open_view(page, server, "train", "check")
     choose(page, "Forward launch", "#1 forward predict [16]")
-    page.get_by_role("button", name="Run gradcheck").click()
+    expect(page.get_by_text("SHA-256 ")).to_be_visible()                   # the source and its hash, shown
+    expect(page.locator('[data-testid="stCode"]').first).to_contain_text("def predict")
+    run = page.get_by_role("button", name="Run gradcheck")
+    expect(run).to_be_disabled()                                          # nothing compiles before opt-in
+    page.get_by_text("I have read this source; compile it").click()
+    _settled(page)
+    expect(run).to_be_enabled()
+    run.click()
     expect(page.get_by_text("gradcheck passed for 'predict' on cpu")).to_be_visible()
     pairs = page.locator('[data-testid="stDataFrame"] [role="row"]')
     expect(pairs).to_have_count(5)                                # header + 4 (pred, input) pairs
     shoot(page, "check")
+
+
+def test_no_absolute_paths_in_views(page, server):
+    """Files are shown relative to the bundle's folder or by name: no view renders the recording machine's
+    absolute paths."""
+    for bundle, view in (("nan", "nan"), ("train", "code"), ("train", "check"), ("train", "launches")):
+        open_view(page, server, bundle, view)
+        if view == "code":
+            choose(page, "Kernel", "predict")
+        text = page.locator("body").inner_text()
+        assert str(ROOT) not in text, f"{view} view shows an absolute path"
+    open_view(page, server, "nan", "nan")
+    expect(page.get_by_text("sample_nan.py:18").first).to_be_visible()
 
 
 def test_check_without_snapshots(page, server):

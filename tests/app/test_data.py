@@ -1,9 +1,11 @@
 """The debugger's data layer (no browser): launch table and detail, gradient flow flags, cut-off arrays,
-NaN/Inf origin with its source line, code, bundle discovery, and gradcheck re-run from snapshots."""
+NaN/Inf origin with its source line, code, bundle discovery, paths shown relative to the bundle, and
+gradcheck re-run from snapshots with the kernel compiled from the bundle's stored source after opt-in."""
 
 from __future__ import annotations
 
 import pathlib
+import runpy
 
 import numpy as np
 import pytest
@@ -101,6 +103,7 @@ def test_nan_origin_forward(bundles):
     assert (o["kernel"], o["array"], o["direction"]) == ("log_energy", "e", "forward")
     assert o["launch"] == 1 and o["index"] == [0]
     assert np.isnan(o["value"]) and o["source"] == "manifest" and o["param"] == "e"
+    assert o["file"] == "sample_nan.py" and "/" not in o["message"] and "sample_nan.py:18" in o["message"]
     src = data.source_excerpt(b, o["kernel"], o["line"], o["file"])
     assert src["hit"].strip() == "e[i] = gk.log(y[i])"
     assert [n for n, _, hit in src["lines"] if hit] == [o["line"]]
@@ -120,8 +123,8 @@ def test_nan_origin_backward(bundles):
 
 def test_nan_origin_inferred_from_snapshots(tmp_path):
     """Without the NaN check (a plain gk.Tape(snapshots=True)), the origin comes from the snapshots."""
-    sample = str(pathlib.Path(__file__).with_name("sample_nan.py"))
-    affine, log_energy = checks.load_kernel(sample, "affine"), checks.load_kernel(sample, "log_energy")
+    sample = runpy.run_path(str(pathlib.Path(__file__).with_name("sample_nan.py")), run_name="sample")
+    affine, log_energy = sample["affine"], sample["log_energy"]
     n = 8
     x = gk.array(np.linspace(0.1, 2.0, n, dtype=np.float32), requires_grad=True)
     w = gk.array(np.full(n, 1.5, np.float32), requires_grad=True)
@@ -145,6 +148,7 @@ def test_no_nan(bundles):
 
 def test_kernel_code(bundles):
     code = data.kernel_code(bundles["train"], "predict")
+    assert code["file"] == "sample_train.py"                  # outside the bundle's folder: the name only
     assert "def predict" in code["python"] and "kernel predict(" in code["ir"]
     assert "predict_adjoint" in code["adjoint_ir"] and set(code["code"]["cpu"]) == {"forward", "adjoint"}
     assert data.code_language("cpu") == "llvm" and data.code_language("opencl:0") == "c"
@@ -157,9 +161,36 @@ def test_summary(bundles):
     assert len(s["loss_history"]) == 3 and s["loss_history"][0] > s["loss_history"][-1]
 
 
+# Paths relative to the bundle -----------------------------------------------------------------------------
+def test_paths_are_shown_relative_to_the_bundle(tmp_path, record_plain):
+    from gradkit.app.paths import redact, shown_path
+    b = data.open_bundle(record_plain(tmp_path / "b"))
+    assert shown_path(b, str(tmp_path / "src" / "model.py")) == "src/model.py"     # inside the bundle's folder
+    assert shown_path(b, "/home/someone/work/train.py") == "train.py"
+    assert shown_path(b, None) is None
+    file = b.manifest["kernels"]["scale"]["file"]
+    assert "/" not in redact(b, f"error at {file}:12") and redact(b, f"at {file}:12").endswith(":12")
+
+
+def test_source_excerpt_never_reads_files(tmp_path, record_plain):
+    """A bundle naming a local file shows only its own stored source, never the file's text."""
+    b = data.open_bundle(record_plain(tmp_path / "b"))
+    secret = tmp_path / "secret.txt"
+    secret.write_text("\n".join(f"secret {k}" for k in range(50)))
+    b.manifest["kernels"]["scale"]["file"] = str(secret)
+    excerpt = data.source_excerpt(b, "scale", 30, str(secret))
+    assert not any("secret" in text for _, text, _ in excerpt["lines"]) and excerpt["file"] == "secret.txt"
+
+
 # Gradcheck on a recorded launch ------------------------------------------------------------------------
+def _approved(bundle, kernel: str) -> str:
+    """The SHA-256 the Check view shows for the kernel's stored source (what ticking the box approves)."""
+    return checks.stored_source(bundle, kernel)["sha256"]
+
+
 def test_gradcheck_passes_on_a_recorded_launch(bundles):
-    result = checks.run_gradcheck(bundles["train"], 1)          # predict(x, g, w, b, pred)
+    b = bundles["train"]
+    result = checks.run_gradcheck(b, 1, approved=_approved(b, "predict"))    # predict(x, g, w, b, pred)
     assert result.ok and result.device == "cpu" and result.worst == []
     assert {(p["output"], p["input"]) for p in result.pairs} == {("pred", "x"), ("pred", "g"), ("pred", "w"),
                                                                   ("pred", "b")}
@@ -184,7 +215,8 @@ def test_gradcheck_failure_table(tmp_path):
     with tape:
         gk.launch(kink, 3, inputs=[x], outputs=[y])
     tape.save(tmp_path / "b")
-    result = checks.run_gradcheck(data.open_bundle(tmp_path / "b"), 0)
+    b = data.open_bundle(tmp_path / "b")
+    result = checks.run_gradcheck(b, 0, approved=_approved(b, "kink"))
     assert not result.ok
     assert result.worst[0]["row"] == 1 and result.worst[0]["col"] == 1
     assert result.worst[0]["analytic"] == 0.0 and result.worst[0]["numeric"] == pytest.approx(0.5, abs=1e-3)
@@ -199,15 +231,58 @@ def test_gradcheck_without_snapshots(bundles):
     assert checks.missing_snapshots(bundles["train"], 0) is None
 
 
-def test_load_kernel_errors(tmp_path):
-    with pytest.raises(checks.CheckError, match="does not exist"):
-        checks.load_kernel(str(tmp_path / "gone.py"), "k")
-    script = tmp_path / "inner.py"
-    script.write_text("import gradkit as gk\n\ndef make():\n    @gk.kernel\n"
-                      "    def k(x: gk.array(dtype=float)):\n        x[gk.tid()] = 1.0\n    return k\n")
-    with pytest.raises(checks.CheckError, match="at module level"):
-        checks.load_kernel(str(script), "k")
-    bad = tmp_path / "bad.py"
-    bad.write_text("raise SystemExit('no')\n")
-    with pytest.raises(checks.CheckError, match="importing .* failed: SystemExit"):
-        checks.load_kernel(str(bad), "k")
+def test_gradcheck_needs_the_users_approval_of_the_stored_source(bundles):
+    b = bundles["train"]
+    shown = checks.stored_source(b, "predict")
+    assert shown["source"].startswith("@gk.kernel") and shown["sha256"] == shown["recorded"]
+    assert shown["file"] == "sample_train.py"
+    with pytest.raises(checks.CheckError, match="I have read this source; compile it"):
+        checks.run_gradcheck(b, 1)
+    with pytest.raises(checks.CheckError, match="not the one you approved"):
+        checks.run_gradcheck(b, 1, approved="0" * 64)
+
+
+def test_gradcheck_refuses_a_source_that_does_not_match_its_hash(tmp_path):
+    b = data.open_bundle(record_plain_snap(tmp_path / "b"))
+    approved = _approved(b, "kink")
+    meta = b.manifest["kernels"]["kink"]
+    meta["python_source"] = meta["python_source"].replace("y[i] = v", "y[i] = v * 2.0")
+    with pytest.raises(checks.CheckError, match="does not match its recorded SHA-256"):
+        checks.run_gradcheck(b, 0, approved=approved)
+    del meta["source_sha256"]
+    with pytest.raises(checks.CheckError, match="records no SHA-256"):
+        checks.run_gradcheck(b, 0, approved=approved)
+
+
+def record_plain_snap(path: pathlib.Path) -> pathlib.Path:
+    x = gk.array(np.array([-1.0, 0.5, 2.0], np.float32), requires_grad=True)
+    y = gk.zeros(3, requires_grad=True)
+    tape = gk.Tape(snapshots=True)
+    with tape:
+        gk.launch(kink, 3, inputs=[x], outputs=[y])
+    tape.save(path)
+    return path
+
+
+@gk.func
+def twice(v: float) -> float:
+    return 2.0 * v
+
+
+@gk.kernel
+def uses_helper(x: gk.array(dtype=float), y: gk.array(dtype=float)):
+    i = gk.tid()
+    y[i] = twice(x[i])
+
+
+def test_gradcheck_refuses_a_kernel_calling_a_user_function(tmp_path):
+    """The bundle stores the kernel's source only: its @gk.func helper is named in the refusal."""
+    x = gk.array(np.ones(3, np.float32), requires_grad=True)
+    y = gk.zeros(3, requires_grad=True)
+    tape = gk.Tape(snapshots=True)
+    with tape:
+        gk.launch(uses_helper, 3, inputs=[x], outputs=[y])
+    tape.save(tmp_path / "b")
+    b = data.open_bundle(tmp_path / "b")
+    with pytest.raises(checks.CheckError, match="'twice' is not defined in the source stored in the bundle"):
+        checks.run_gradcheck(b, 0, approved=_approved(b, "uses_helper"))
