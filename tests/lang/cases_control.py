@@ -131,6 +131,24 @@ def _while_ref(a, y, n):
 
 
 @gk.kernel
+def while_one_float(a: A1, y: A1):
+    i = gk.tid()
+    w = a[i]
+    while w < 3.0:
+        w = w * w + 0.5
+    y[i] = w
+
+
+def _while_one_float_ref(a, y):
+    out = []
+    for w in a:
+        while w < 3.0:
+            w = w * w + 0.5
+        out.append(w)
+    return np.array(out)
+
+
+@gk.kernel
 def break_continue(a: A1, x: A1, y: A2, n: int):
     i = gk.tid()
     u = a[i]
@@ -319,6 +337,8 @@ CASES = collect("control", [
          [In((N,)), In((M,)), Out((N,)), Scalar(5), Scalar(M)], _nested_ref),
     Case("while", "`while` with a counter, and with a data-dependent condition", while_loop, N,
          [In((N,), lo=0.3, hi=1.5), Out((N, 2)), Scalar(4)], _while_ref),
+    Case("while_one_float", "`while` whose only carried local is one float (no counter beside it)",
+         while_one_float, N, [In((N,), lo=0.3, hi=1.5), Out((N,))], _while_one_float_ref),
     Case("break_continue", "`break` and `continue` in `for` and `while`", break_continue, N,
          [In((N,)), In((M,)), Out((N, 3)), Scalar(M)], _break_continue_ref),
     Case("locals_in_loops", "locals re-assigned in loops; a local created in an outer loop, updated in an "
