@@ -7,6 +7,8 @@ Python (returning a NumPy array) and from kernels (constructing a value).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -48,6 +50,33 @@ class ScalarType(Type):
     def __call__(self, value=0):
         """Host-side cast, e.g. `gk.float32(1.5)` → numpy scalar."""
         return self.np_dtype.type(value)
+
+    def range_text(self) -> str:
+        """The representable range, for error messages."""
+        if self.is_float:
+            return f"largest finite {str(np.finfo(self.np_dtype).max)}"
+        info = np.iinfo(self.np_dtype)
+        return f"{info.min} to {info.max}"
+
+    def out_of_range(self, value) -> bool:
+        """True when the Python number `value` overflows this type (rounding is not overflow; NaN and
+        ±inf fit a float type). The one range rule for literals, scalar arguments and array data."""
+        if self.is_bool or isinstance(value, (bool, np.bool_)):
+            return False
+        if isinstance(value, np.generic):      # compare as Python numbers: exact against huge bounds
+            value = value.item()
+        if self.is_int:
+            if isinstance(value, float) and not math.isfinite(value):
+                return True
+            info = np.iinfo(self.np_dtype)
+            return not info.min <= value <= info.max       # exact for Python ints and floats alike
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        # the largest value that rounds to a finite number: max + half an ulp (exactly halfway rounds to
+        # even, which is the infinity)
+        info = np.finfo(self.np_dtype)
+        limit = int(info.max) + 2 ** (info.maxexp - info.nmant - 2)
+        return not -limit < value < limit
 
     def __repr__(self) -> str:
         return self.name

@@ -154,5 +154,15 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
 
 def lower_function(pyfunc, kind: str = "kernel", building: tuple = (), **options) -> Function:
     """Parse `pyfunc` and build its typed IR (kind 'kernel' or 'func')."""
-    return Lowerer(pyfunc, kind, building, max_unroll=options.get("max_unroll"),
-                   grad_of=options.get("grad_of")).run()
+    lowerer = Lowerer(pyfunc, kind, building, max_unroll=options.get("max_unroll"),
+                      grad_of=options.get("grad_of"))
+    if building:
+        return lowerer.run()
+    try:
+        return lowerer.run()
+    except RecursionError:
+        # MAX_EXPR_DEPTH bounds one function; this catches what adds up past it (long chains of @gk.func
+        # calls, each nesting its own expressions) and names it instead of showing Python's own error
+        raise lowerer.error(lowerer.src.tree, "too deeply nested: the expressions, blocks and @gk.func calls "
+                                              "it contains need more Python recursion than is available; "
+                                              "split nested expressions using locals") from None

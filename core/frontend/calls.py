@@ -122,6 +122,8 @@ class CallLowering:
                 raise self.error(node, f"{t.name}() takes 1 argument, got {len(args)}")
             (x,) = args
             if not isinstance(x, Value):   # an explicit cast of a literal gives a strongly typed constant
+                if isinstance(x, (int, float)) and t.out_of_range(x):   # NumPy would raise or give inf
+                    raise self.range_error(x, t, node)
                 return self.materialize(t(x).item() if not t.is_bool else bool(x), t, node)
             if t is T.bool_ and not x.type.is_bool:
                 return self.truth(x, node)

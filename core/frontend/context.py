@@ -72,6 +72,8 @@ class LoweringContext:
         self.tid_ndim: int | None = None
         self.ret_types: list[T.Type] | None = None
         self.node: ast.AST | None = None
+        self.expr_depth = 0                  # nesting of expr() calls, checked against MAX_EXPR_DEPTH
+        self.expr_root: ast.AST | None = None
         self.flag_count = 0
         self.loops: list[dict] = []     # innermost last: {"brk": name, "cont": name}
         self.returns_nested = False
@@ -117,6 +119,8 @@ class LoweringContext:
                     x = int(x)
                 else:
                     raise self.error(node, f"cannot use the float constant {x!r} as {t.name}")
+            if t.out_of_range(x):
+                raise self.range_error(x, t, node)
             value = bool(x) if t.is_bool else float(x) if t.is_float else int(x)
             c = self.b.const(value, t)
             if like is not None and (like.is_vector or like.is_matrix):
@@ -127,6 +131,22 @@ class LoweringContext:
         if isinstance(x, tuple):
             raise self.error(node, "a tuple cannot be used as a value here")
         raise self.error(node, f"{_describe(x)} is not a value usable in a kernel")
+
+    def range_error(self, x, t: T.ScalarType, node):
+        """A constant that would silently wrap or become inf as `t`: named, at its literal when it has one."""
+        lit = next((n for n in ast.walk(node) if isinstance(n, ast.Constant) and type(n.value) is type(x)
+                    and n.value in (x, -x)), None) if node is not None else None
+        kind = "integer" if isinstance(x, int) else "float"
+        what = f"{kind} {'literal' if lit is not None else 'constant'}"
+        shown = repr(x) if len(repr(x)) <= 40 else f"{repr(x)[:12]}... ({len(repr(x))} digits)"
+        if t.is_int and not T.int64.out_of_range(x) and isinstance(x, int):
+            hint = f"for a 64-bit integer write gk.int64({x}) and compute in int64"
+        elif t is T.float32 and not T.float64.out_of_range(x):
+            hint = f"write gk.float64({x!r}) to compute in float64"
+        else:
+            hint = "no gradkit type holds it"
+        return self.error(lit if lit is not None else node,
+                          f"{what} {shown} does not fit {t.name} ({t.range_text()}); {hint}")
 
     def tid_values(self, n: int, node) -> list[Value]:
         if self.kind != "kernel":

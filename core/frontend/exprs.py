@@ -24,6 +24,9 @@ PY_ALIASES = {py_builtins.abs: "abs", py_builtins.min: "min", py_builtins.max: "
               math.sqrt: "sqrt", math.sin: "sin", math.cos: "cos", math.exp: "exp", math.log: "log",
               math.tan: "tan", math.floor: "floor", math.ceil: "ceil", math.atan2: "atan2", math.pow: "pow"}
 PURE_OPS = {"const", "prim", "tid", "shape"}
+# Nesting that recurses (through the frontend here, through nested regions in the passes and code generators
+# for conditionals); measured limits are in tests/reliability/test_named_errors.py.
+MAX_EXPR_DEPTH = 100
 UNSUPPORTED_EXPR = {ast.Lambda: "lambda", ast.ListComp: "list comprehensions", ast.SetComp: "set comprehensions",
                     ast.DictComp: "dict comprehensions", ast.GeneratorExp: "generator expressions",
                     ast.Starred: "star-arguments", ast.Await: "await", ast.Yield: "yield",
@@ -37,7 +40,14 @@ class ExprLowering:
     def expr(self, node: ast.expr):
         prev = self.node
         self.set_node(node)
+        self.expr_depth += 1
         try:
+            if self.expr_depth == 1:
+                self.expr_root = node
+            elif self.expr_depth > MAX_EXPR_DEPTH:
+                raise self.error(self.expr_root, f"expression too deeply nested (limit {MAX_EXPR_DEPTH} levels "
+                                                 "of calls, conditionals, unary operators or subscripts; chains "
+                                                 "of binary operators do not count); split it using locals")
             kind = type(node)
             if kind in UNSUPPORTED_EXPR:
                 raise self.error(node, f"{UNSUPPORTED_EXPR[kind]} are not supported in kernels")
@@ -46,6 +56,7 @@ class ExprLowering:
                 raise self.error(node, f"unsupported expression '{kind.__name__}' in a kernel")
             return method(node)
         finally:
+            self.expr_depth -= 1
             self.node = prev
             if prev is not None:
                 self.b.loc = self.src.loc(prev)
@@ -134,10 +145,24 @@ class ExprLowering:
 
     # ------------------------------------------------------------------ operators
     def expr_BinOp(self, node):
-        op = BINOPS.get(type(node.op))
-        if op is None:
-            raise self.error(node, f"operator '{type(node.op).__name__}' is not supported")
-        return self.binop(op, self.expr(node.left), self.expr(node.right), node)
+        # Generated code makes operator chains of hundreds of terms (`x + a + b + ...` parses as a tree as
+        # deep as the chain is long): walk the whole operator tree with an explicit stack, post-order as
+        # the recursive walk would; only its leaves recurse through expr().
+        todo, done = [(node, False)], []
+        while todo:
+            n, operands_done = todo.pop()
+            if not isinstance(n, ast.BinOp):
+                done.append(self.expr(n))
+            elif not operands_done:
+                if type(n.op) not in BINOPS:
+                    raise self.error(n, f"operator '{type(n.op).__name__}' is not supported")
+                todo += [(n, True), (n.right, False), (n.left, False)]
+            else:
+                b = done.pop()
+                a = done.pop()
+                self.set_node(n)
+                done.append(self.binop(BINOPS[type(n.op)], a, b, n))
+        return done[0]
 
     def binop(self, op: str, a, b, node):
         if isinstance(a, TidCall):

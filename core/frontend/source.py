@@ -32,7 +32,11 @@ class SourceInfo:
         self.indent = len(lines[0]) - len(lines[0].lstrip()) if len(raw) != len(dedented) else 0
         self.first_line = first
         self.lines = lines
-        tree = ast.parse(dedented)
+        try:
+            tree = ast.parse(dedented)
+        except (RecursionError, MemoryError):     # Python's own parser gives up on nesting this deep
+            raise CompileError(f"{self.file}:{first}: in kernel '{self.name}': expression too deeply nested "
+                               "for Python's parser; split it using locals") from None
         self.tree: ast.FunctionDef = tree.body[0]
 
     @classmethod
