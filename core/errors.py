@@ -43,6 +43,26 @@ class StackOverflowError(GradkitError, RuntimeError):
     """The reverse pass's per-thread value stack ran out of room."""
 
 
+class DeviceMemoryError(GradkitError, MemoryError):
+    """A buffer larger than its device can hold; the message names the size, the device and its limits."""
+
+
+def format_bytes(nbytes: int) -> str:
+    """A byte count for messages: '16.00 GiB'."""
+    size, unit = float(nbytes), "bytes"
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if size < 1024 or unit == "EiB":
+            break
+        size /= 1024
+    return f"{int(size)} bytes" if unit == "bytes" else f"{size:.2f} {unit}"
+
+
+def allocation_error(nbytes: int, device: str, limits: str) -> DeviceMemoryError:
+    """The error every backend raises for a buffer it cannot have, so all read alike."""
+    return DeviceMemoryError(f"cannot allocate {format_bytes(nbytes)} ({nbytes} bytes) on device '{device}': "
+                             f"{limits}")
+
+
 class SourceLoc:
     """Where an IR instruction came from: file, line, column (1-based line, 0-based col)."""
 

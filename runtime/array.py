@@ -18,13 +18,14 @@ import zlib
 
 import numpy as np
 
+from ..core.errors import DeviceMemoryError, allocation_error
 from ..core.types import ArrayType, Type, array_type, float32
 from ..core.types import matrix as _matrix
 from ..core.types import vector as _vector
 from . import host_ops
 from .state import current as state
 from .device import get_device
-from .array_input import (_as_dtype, _as_shape, _check_grad_dtype, _infer_dtype, _prepare,
+from .array_input import (_as_dtype, _as_shape, _check_fits, _check_grad_dtype, _infer_dtype, _prepare,
                           _split_dtype, _to_numpy)
 
 _I32 = np.iinfo(np.int32)
@@ -104,7 +105,13 @@ class array:
         self._held = self._exposed = False
         self._crc = None
         # OpenCL cannot allocate 0 bytes; an empty array keeps a tiny buffer nothing reads.
-        self.buffer = dev.impl.alloc(dev.info, self.nbytes or 8)
+        try:
+            self.buffer = dev.impl.alloc(dev.info, self.nbytes or 8)
+        except DeviceMemoryError:
+            raise
+        except (MemoryError, ValueError, OverflowError) as exc:     # a plugin passing on NumPy's error
+            raise allocation_error(self.nbytes, dev.name, f"the '{dev.backend}' backend said: {exc}") \
+                from None
         memory.allocated(self)
         raw = dev.impl.host_view(dev.info, self.buffer)
         self._host = None if raw is None else raw[:self.nbytes].view(npdt).reshape(dims + dt.shape)
@@ -129,6 +136,14 @@ class array:
         else:
             src = np.ascontiguousarray(host, dtype=self.dtype.scalar.np_dtype)
             self.device.impl.copy_from_host(self.device.info, self.buffer, src)
+
+    def _check_value(self, value, arg: str) -> None:
+        """Refuse (ValueError naming `arg`) a value that would overflow this array's element type."""
+        try:
+            host = np.asarray(value)
+        except (ValueError, TypeError):
+            return                    # not numbers: the write itself reports it
+        _check_fits(host, self.dtype.scalar, arg)
 
     def _bump(self) -> None:
         """Record a write (launch output, assign, fill_, zero_, element write)."""
@@ -245,6 +260,7 @@ class array:
         key = self._key(key)
         if isinstance(value, array):
             value = value.numpy()
+        self._check_value(value, "value")
         if self._host is not None:
             self._host[key] = value
         else:
@@ -308,6 +324,7 @@ class array:
         if host.dtype.kind not in "biuf" or not np.can_cast(host.dtype, npdt, "same_kind"):
             raise TypeError(f"values: cannot assign {host.dtype} data to a {self.dtype.name} array without "
                             "losing information (convert it first)")
+        _check_fits(host, self.dtype.scalar, "values")
         if host.ndim == 0:
             self._fill(host[()])
             host_ops.record("assign", self)
@@ -327,6 +344,7 @@ class array:
         return self
 
     def _fill(self, value) -> None:
+        self._check_value(value, "value")
         try:
             if self._host is not None:
                 self._host[...] = value
@@ -336,7 +354,7 @@ class array:
                 host = np.empty(self._host_shape, dtype=self.dtype.scalar.np_dtype)
                 host[...] = value
                 self._write_host(host)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, OverflowError) as exc:
             raise type(exc)(f"value: cannot fill a {self.dtype.name} array with {value!r} ({exc})") from None
         self._bump()
 

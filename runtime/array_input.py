@@ -57,7 +57,8 @@ def _to_numpy(data) -> tuple[np.ndarray, bool]:
             from None
     if host.dtype.kind == "O":
         raise (ValueError if from_python else TypeError)(
-            f"data: cannot convert {type(data).__name__} to a numeric array (ragged lists or non-numbers)")
+            f"data: cannot convert {type(data).__name__} to a numeric array (ragged lists, non-numbers or "
+            "integers past 64 bits)")
     return host, from_python
 
 
@@ -76,6 +77,35 @@ def _infer_dtype(host: np.ndarray, from_python: bool) -> ScalarType:
     return dt
 
 
+def _check_fits(host: np.ndarray, scalar: ScalarType, arg: str) -> None:
+    """ValueError naming `arg` when a value of `host` overflows `scalar`, where NumPy would give inf with a
+    warning or wrap integers silently (the rule scalar launch arguments follow; NaN and ±inf are floats)."""
+    src = host.dtype
+    if scalar.is_bool or host.size == 0 or src.kind not in "iuf" or np.can_cast(src, scalar.np_dtype, "safe"):
+        return
+    if scalar.is_int:
+        info = np.iinfo(scalar.np_dtype)
+        if src.kind == "f":          # float bounds: min is exact, max + 1 is the first power of two past it
+            bad = ~np.isfinite(host) | (host < float(info.min)) | (host >= float(info.max) + 1.0)
+        elif host.min() >= info.min and host.max() <= info.max:
+            return
+        else:
+            bad = (host < info.min) | (host > info.max)
+    elif src.kind == "f":
+        info = np.finfo(scalar.np_dtype)
+        limit = float(int(info.max) + 2 ** (info.maxexp - info.nmant - 2))     # rounds to inf from here
+        bad = np.isfinite(host) & (np.abs(host) >= limit)
+    else:
+        return                       # every 64-bit integer is a finite float32
+    if not bad.any():
+        return
+    where = tuple(int(k) for k in np.argwhere(bad)[0]) if host.ndim else ()
+    at = "" if not where else f" at index {where if len(where) > 1 else where[0]}"
+    hint = "; pass dtype=gk.float64" if scalar.is_float else "; pass dtype=gk.int64" if src.kind in "iu" else ""
+    raise ValueError(f"{arg}: {host[where].item()!r}{at} does not fit {scalar.name} "
+                     f"({scalar.range_text()}){hint}")
+
+
 def _prepare(data, dtype, shape) -> tuple[np.ndarray, Type, tuple[int, ...]]:
     """Host data, element dtype and array shape for `array(data, dtype, shape)` (data is not mutated)."""
     if hasattr(data, "buffer") and hasattr(data, "numpy"):      # another gk.array: copy it
@@ -87,6 +117,7 @@ def _prepare(data, dtype, shape) -> tuple[np.ndarray, Type, tuple[int, ...]]:
             raise TypeError(f"data: unsupported element type {host.dtype} (complex, strings and objects "
                             "cannot be stored in a gk.array)")
         dt = _infer_dtype(host, from_python) if dtype is None else _as_dtype(dtype)
+    _check_fits(host, dt.scalar, "data")
     comp = dt.shape
     if shape is not None:
         dims = _as_shape(shape)

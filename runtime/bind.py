@@ -30,6 +30,12 @@ def _what(value) -> str:
     return f"{type(value).__name__} {value!r}" if np.ndim(value) == 0 else type(value).__name__
 
 
+def _number(x) -> str:
+    """A number for an error message, shortened when it has hundreds of digits."""
+    text = repr(float(x) if isinstance(x, np.floating) else x)
+    return text if len(text) <= 40 else f"{text[:12]}... ({len(text)} digits)"
+
+
 # --------------------------------------------------------------------------- arrays
 
 def _array_converter(kname: str, pname: str, t: ArrayType) -> Converter:
@@ -81,11 +87,20 @@ def _scalar_converter(kname: str, pname: str, t: ScalarType) -> Converter:
         reject(v)
 
     if t.is_float:
+        top = float(np.finfo(t.np_dtype).max)
+
+        def slow(v):
+            x = unwrap(v)
+            if t.out_of_range(x):     # would silently become ±inf (NaN and ±inf themselves are values)
+                hint = "; declare the parameter gk.float64 for larger values" if t.bits < 64 else ""
+                raise ValueError(f"{where}: {_number(x)} is out of range ({t.range_text()}){hint}")
+            return ctor(x)
+
         def convert(v, device):
             c = v.__class__
-            if c is float or c is int:
+            if (c is float or c is int) and -top <= v <= top:
                 return ctor(v)
-            return ctor(unwrap(v))
+            return slow(v)
         return convert
 
     if t.is_int:
@@ -97,7 +112,7 @@ def _scalar_converter(kname: str, pname: str, t: ScalarType) -> Converter:
             if isinstance(x, (float, np.floating)):
                 raise TypeError(f"{where} expects an integer, got {_what(v)} (convert with int(...) first)")
             if not lo <= x <= hi:
-                raise ValueError(f"{where}: {x} is out of range [{lo}, {hi}]")
+                raise ValueError(f"{where}: {_number(x)} is out of range [{lo}, {hi}]")
             return ctor(x)
 
         def convert(v, device):
@@ -123,9 +138,8 @@ def _value_converter(kname: str, pname: str, t: Type) -> Converter:
 
     ctor = npdt.type
     fast_kinds = (int,) if want_int else (float, int)
-    if want_int:
-        info = np.iinfo(npdt)
-        lo, hi = int(info.min), int(info.max)
+    info = np.iinfo(npdt) if want_int else np.finfo(npdt)
+    lo, hi = (int(info.min), int(info.max)) if want_int else (-float(info.max), float(info.max))
 
     def convert(v, device):
         c = v.__class__
@@ -134,7 +148,7 @@ def _value_converter(kname: str, pname: str, t: Type) -> Converter:
                 if x.__class__ not in fast_kinds:
                     break
             else:
-                if not want_int or all(lo <= x <= hi for x in v):
+                if all(lo <= x <= hi for x in v):
                     return tuple(map(ctor, v))
         elif c is np.ndarray and v.dtype == npdt and (v.shape == shape or v.shape == (ncomp,)):
             return tuple(v.reshape(-1))
@@ -155,6 +169,9 @@ def _value_converter(kname: str, pname: str, t: Type) -> Converter:
             raise TypeError(f"{where} expects integer components, got {arr.dtype}")
         if want_int and arr.dtype.kind in "iu" and (arr.min() < lo or arr.max() > hi):
             raise ValueError(f"{where}: components {arr.reshape(-1).tolist()} are out of range [{lo}, {hi}]")
+        if not want_int and any(t.scalar.out_of_range(x) for x in arr.reshape(-1).tolist()):
+            raise ValueError(f"{where}: components {arr.reshape(-1).tolist()} are out of range "
+                             f"({t.scalar.range_text()})")
         return tuple(arr.astype(npdt, copy=False).reshape(-1))
 
     return convert

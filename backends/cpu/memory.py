@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
+from ...core.errors import allocation_error, format_bytes
+
 ALIGN = 64
+
+
+def physical_memory() -> int | None:
+    """Bytes of RAM in this machine, when the OS says (for messages only)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 class HostBuffer:
@@ -25,7 +37,12 @@ class HostMemory:
     """The memory half of the Backend interface for host memory."""
 
     def alloc(self, device, nbytes: int) -> HostBuffer:
-        return HostBuffer(nbytes)
+        try:
+            return HostBuffer(nbytes)
+        except (MemoryError, ValueError, OverflowError):   # NumPy: out of memory / too many elements
+            ram = physical_memory()
+            raise allocation_error(nbytes, device.name, "the host cannot provide it" + (
+                f" (this machine has {format_bytes(ram)} of RAM)" if ram else "")) from None
 
     def copy_from_host(self, device, dst: HostBuffer, src: np.ndarray) -> None:
         dst.data[:src.nbytes] = np.ascontiguousarray(src).reshape(-1).view(np.uint8)

@@ -27,7 +27,7 @@ import threading
 import numpy as np
 
 from ...backends.base import Backend, CompileOptions, DeviceInfo, KernelFault, fault_error
-from ...core.errors import DeviceError
+from ...core.errors import DeviceError, allocation_error
 from ...core.ir import Function, fingerprint
 from . import devices as D
 from .codegen import Codegen, Generated
@@ -128,8 +128,19 @@ class OpenCLBackend(Backend):
     def alloc(self, device: DeviceInfo, nbytes: int) -> CLBuffer:
         st = self._state(device)
         size = max(int(nbytes), 1)
-        buf = cl.Buffer(st.ctx, cl.mem_flags.READ_WRITE, size=size)
-        _fill_zero(st.queue, buf, size)
+        if size > st.dev.max_mem_alloc_size:        # the driver's answer would be INVALID_BUFFER_SIZE
+            raise allocation_error(nbytes, device.name, D.memory_limits(st.dev))
+        try:
+            buf = cl.Buffer(st.ctx, cl.mem_flags.READ_WRITE, size=size)
+        except cl.Error as exc:
+            raise allocation_error(nbytes, device.name, f"{D.memory_limits(st.dev)}; the driver said {exc}") \
+                from None
+        try:        # many drivers only find out at first use that the memory is not there
+            _fill_zero(st.queue, buf, size)
+        except cl.Error as exc:
+            buf.release()
+            raise allocation_error(nbytes, device.name, f"{D.memory_limits(st.dev)}; the driver said {exc}") \
+                from None
         return CLBuffer(buf, int(nbytes))
 
     def copy_from_host(self, device: DeviceInfo, dst: CLBuffer, src: np.ndarray) -> None:

@@ -11,7 +11,7 @@ import threading
 import numpy as np
 
 from ...backends.base import DeviceInfo
-from ...core.errors import DeviceError
+from ...core.errors import DeviceError, format_bytes
 
 try:
     import pyopencl as cl
@@ -75,6 +75,13 @@ def info(dev, ordinal: int) -> DeviceInfo:
          "int64_atomics": {"cl_khr_int64_base_atomics", "cl_khr_int64_extended_atomics"} <= ext,
          "global_mem_bytes": dev.global_mem_size, "platform": dev.platform.name.strip(),
          "driver_version": dev.driver_version, "opencl_version": dev.version})
+
+
+def memory_limits(dev) -> str:
+    """The device's allocation limits, for the error an allocation past them gets."""
+    largest, total = format_bytes(dev.max_mem_alloc_size), format_bytes(dev.global_mem_size)
+    return (f"its largest single buffer (CL_DEVICE_MAX_MEM_ALLOC_SIZE) is {largest} and its global memory "
+            f"(CL_DEVICE_GLOBAL_MEM_SIZE) {total}")
 
 
 PTX_PROBE = """
