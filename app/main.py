@@ -53,7 +53,7 @@ def main() -> None:
     if target is None:
         st.error("No bundle given: start the app with `gradkit open BUNDLE` or `gradkit debug script.py`.")
         return
-    shown_root = pathlib.Path(os.path.abspath(target)).parent           # messages show paths relative to it, never absolute
+    shown_root = pathlib.Path(os.path.abspath(target)).parent      # messages show paths relative to it
     try:
         bundles = data.find_bundles(target)
     except BundleError as exc:

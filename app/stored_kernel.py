@@ -31,13 +31,15 @@ class StoredSourceError(Exception):
 
 
 MATH = types.SimpleNamespace(**{n: getattr(math, n) for n in (
-    "pi", "e", "tau", "inf", "nan", "sqrt", "sin", "cos", "tan", "exp", "log", "floor", "ceil", "atan2", "pow")})
+    "pi", "e", "tau", "inf", "nan", "sqrt", "sin", "cos", "tan", "exp", "log", "floor", "ceil", "atan2",
+    "pow")})
 SAFE_BUILTINS = {"range", "reversed", "float", "int", "bool", "len", "min", "max", "abs", "round"}
 TYPE_CALLS = {"array": None, "array1d": 1, "array2d": 2, "array3d": 3, "array4d": 4}
 DECORATOR_OPTIONS = {"enable_backward": bool, "max_unroll": int}
-FORBIDDEN = (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Lambda, ast.ClassDef, ast.FunctionDef,
-             ast.AsyncFunctionDef, ast.Await, ast.Yield, ast.YieldFrom, ast.ListComp, ast.SetComp, ast.DictComp,
-             ast.GeneratorExp, ast.NamedExpr, ast.With, ast.Try, ast.Delete, ast.JoinedStr)
+FORBIDDEN = (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Lambda, ast.ClassDef,
+             ast.FunctionDef, ast.AsyncFunctionDef, ast.Await, ast.Yield, ast.YieldFrom, ast.ListComp,
+             ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr, ast.With, ast.Try, ast.Delete,
+             ast.JoinedStr)
 
 
 class StoredFunction:
@@ -71,18 +73,19 @@ def check_hash(name: str, meta: dict, approved: str | None) -> str:
         raise StoredSourceError(f"the bundle does not hold the source of '{name}': nothing to compile")
     recorded = meta.get("source_sha256")
     if not recorded:
-        raise StoredSourceError(f"the bundle records no SHA-256 of the source of '{name}' (written by an older "
-                                "gradkit): record it again to run gradcheck")
+        raise StoredSourceError(f"the bundle records no SHA-256 of the source of '{name}' (written by an "
+                                "older gradkit): record it again to run gradcheck")
     actual = source_sha256(text)
     if actual != recorded:
         raise StoredSourceError(f"the stored source of '{name}' does not match its recorded SHA-256 "
-                                f"({actual[:12]}… vs {recorded[:12]}…): the bundle was changed; refusing to compile")
+                                f"({actual[:12]}… vs {recorded[:12]}…): the bundle was changed; "
+                                "refusing to compile")
     if approved is None:
-        raise StoredSourceError(f"gradcheck compiles the source of '{name}' stored in the bundle: read it and "
-                                "confirm \"I have read this source; compile it\" first")
+        raise StoredSourceError(f"gradcheck compiles the source of '{name}' stored in the bundle: read it "
+                                "and confirm \"I have read this source; compile it\" first")
     if approved != actual:
-        raise StoredSourceError(f"the source of '{name}' is not the one you approved (SHA-256 {actual[:12]}…, "
-                                f"approved {approved[:12]}…)")
+        raise StoredSourceError(f"the source of '{name}' is not the one you approved "
+                                f"(SHA-256 {actual[:12]}…, approved {approved[:12]}…)")
     return text
 
 
@@ -100,8 +103,9 @@ def compile_stored(name: str, meta: dict, approved: str | None, file: str = "<bu
         kernel.params                         # lower now: compile errors surface here, as messages
     except CompileError as exc:
         raise StoredSourceError(f"cannot compile '{name}' from the bundle: {exc}") from None
-    except Exception as exc:              # a frontend failure on odd input is still a message, not a traceback
-        raise StoredSourceError(f"cannot compile '{name}' from the bundle: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:              # a frontend failure on odd input is a message, not a traceback
+        raise StoredSourceError(f"cannot compile '{name}' from the bundle: "
+                                f"{type(exc).__name__}: {exc}") from None
     return kernel
 
 
@@ -111,7 +115,8 @@ def _decorators(src: SourceInfo) -> tuple[list[str], dict]:
     for dec in src.tree.decorator_list:
         call = dec if isinstance(dec, ast.Call) else None
         target = call.func if call else dec
-        if not (isinstance(target, ast.Attribute) and target.attr == "kernel" and isinstance(target.value, ast.Name)):
+        if not (isinstance(target, ast.Attribute) and target.attr == "kernel"
+                and isinstance(target.value, ast.Name)):
             raise src.error(dec, "only @<module>.kernel decorators can be compiled from a bundle")
         aliases.append(target.value.id)
         if call:
@@ -146,14 +151,15 @@ def _vet(src: SourceInfo, aliases: set) -> None:
             raise src.error(node, f"{type(node).__name__} is not allowed in a kernel compiled from a bundle")
         if isinstance(node, ast.Attribute):
             if node.attr.startswith("_"):
-                raise src.error(node, f"attribute '{node.attr}' is not allowed in a kernel compiled from a bundle")
+                raise src.error(node, f"attribute '{node.attr}' is not allowed in a kernel compiled from "
+                                      "a bundle")
             if isinstance(node.value, ast.Name) and node.value.id in modules:
                 _check_module_attr(src, node, aliases)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in known:
             if node.id.startswith("_") or node.id not in SAFE_BUILTINS:
-                raise src.error(node, f"'{node.id}' is not defined in the source stored in the bundle (a @gk.func "
-                                      "helper or a module-level name?): only gradkit builtins and types can be "
-                                      "used when compiling from a bundle")
+                raise src.error(node, f"'{node.id}' is not defined in the source stored in the bundle "
+                                      "(a @gk.func helper or a module-level name?): only gradkit builtins and "
+                                      "types can be used when compiling from a bundle")
         elif isinstance(node, ast.Call) and _is_static(node, aliases):
             if len(node.args) != 1 or node.keywords or _literal(node.args[0]) is _literal:
                 raise src.error(node, "gk.static() evaluates Python at compile time: compiling from a bundle "
@@ -212,7 +218,8 @@ def _annotation(src: SourceInfo, node: ast.AST, ns: dict):
 def _type_name(src: SourceInfo, node: ast.AST, ns: dict):
     if isinstance(node, ast.Name) and node.id in ("float", "int", "bool"):
         return getattr(py_builtins, node.id)
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and ns.get(node.value.id) is gradkit:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+            and ns.get(node.value.id) is gradkit:
         obj = vars(gradkit).get(node.attr)
         if isinstance(obj, T.Type):
             return obj

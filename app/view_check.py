@@ -1,6 +1,7 @@
 """Check view: gradcheck (reverse mode against central differences) on one recorded forward launch,
 re-run from the bundle's "before" snapshots with the kernel compiled from the source stored in the bundle,
-only after the user read that source (shown with its SHA-256) and ticked "I have read this source; compile it".
+only after the user read that source (shown with its SHA-256) and ticked "I have read this source;
+compile it".
 Nothing from the bundle is imported or executed."""
 
 from __future__ import annotations

@@ -227,8 +227,8 @@ def load_bundle(path, limits: BundleLimits | None = None) -> Bundle:
 def _check_arrays(arrays: dict, manifest: dict, where: str) -> None:
     """Each stored array names a listed array (and, for snapshots, an existing launch) and has its shape."""
     meta = {a["id"]: a for a in manifest["arrays"]}
-    counts = {"before": len(manifest["launches"]), "after": len(manifest["launches"]),
-              "grad_before": len(manifest.get("backward", [])), "grad_after": len(manifest.get("backward", []))}
+    n_fwd, n_bwd = len(manifest["launches"]), len(manifest.get("backward", []))
+    counts = {"before": n_fwd, "after": n_fwd, "grad_before": n_bwd, "grad_after": n_bwd}
     for key, data in arrays.items():
         kind, _, aid = key.partition("/")
         if kind in SNAPSHOT_KINDS:
@@ -241,4 +241,5 @@ def _check_arrays(arrays: dict, manifest: dict, where: str) -> None:
             raise BundleError(f"{where}: arrays.npz holds '{key}' but the manifest lists no array '{aid}'")
         shape = tuple(meta[aid]["shape"])
         if tuple(data.shape[:len(shape)]) != shape:
-            raise BundleError(f"{where}: arrays.npz '{key}' has shape {data.shape}, the manifest says {shape}")
+            raise BundleError(f"{where}: arrays.npz '{key}' has shape {data.shape}, "
+                              f"the manifest says {shape}")

@@ -44,7 +44,8 @@ class BundleLimits:
 
 def _kind(mode: int) -> str:
     for test, name in ((stat.S_ISDIR, "folder"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"),
-                       (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"), (stat.S_ISLNK, "symbolic link")):
+                       (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"),
+                       (stat.S_ISLNK, "symbolic link")):
         if test(mode):
             return name
     return "special file"
@@ -53,7 +54,9 @@ def _kind(mode: int) -> str:
 def _open_regular(path: pathlib.Path, shown: str) -> int:
     """A file descriptor of `path` when it is a regular file. O_NONBLOCK: opening a FIFO does not wait for
     a writer; O_NOFOLLOW: a link swapped in after the caller's checks is refused; fstat decides."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDONLY
+    for extra in ("O_NONBLOCK", "O_NOFOLLOW", "O_CLOEXEC"):
+        flags |= getattr(os, extra, 0)
     try:
         fd = os.open(path, flags)
     except OSError as exc:
@@ -125,7 +128,8 @@ def read_zip(path: pathlib.Path, limits: BundleLimits) -> tuple[bytes, bytes]:
         try:
             with zipfile.ZipFile(fh) as z:
                 if len(z.infolist()) > limits.members:
-                    raise BundleError(f"{path}: {len(z.infolist())} zip entries, over the cap of {limits.members}")
+                    raise BundleError(f"{path}: {len(z.infolist())} zip entries, over the cap of "
+                                      f"{limits.members}")
                 out = []
                 for name, member_cap in ((MANIFEST, limits.manifest_bytes), (ARRAYS, limits.arrays_bytes)):
                     try:
@@ -151,7 +155,8 @@ def check_member(info: zipfile.ZipInfo, cap: int, limits: BundleLimits, shown: s
     packed = max(info.compress_size, 1)
     if info.file_size > limits.ratio_floor and info.file_size / packed > limits.ratio:
         raise BundleError(f"{shown}: inflates {info.compress_size} bytes to {info.file_size} "
-                          f"({info.file_size / packed:.0f}:1), over the {limits.ratio:g}:1 compression-ratio cap")
+                          f"({info.file_size / packed:.0f}:1), over the {limits.ratio:g}:1 "
+                          "compression-ratio cap")
 
 
 def read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, shown: str) -> bytes:
@@ -179,7 +184,8 @@ def load_arrays(npz: bytes, limits: BundleLimits, shown: str) -> dict[str, np.nd
     with z:
         infos = z.infolist()
         if len(infos) > limits.members:
-            raise BundleError(f"{shown}: arrays.npz has {len(infos)} entries, over the cap of {limits.members}")
+            raise BundleError(f"{shown}: arrays.npz has {len(infos)} entries, over the cap of "
+                              f"{limits.members}")
         total = sum(i.file_size for i in infos)
         if total > limits.arrays_bytes:
             raise BundleError(f"{shown}: arrays.npz declares {total} bytes of arrays, over the "

@@ -99,8 +99,8 @@ def check_manifest(m, where: str) -> None:
     if not isinstance(m, dict):
         c.fail("(top level)", f"expected an object, got {_kind(m)}")
     if m.get("schema") != SCHEMA:
-        raise BundleError(f"{where}: unsupported bundle schema {m.get('schema')!r} (this gradkit reads schema "
-                          f"{SCHEMA})")
+        raise BundleError(f"{where}: unsupported bundle schema {m.get('schema')!r} "
+                          f"(this gradkit reads schema {SCHEMA})")
     c.obj(m, "", {"schema": int, "launches": list, "arrays": list, "kernels": dict, "graph": str},
           {"backward": list, "grad_norms": dict, "graph_gradients": str, "nan": dict, "loss_history": list,
            "notes": list})

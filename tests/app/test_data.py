@@ -165,7 +165,7 @@ def test_summary(bundles):
 def test_paths_are_shown_relative_to_the_bundle(tmp_path, record_plain):
     from gradkit.app.paths import redact, shown_path
     b = data.open_bundle(record_plain(tmp_path / "b"))
-    assert shown_path(b, str(tmp_path / "src" / "model.py")) == "src/model.py"     # inside the bundle's folder
+    assert shown_path(b, str(tmp_path / "src" / "model.py")) == "src/model.py"    # inside its folder
     assert shown_path(b, "/home/someone/work/train.py") == "train.py"
     assert shown_path(b, None) is None
     file = b.manifest["kernels"]["scale"]["file"]

@@ -243,12 +243,15 @@ SCHEMA_CASES = {
     "backward record out of range": (_set("backward[0].record", 7), "backward[0].record: 7 is out of range"),
     "nan launch out of range": (_set("nan", {"direction": "forward", "launch": 5}), "nan.launch: 5"),
     "n_inputs past params": (_set("launches[0].n_inputs", 9), "launches[0].n_inputs: 9 is out of range"),
-    "launch of an unknown kernel": (_set("launches[0].kernel", "ghost"), "launches[0].kernel: names kernel 'ghost'"),
-    "requires_grad as a string": (_set("arrays[1].requires_grad", "yes"), "arrays[1].requires_grad: expected true"),
+    "launch of an unknown kernel": (_set("launches[0].kernel", "ghost"),
+                                    "launches[0].kernel: names kernel 'ghost'"),
+    "requires_grad as a string": (_set("arrays[1].requires_grad", "yes"),
+                                  "arrays[1].requires_grad: expected true"),
     "unknown field": (_set("launches[0].run_this", "import os"), "launches[0].run_this: unknown field"),
     "stats of an unknown parameter": (_set("launches[0].stats.before.ghost", {}),
                                       "launches[0].stats.before.ghost: unknown field"),
-    "scalar of an array parameter": (_set("launches[0].scalars[0]", 1.0), "launches[0].scalars[0]: must be null"),
+    "scalar of an array parameter": (_set("launches[0].scalars[0]", 1.0),
+                                     "launches[0].scalars[0]: must be null"),
     "edited source": (_set("kernels.KERNEL.python_source", "def smooth(): pass\n"),
                       "kernels.smooth.source_sha256: does not match the stored python_source"),
     "empty manifest": (lambda m: m.clear(), "unsupported bundle schema None"),
@@ -300,8 +303,8 @@ except checks.CheckError as exc:
 
 
 def gradcheck_in_child(bundle) -> str:
-    r = subprocess.run([sys.executable, "-c", GRADCHECK, str(bundle)], cwd=ROOT, capture_output=True, text=True,
-                       timeout=TIMEOUT)
+    r = subprocess.run([sys.executable, "-c", GRADCHECK, str(bundle)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=TIMEOUT)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
     return r.stdout
 
@@ -317,12 +320,13 @@ def test_the_kernel_file_named_by_the_bundle_is_never_run(good, tmp_path):
                     "y: gk.array(dtype=float)):\n    y[gk.tid()] = 0.0\n")
     m = json.loads((b / "manifest.json").read_text())
     m["kernels"]["smooth"]["file"] = str(evil)
-    m["nan"] = {"message": "planted", "kernel": "smooth", "file": str(evil), "line": 2, "direction": "forward",
-                "launch": 0}
+    m["nan"] = {"message": "planted", "kernel": "smooth", "file": str(evil), "line": 2,
+                "direction": "forward", "launch": 0}
     (b / "manifest.json").write_text(json.dumps(m))
     out = gradcheck_in_child(b)
     assert not marker.exists()
-    assert "I have read this source; compile it" in out and '"ok": true' in out      # checked the stored kernel
+    assert "I have read this source; compile it" in out                  # refused without approval
+    assert '"ok": true' in out                                           # then checked the stored kernel
 
 
 def test_stored_source_that_would_run_code_is_refused(good, tmp_path):
