@@ -321,6 +321,8 @@ class array:
         except (ValueError, TypeError) as exc:
             raise ValueError(f"values: cannot convert to an array ({exc})") from None
         npdt = self.dtype.scalar.np_dtype
+        if host.dtype.kind == "O" and any(isinstance(v, int) and not -2**63 <= v < 2**64 for v in host.flat):
+            raise ValueError(f"values: integers past 64 bits do not fit a {self.dtype.name} array")
         if host.dtype.kind not in "biuf" or not np.can_cast(host.dtype, npdt, "same_kind"):
             raise TypeError(f"values: cannot assign {host.dtype} data to a {self.dtype.name} array without "
                             "losing information (convert it first)")
@@ -354,8 +356,9 @@ class array:
                 host = np.empty(self._host_shape, dtype=self.dtype.scalar.np_dtype)
                 host[...] = value
                 self._write_host(host)
-        except (ValueError, TypeError, OverflowError) as exc:
-            raise type(exc)(f"value: cannot fill a {self.dtype.name} array with {value!r} ({exc})") from None
+        except (ValueError, TypeError, OverflowError) as exc:      # an int too big even for NumPy: ValueError too
+            kind = TypeError if isinstance(exc, TypeError) else ValueError
+            raise kind(f"value: cannot fill a {self.dtype.name} array with {value!r} ({exc})") from None
         self._bump()
 
     def zero_(self) -> "array":

@@ -7,6 +7,8 @@ code-affecting settings), each with a pre-built argument binder for fast launche
 
 from __future__ import annotations
 
+import contextlib
+
 from ..backends.base import CompileOptions
 from ..core import func as _func
 from ..core.config import config
@@ -33,6 +35,18 @@ class Specialization:
         self.split = fn.attrs.get("param_split", [])
         self.has_split = any(n > 1 for _, n in self.split)
         self.written = written_params(fn)
+
+
+@contextlib.contextmanager
+def _too_deep(name: str, variant: str):
+    """A pass or code generator that runs out of Python stack on deeply nested IR (inlined @gk.func bodies
+    can nest deeper than kernel source may) is a CompileError naming the kernel, not a RecursionError."""
+    try:
+        yield
+    except RecursionError:
+        raise CompileError(f"kernel '{name}' ({variant}): the code is too deeply nested to compile (blocks "
+                           "inside blocks, including the bodies of inlined @gk.func calls); flatten it or move "
+                           "inner parts into separate launches") from None
 
 
 def written_params(fn: Function) -> list[int]:
@@ -86,7 +100,7 @@ class Kernel:
         fn = self._lowered.get(variant)
         if fn is not None and self._rules_generation == _func.rules_generation:
             return fn
-        with COMPILING:
+        with COMPILING, _too_deep(self.key, variant):
             return self._lower(variant)
 
     def _lower(self, variant: str) -> Function:
@@ -167,7 +181,7 @@ class Kernel:
         spec = self._specs.get(key)
         if spec is not None:
             return spec
-        with COMPILING:
+        with COMPILING, _too_deep(self.key, variant):
             return self._specs.get(key) or self._compile(key, device, variant)
 
     def _compile(self, key: tuple, device, variant: str) -> Specialization:

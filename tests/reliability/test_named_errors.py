@@ -366,3 +366,55 @@ def test_negative_adjoint_stack_size_is_still_refused():
     with pytest.raises(ValueError, match="adjoint_stack_size"):
         gk.config.adjoint_stack_size = -1
     assert gk.config.adjoint_stack_size == before
+
+
+NESTED_IFS = 40
+PASS_DEPTH_CHILD = """
+    import sys
+    import gradkit as gk
+
+    @gk.kernel
+    def nested(x: gk.array(dtype=float), y: gk.array(dtype=float)):
+        i = gk.tid()
+        v = x[i]
+""" + "".join("    " * (k + 2) + f"if v > {-k}.0:\n" for k in range(NESTED_IFS)) + "    " * (NESTED_IFS + 2) + \
+    "v = v * 2.0\n" + """
+        y[i] = v
+
+    @gk.kernel
+    def flat(x: gk.array(dtype=float), y: gk.array(dtype=float)):
+        y[gk.tid()] = x[gk.tid()]
+
+    dev = sys.argv[1]
+    x, y = gk.ones(4, device=dev), gk.zeros(4, device=dev)
+    gk.launch(flat, 4, inputs=[x], outputs=[y], device=dev)     # the device and its backend are loaded
+    nested.typed_ir                         # the frontend is done; the passes run below
+    sys.setrecursionlimit(40)               # stands in for IR nested deeper than the passes' stack
+    try:
+        gk.launch(nested, 4, inputs=[x], outputs=[y], device=dev)
+        print("compiled")
+    except gk.CompileError as exc:
+        print("CompileError", "too deeply nested" in str(exc), "'nested'" in str(exc))
+"""
+
+
+def test_passes_out_of_stack_are_compile_errors(device, tmp_path):
+    """A RecursionError inside a pass or a code generator (IR nested deeper than kernel source may nest,
+    e.g. through inlined @gk.func bodies) is a CompileError naming the kernel, not an internal error."""
+    proc = run_child(PASS_DEPTH_CHILD, tmp_path, device, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["CompileError", "True", "True"], proc.stdout
+
+
+@pytest.mark.parametrize("write", ["fill_", "full", "assign"])
+def test_ints_too_big_even_for_numpy_are_value_errors(device, write):
+    """2**70 into an int32 array is a ValueError naming the value like 2**40 is (NumPy raised OverflowError)."""
+    a = gk.zeros(3, dtype=gk.int32, device=device)
+    with pytest.raises(ValueError, match=r"^value|^values"):
+        if write == "fill_":
+            a.fill_(2**70)
+        elif write == "full":
+            gk.full(3, 2**70, dtype=gk.int32, device=device)
+        else:
+            a.assign([0, 2**70, 0])
+    np.testing.assert_array_equal(a.numpy(), 0)
