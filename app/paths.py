@@ -25,6 +25,8 @@ def shown_path(bundle, file: str | None) -> str | None:
             return normal.relative_to(pathlib.PurePosixPath(base.as_posix())).as_posix()
         except ValueError:
             pass
+    if not normal.is_absolute():
+        return normal.as_posix()          # bundles store paths relative to their folder already
     return normal.name or file
 
 

@@ -130,9 +130,11 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
                 "nan": nan, "loss_history": list(loss_history if loss_history is not None
                                                   else getattr(tape, "loss_history", [])),
                 "notes": notes}
+    _portable_paths(manifest, path)
+    text = json.dumps(manifest, indent=1, default=str)
+    check_manifest(json.loads(text), str(path))       # never write a bundle the loader would refuse
     buf = io.BytesIO()
     np.savez_compressed(buf, **blobs)
-    text = json.dumps(manifest, indent=1, default=str)
     if path.suffix == ".zip":
         with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
             z.writestr("manifest.json", text)
@@ -142,6 +144,35 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
         (path / "manifest.json").write_text(text)
         (path / "arrays.npz").write_bytes(buf.getvalue())
     return path
+
+
+def _portable(file: str, base: pathlib.Path) -> str:
+    """`file` relative to the bundle's folder when inside it, else its name: a shared bundle does not carry
+    the recording machine's folders (/home/user/...)."""
+    try:
+        return pathlib.Path(os.path.abspath(file)).relative_to(base).as_posix()
+    except ValueError:
+        return pathlib.Path(file).name
+
+
+def _portable_paths(manifest: dict, path: pathlib.Path) -> None:
+    """Replace the kernels' and the NaN origin's absolute file paths, in their fields and in messages."""
+    base = pathlib.Path(os.path.abspath(path)).parent
+    files = {k["file"] for k in manifest["kernels"].values() if k.get("file")}
+    nan = manifest.get("nan")
+    if nan and nan.get("file"):
+        files.add(nan["file"])
+    shown = {f: _portable(f, base) for f in files}
+    for k in manifest["kernels"].values():
+        if k.get("file"):
+            k["file"] = shown[k["file"]]
+    if nan:
+        nan = manifest["nan"] = dict(nan)
+        for key, value in nan.items():
+            if isinstance(value, str):
+                for f in sorted(shown, key=len, reverse=True):
+                    value = value.replace(f, shown[f])
+                nan[key] = value
 
 
 def _snapshot_entries(snaps, prefix: str, number: int, aid_of: dict, blobs: dict, cap: int) -> tuple[dict, int]:

@@ -107,3 +107,32 @@ def test_bundle_round_trip_and_malformed(tmp_path, device):
         z.writestr("arrays.npz", b"not an npz")
     with pytest.raises(ValueError, match="damaged"):
         gk.viz.load_bundle(tmp_path / "bad.zip")
+
+
+def test_bundles_store_no_absolute_paths(tmp_path):
+    """A shared bundle does not carry the recording machine's folders: kernel files are stored relative to the
+    bundle's folder when inside it, else by name; the NaN origin's message too."""
+    import os
+    from gradkit.viz.bundle import _portable_paths
+    inside = tmp_path / "proj" / "model.py"
+    manifest = {"kernels": {"k": {"file": str(inside)}, "j": {"file": "/elsewhere/deep/other.py"}},
+                "nan": {"file": str(inside), "message": f"NaN in 'k' at {inside}:12"}}
+    _portable_paths(manifest, tmp_path / "bundle")
+    assert manifest["kernels"]["k"]["file"] == "proj/model.py"
+    assert manifest["kernels"]["j"]["file"] == "other.py"
+    assert manifest["nan"] == {"file": "proj/model.py", "message": "NaN in 'k' at proj/model.py:12"}
+    assert os.sep + "elsewhere" not in str(manifest)
+
+
+def test_save_refuses_what_the_loader_would_refuse(tmp_path, device):
+    """save_bundle validates the manifest it is about to write: an extra key in `nan` is a BundleError at save,
+    and nothing is written (it used to write a bundle that then would not open)."""
+    from gradkit.viz.bundle import BundleError, save_bundle
+    a, b = (gk.array(np.linspace(0.1, 1.0, 8).astype(np.float32), device=device, requires_grad=True)
+            for _ in range(2))
+    c = gk.zeros(8, device=device, requires_grad=True)
+    with gk.Tape() as tape:
+        gk.launch(add, 8, inputs=[a, b], outputs=[c], device=device)
+    with pytest.raises(BundleError, match="nan"):
+        save_bundle(tape, tmp_path / "b", nan={"message": "m", "launch": 0, "colour": "red"})
+    assert not (tmp_path / "b").exists()
