@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import gradkit as gk
+from tests.app.recording import record_bundle
 
 HERE = pathlib.Path(__file__).resolve().parent
 SCRIPTS = {"nan": HERE / "sample_nan.py", "train": HERE / "sample_train.py", "sqrt": HERE / "sample_sqrt.py"}
@@ -24,12 +25,7 @@ def record_plain(path: pathlib.Path) -> pathlib.Path:
     """A bundle from a tape without snapshots, whose input lacks requires_grad."""
     x = gk.array(np.arange(4, dtype=np.float32), label="x")
     y = gk.zeros(4, requires_grad=True, label="y")
-    tape = gk.Tape(snapshots=False)
-    with tape:
-        gk.launch(scale, 4, inputs=[x, 2.0], outputs=[y])
-    tape.backward(grads={y: np.ones(4, np.float32)})
-    tape.save(path)
-    return path
+    return record_bundle(path, scale, [x, 2.0], [y], snapshots=False, seed=True)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import gradkit as gk
+from tests.app.recording import record_bundle
 from gradkit.app import checks, data
 from gradkit.viz.bundle import BundleError
 
@@ -210,12 +211,7 @@ def kink(x: gk.array(dtype=float), y: gk.array(dtype=float)):
 def test_gradcheck_failure_table(tmp_path):
     """At the kink of relu the one-sided derivative (0) and the central difference (0.5) differ."""
     x = gk.array(np.array([-1.0, 0.0, 2.0], np.float32), requires_grad=True)
-    y = gk.zeros(3, requires_grad=True)
-    tape = gk.Tape(snapshots=True)
-    with tape:
-        gk.launch(kink, 3, inputs=[x], outputs=[y])
-    tape.save(tmp_path / "b")
-    b = data.open_bundle(tmp_path / "b")
+    b = data.open_bundle(record_bundle(tmp_path / "b", kink, [x], [gk.zeros(3, requires_grad=True)]))
     result = checks.run_gradcheck(b, 0, approved=_approved(b, "kink"))
     assert not result.ok
     assert result.worst[0]["row"] == 1 and result.worst[0]["col"] == 1
@@ -278,11 +274,6 @@ def uses_helper(x: gk.array(dtype=float), y: gk.array(dtype=float)):
 def test_gradcheck_refuses_a_kernel_calling_a_user_function(tmp_path):
     """The bundle stores the kernel's source only: its @gk.func helper is named in the refusal."""
     x = gk.array(np.ones(3, np.float32), requires_grad=True)
-    y = gk.zeros(3, requires_grad=True)
-    tape = gk.Tape(snapshots=True)
-    with tape:
-        gk.launch(uses_helper, 3, inputs=[x], outputs=[y])
-    tape.save(tmp_path / "b")
-    b = data.open_bundle(tmp_path / "b")
+    b = data.open_bundle(record_bundle(tmp_path / "b", uses_helper, [x], [gk.zeros(3, requires_grad=True)]))
     with pytest.raises(checks.CheckError, match="'twice' is not defined in the source stored in the bundle"):
         checks.run_gradcheck(b, 0, approved=_approved(b, "uses_helper"))

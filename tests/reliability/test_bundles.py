@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import gradkit as gk
+from tests.app.recording import record_bundle
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TIMEOUT = 60
@@ -65,12 +66,7 @@ def good(tmp_path_factory) -> pathlib.Path:
     path = tmp_path_factory.mktemp("good") / "bundle"
     x = gk.array(np.linspace(-1, 1, 8, dtype=np.float32), requires_grad=True, label="x")
     y = gk.zeros(8, requires_grad=True, label="y")
-    tape = gk.Tape(snapshots=True)
-    with tape:
-        gk.launch(smooth, 8, inputs=[x, 1.5], outputs=[y])
-    tape.backward(grads={y: np.ones(8, np.float32)})
-    tape.save(path)
-    return path
+    return record_bundle(path, smooth, [x, 1.5], [y], seed=True)
 
 
 def copy_of(good: pathlib.Path, tmp_path: pathlib.Path) -> pathlib.Path:
