@@ -2,7 +2,7 @@
 helpers with early returns and tuple results, and whole kernels; array writes are in writes.py.
 
 Every local is read somewhere (unread ones are summed into an output), loop trip counts are bounded
-statically (int intervals), and while loops always count their trips.
+statically (int intervals), and while loops count their trips or carry one float that grows past its bound.
 """
 
 from __future__ import annotations
@@ -262,6 +262,11 @@ class StmtGen(ArrayWrites, ExprGen):
         t = r.pick(fvars) if fvars and r.coin(0.7) else None
         cond = f"{t.name} < {r.pick(['1.5', '0.5', '2.5'])}" if t else self.cond(1)
         update = [f"    {t.name} = {t.name} + gk.abs({self.fexpr(1)}) * 0.5 + 0.25"] if t else []
+        if t is not None and r.coin(0.3):
+            # No counter: the loop carries just `t` (the shape forward mode once got wrong). It ends because t
+            # starts at >= -2 and grows by >= 0.25 a trip; the body is the update and maybe a data-dependent break.
+            jump = [f"    if {self.cond(1)}:", "        break"] if r.coin(0.5) else []
+            return [f"{t.name} = gk.max({t.name}, -2.0)", f"while {cond}:"] + update + jump
         counter = Var(w, "i", (1, cap), mutable=False)
         self.scope.append(counter)
         if r.coin(0.5):
