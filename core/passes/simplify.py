@@ -13,6 +13,18 @@ EFFECTS = {"store", "atomic", "push", "pop", "native"}   # native: may write any
 _NO_FOLD = {"div", "floordiv", "mod"}   # integer division by zero must keep backend semantics
 
 
+def _safe_int_division(name: str, a, b, t) -> bool:
+    """Integer //, % of constants fold when the result is defined the same on every backend: a nonzero
+    divisor, and not the one overflowing case (the type's minimum // -1)."""
+    if name == "div" or b == 0:
+        return False
+    return not (b == -1 and t.kind == "int" and a == -(2 ** (t.bits - 1)))
+
+
+def _is_positive_zero(c) -> bool:
+    return c == 0 and not np.signbit(c)
+
+
 def _const(v: Value):
     return v.const_value
 
@@ -24,7 +36,7 @@ def _fold(ins: Instr, b: Builder) -> Value | None:
     t = ins.result.type
     consts = [_const(a) for a in args]
     if all(c is not None for c in consts) and name not in ("construct", "extract", "insert", "identity"):
-        if name in _NO_FOLD and t.is_int:
+        if name in _NO_FOLD and t.is_int and not _safe_int_division(name, consts[0], consts[-1], t):
             return None
         entry = BUILTINS[name]
         attrs = {k: v for k, v in ins.attrs.items() if k != "name"}
@@ -46,7 +58,9 @@ def _fold(ins: Instr, b: Builder) -> Value | None:
         for x, c in ((args[0], consts[1]), (args[1], consts[0])):
             if c is not None and c == 0 and t.is_int:
                 return x
-    if name == "sub" and consts[1] is not None and consts[1] == 0 and t.is_int:
+    if name == "sub" and consts[1] is not None and consts[1] == 0 and (t.is_int or _is_positive_zero(consts[1])):
+        return args[0]                    # x - 0.0 is x for every float, -0.0 and NaN included
+    if name == "div" and consts[1] is not None and consts[1] == 1 and t.is_float:
         return args[0]
     if name == "floordiv" and consts[1] is not None and consts[1] == 1 and t.is_int:
         return args[0]

@@ -1,5 +1,5 @@
-"""Simplify: float x * 1.0 and 1.0 * x vanish; x + 0.0 and x * 0.0 must stay (-0.0 + 0.0 is +0.0;
-inf * 0.0 is NaN). x - 0.0 and x / 1.0 are exact identities simplify does not apply (kept)."""
+"""Simplify: float x * 1.0, 1.0 * x, x - 0.0 and x / 1.0 vanish (exact for every float, -0.0 and NaN
+included); x + 0.0 and x * 0.0 must stay (-0.0 + 0.0 is +0.0; inf * 0.0 is NaN)."""
 import gradkit as gk
 
 STAGES = ("simplify",)

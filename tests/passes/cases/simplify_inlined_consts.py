@@ -1,9 +1,9 @@
 """Simplify: constants the frontend cannot see (they reach the IR through an inlined @gk.func's
-parameters) fold in simplify: `2 * 3 + 1` → 7. `//` and `%` of constant ints are NOT folded today
-(simplify.py's _NO_FOLD keeps every int div/floordiv/mod, to leave division by zero to the backend,
-even for a nonzero constant divisor), so this golden keeps `floordiv -7, 3` and `mod -7, 3`. Once
-simplify folds a nonzero divisor with floored semantics the golden should show -7 // 3 == -3,
--7 % 3 == 2 (out[1] = -28) and 7 // -3 == -3, 7 % -3 == -2 (out[2] = -32)."""
+parameters) fold in simplify: `2 * 3 + 1` → 7. `//` and `%` of constant ints fold with floored
+semantics when the divisor is nonzero (a zero divisor, and INT_MIN // -1, stay for the backend):
+-7 // 3 == -3, -7 % 3 == 2 (out[1] = -28) and 7 // -3 == -3, 7 % -3 == -2 (out[2] = -32);
+the folded constants keep the line of the @gk.func expression they came from (17).
+"""
 import gradkit as gk
 
 
