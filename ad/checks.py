@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.ir import Function, Instr
+from ..core.ops import MEMORY
 
 
 @dataclass
@@ -59,7 +60,7 @@ def static_violations(fn: Function) -> list[Violation]:
     names = {p.value.id: p.name for p in fn.params}
     seen = set()
     for ins, path in _walk_paths(fn.body):
-        if ins.op not in ("load", "store", "atomic") or ins.args[0].id not in names or ins.attrs.get("promoted"):
+        if ins.op not in MEMORY or ins.args[0].id not in names or ins.attrs.get("promoted"):
             continue        # promoted accesses (core/passes/promote.py) stand for reads a tape copy serves
         key = _key(ins)
         name = names[ins.args[0].id]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..core.builtins import BUILTINS
 from ..core.errors import CompileError, compile_error
 from ..core.ir import Builder, Function, Instr, Param, Region, Value, copy_function
+from ..core.ops import STRUCTURED, WRITES
 from ..core.passes.simplify import simplify
 
 
@@ -45,7 +46,7 @@ class Tangent:
 
     def instr(self, ins: Instr, b: Builder) -> None:
         op = ins.op
-        if op in ("if", "for", "while"):
+        if op in STRUCTURED:
             return self.structured(ins, b)
         if op == "native" and (any(self.t(a) is not None for a in ins.args)
                                or any(a.id in self.duals for a in ins.args)):
@@ -73,7 +74,7 @@ class Tangent:
                 self.tan[ins.result.id] = b.load(dual, [self.p(a) for a in ins.args[1:]], comp=ins.attrs["comp"])
         elif op == "push" and _is_float(ins.args[0]):
             b.emit("push", [self.t_or_zero(b, ins.args[0])], [], {**ins.attrs, "pair": ("d", ins.attrs.get("pair"))})
-        elif op in ("store", "atomic"):
+        elif op in WRITES:
             dual = self.duals.get(ins.args[0].id)
             value = ins.args[-1]
             if dual is None or not _is_float(value):

@@ -11,14 +11,15 @@ A tape keeps a copy of an array from before the launch only when every read is o
 from __future__ import annotations
 
 from ..core.ir import Function, Instr, Region, access_index, different_elements, index_key
+from ..core.ops import LOOPS, MEMORY
 
 
 def _accesses(region: Region, loops: tuple, out: list) -> None:
     for ins in region.body:
-        if ins.op in ("load", "store", "atomic"):
+        if ins.op in MEMORY:
             out.append((ins, loops))
         for r in ins.regions:
-            _accesses(r, loops + (id(ins),) if ins.op in ("for", "while") else loops, out)
+            _accesses(r, loops + (id(ins),) if ins.op in LOOPS else loops, out)
 
 
 def _key(ins: Instr) -> tuple:

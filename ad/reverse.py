@@ -28,6 +28,7 @@ from ..core.builtins import BUILTINS
 from ..core.errors import CompileError
 from ..core.ir import (Builder, Function, Instr, Param, Region, Value, copy_function, copy_instr, local_ids,
                        used_ids)
+from ..core.ops import LOOPS, OPAQUE, STACK, WRITES
 from ..core.passes import lower
 from ..core.passes.simplify import simplify
 
@@ -246,7 +247,7 @@ class Reverse:
             self.add_adj(b, value, g)
         elif op == "if":
             self.reverse_if(ins, b)
-        elif op in ("for", "while"):
+        elif op in LOOPS:
             self.reverse_loop(ins, b)
         elif op == "call":
             self.reverse_call(ins, b)
@@ -291,7 +292,7 @@ class Reverse:
     def reverse_if(self, ins: Instr, b: Builder) -> None:
         seeds = [(r, self.adj.get(r.id)) for r in ins.results]
         if all(a is None for _, a in seeds):
-            if not any(i.op in ("store", "atomic") for r in ins.regions for i in r.walk()):
+            if not any(i.op in WRITES for r in ins.regions for i in r.walk()):
                 return
         before = dict(self.adj)
         branches = []
@@ -424,7 +425,7 @@ def _prune_stack(fn: Function) -> None:
 
 
 def _drop(region: Region, pairs: set[int]) -> None:
-    region.body = [i for i in region.body if not (i.op in ("push", "pop") and i.attrs.get("pair") in pairs)]
+    region.body = [i for i in region.body if not (i.op in STACK and i.attrs.get("pair") in pairs)]
     for ins in region.body:
         for r in ins.regions:
             _drop(r, pairs)
@@ -444,10 +445,10 @@ def _sole_writes(fn: Function) -> set:
                 stores[ins.args[0].id] = stores.get(ins.args[0].id, 0) + (2 if in_loop else 1)
             elif ins.op in ("load", "atomic"):
                 other.add(ins.args[0].id)
-            elif ins.op in ("native", "call"):
+            elif ins.op in OPAQUE:
                 other.update(a.id for a in ins.args)
             for sub in ins.regions:
-                visit(sub, in_loop or ins.op in ("for", "while"))
+                visit(sub, in_loop or ins.op in LOOPS)
 
     visit(fn.body, False)
     return {a for a, count in stores.items() if count == 1 and a not in other}

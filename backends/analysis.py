@@ -4,6 +4,7 @@ arrays a kernel only ever scatter-adds into. Both let a backend replace contende
 from __future__ import annotations
 
 from ..core.ir import Function, Region, used_ids
+from ..core.ops import MEMORY
 
 
 def scatter_arrays(fn: Function) -> set:
@@ -17,7 +18,7 @@ def scatter_arrays(fn: Function) -> set:
         if ins.op == "native":          # opaque code: its arrays are not privatised
             bad.update(index[a.id] for a in ins.args if a.id in index)
             continue
-        if ins.op not in ("load", "store", "atomic") or ins.args[0].id not in index:
+        if ins.op not in MEMORY or ins.args[0].id not in index:
             continue
         k = index[ins.args[0].id]
         fine = (ins.op == "atomic" and ins.attrs["kind"] in ("add", "sub")
@@ -48,7 +49,7 @@ def reduction_sites(fn: Function) -> dict:
             continue
         out[id(ins)] = (arr.id, tuple(i.const_value for i in idx), ins.attrs["comp"])
     touched_otherwise = {ins.args[0].id for ins in fn.walk()
-                         if ins.op in ("load", "store", "atomic") and id(ins) not in out}
+                         if ins.op in MEMORY and id(ins) not in out}
     touched_otherwise.update(a.id for ins in fn.walk() if ins.op == "native" for a in ins.args)
     return {k: key for k, key in out.items() if key[0] not in touched_otherwise}
 

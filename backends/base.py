@@ -41,6 +41,7 @@ import numpy as np
 
 from ..core.errors import StackOverflowError
 from ..core.ir import Function, Instr
+from ..core.ops import MEMORY
 
 
 @dataclass
@@ -142,7 +143,7 @@ class KernelFault:
 
 def bounds_sites(fn: Function) -> list[Instr]:
     """The load/store/atomic instructions of `fn` in program order; a bounds fault's `site` indexes this."""
-    return [ins for ins in fn.walk() if ins.op in ("load", "store", "atomic")]
+    return [ins for ins in fn.walk() if ins.op in MEMORY]
 
 
 def fault_error(fn: Function, fault: KernelFault, options: CompileOptions) -> Exception:

@@ -18,6 +18,7 @@ from ..core.errors import CompileError
 from ..core.ir import Function, format_function
 from ..core.locks import COMPILING
 from ..core.native import check_snippets
+from ..core.ops import WRITES
 from ..core.passes import lower
 from ..core.types import ArrayType
 
@@ -54,7 +55,7 @@ def written_params(fn: Function) -> list[int]:
     index = {p.value.id: k for k, p in enumerate(fn.params)}
     out = set()
     for ins in fn.walk():
-        if ins.op in ("store", "atomic") and ins.args[0].id in index:
+        if ins.op in WRITES and ins.args[0].id in index:
             out.add(index[ins.args[0].id])
         elif ins.op == "native":       # native code may write any array it is passed
             out.update(index[a.id] for a in ins.args if a.id in index and a.type.is_array)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.errors import NaNError
+from ..core.ops import WRITES
 
 
 def _nonfinite(a) -> bool:
@@ -47,6 +48,6 @@ def write_site(fn, k: int):
     """The source location of the first store or atomic into parameter `k` of `fn` (None if unknown)."""
     pid = fn.params[k].value.id
     for ins in fn.walk():
-        if ins.op in ("store", "atomic") and ins.args[0].id == pid and ins.loc is not None:
+        if ins.op in WRITES and ins.args[0].id == pid and ins.loc is not None:
             return ins.loc
     return None

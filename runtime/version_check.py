@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..ad.accessed_rows import evaluate, leading_rows
 from ..core.errors import GradientRuleError
+from ..core.ops import WRITES
 from ..core.passes.scalarize import user_params
 
 
@@ -27,7 +28,7 @@ def needed_rows(kernel, args, j: int) -> set[int] | None:
 
 def written_rows(kernel, args, j: int) -> set[int] | None:
     """Rows of argument j a launch of `kernel` on `args` writes (None: possibly all)."""
-    exprs = leading_rows(kernel.lowered("forward"), ("store", "atomic")).get(j)
+    exprs = leading_rows(kernel.lowered("forward"), WRITES).get(j)
     return set() if exprs is None else evaluate(exprs, args)
 
 

@@ -17,6 +17,7 @@ from ...backends.analysis import reduction_sites as _reduction_sites, scatter_ar
 from ...backends.base import OUT_OF_BOUNDS, STACK_OVERFLOW, bounds_sites
 from ...core import types as T
 from ...core.ir import Function, Instr, Region
+from ...core.ops import MEMORY, STACK
 from . import native
 from .control import ControlFlow
 from .lltypes import F32, F64, I1, I8, I32, I64, llvm_type, storage_type
@@ -62,7 +63,7 @@ class Codegen(ControlFlow):
         self.loop_sums: set[int] = set()       # float add/sub ids that may reassociate (loop sums)
         self.arrays: dict[int, tuple] = {}       # param value id -> (pointer, [extents i64], elem type)
         self.sites = {id(ins): k for k, ins in enumerate(bounds_sites(fn))} if debug else {}
-        self.uses_stack = any(i.op in ("push", "pop") for i in fn.walk())
+        self.uses_stack = any(i.op in STACK for i in fn.walk())
         self.reductions = {} if debug else _reduction_sites(fn)   # id(ins) -> key of its accumulator
         self.accumulators: dict = {}                                  # key -> (alloca, ins)
         self.native_defs: dict[str, str] = {}                         # native snippet name -> definition
@@ -237,7 +238,7 @@ class Codegen(ControlFlow):
         elif op == "shape":
             _, extents, _ = self.arrays[ins.args[0].id]
             self.values[ins.result.id] = b.trunc(extents[ins.attrs["axis"]], I32)
-        elif op in ("load", "store", "atomic"):
+        elif op in MEMORY:
             self.memory(ins, b)
         elif op == "if":
             self.if_(ins, b)

@@ -34,6 +34,7 @@ from .codegen import Codegen, Generated
 from .devices import DeviceState, cl
 from .ops import op_table
 from .program import get_program
+from ...core.ops import LOOPS
 
 
 class CLBuffer:
@@ -60,7 +61,7 @@ class CompiledCL:
         self.fn, self.options, self.device, self.state, self.kernel = fn, options, device, state, kernel
         self.source, self.workgroup, self.can_fault, self.ndims = gen.source, gen.workgroup, gen.can_fault, gen.ndims
         self.pack = make_packer(fn, gen)
-        loops = any(i.op in ("for", "while") for i in fn.walk())
+        loops = any(i.op in LOOPS for i in fn.walk())
         step = CHUNK_MAX_LOOPS if loops else CHUNK_MAX       # threads per enqueue of a large launch
         self.chunk_max = max(step // self.workgroup, 1) * self.workgroup
         kernel.set_scalar_arg_dtypes(arg_dtypes(fn, gen))

@@ -24,6 +24,7 @@ from ...core import types as T
 from ...core.errors import CompileError
 from ...core.ir import Function, Instr, Region, Value, used_ids
 from . import access, native
+from ...core.ops import MEMORY
 from .ops import ARGTYPE, CODE_FOR_OP, MEMTYPE, ctype, helpers_for, literal
 
 
@@ -121,7 +122,7 @@ class Codegen:
         plan: list[tuple] = []
         need_axes: dict[int, set] = {}
         for ins in self.fn.walk():
-            if ins.op in ("load", "store", "atomic"):
+            if ins.op in MEMORY:
                 nd = ins.args[0].type.ndim
                 need_axes.setdefault(ins.args[0].id, set()).update(range(0 if self.debug else 1, nd))
             elif ins.op == "shape":
@@ -227,7 +228,7 @@ class Codegen:
         elif op == "shape":
             info = self.arrays[ins.args[0].id]
             self.emit(d, f"const {self.decl(ins.result)} = (int){info.extents[ins.attrs['axis']]};")
-        elif op in ("load", "store", "atomic"):
+        elif op in MEMORY:
             access.emit_access(self, ins, d)
         elif op == "if":
             self.if_(ins, d)

@@ -10,6 +10,7 @@ import operator
 from .. import types as T
 from ..ir import Region, Value
 from ..lang import LangFunction
+from ..ops import VALUE
 from .context import NUMBER, ShapeOf, TidCall
 
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
@@ -23,7 +24,6 @@ SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3}
 PY_ALIASES = {py_builtins.abs: "abs", py_builtins.min: "min", py_builtins.max: "max", py_builtins.round: "round",
               math.sqrt: "sqrt", math.sin: "sin", math.cos: "cos", math.exp: "exp", math.log: "log",
               math.tan: "tan", math.floor: "floor", math.ceil: "ceil", math.atan2: "atan2", math.pow: "pow"}
-PURE_OPS = {"const", "prim", "tid", "shape"}
 # Nesting that recurses (through the frontend here, through nested regions in the passes and code generators
 # for conditionals); measured limits are in tests/reliability/test_named_errors.py.
 MAX_EXPR_DEPTH = 100
@@ -350,7 +350,7 @@ class ExprLowering:
 
     @staticmethod
     def pure(region: Region) -> bool:
-        return all(ins.op in PURE_OPS for ins in region.body)
+        return all(ins.op in VALUE for ins in region.body)
 
     # ------------------------------------------------------------------ calls
 _FLOAT_ONLY = {"sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",

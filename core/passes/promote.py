@@ -14,12 +14,13 @@ the loop body or in `if` branches inside it (a branch yields the element's value
 from __future__ import annotations
 
 from ..ir import Function, Instr, Region, Value, access_index, different_elements, index_key, local_ids
+from ..ops import LOOPS, MEMORY, OPAQUE
 
 
 def _stores_reachable(region: Region, arr_id: int) -> bool:
     """Every store to the array in `region` sits in it or in `if` branches inside it, not in an inner loop."""
     for ins in region.body:
-        if ins.op in ("for", "while") and any(s.op == "store" and s.args[0].id == arr_id
+        if ins.op in LOOPS and any(s.op == "store" and s.args[0].id == arr_id
                                               for r in ins.regions for s in r.walk()):
             return False
         if ins.op == "if" and not all(_stores_reachable(r, arr_id) for r in ins.regions):
@@ -34,9 +35,9 @@ def _candidates(loop: Instr) -> list[tuple]:
     accesses: dict[int, list[Instr]] = {}
     for r in loop.regions:
         for ins in r.walk():
-            if ins.op in ("call", "native"):
+            if ins.op in OPAQUE:
                 return []
-            if ins.op in ("load", "store", "atomic"):
+            if ins.op in MEMORY:
                 accesses.setdefault(ins.args[0].id, []).append(ins)
     cond_reads = {ins.args[0].id for r in loop.regions[:-1] for ins in r.walk() if ins.op == "load"}
     out = []
@@ -141,7 +142,7 @@ def _region(region: Region) -> None:
     for ins in region.body:
         for r in ins.regions:
             _region(r)
-        if ins.op in ("for", "while"):
+        if ins.op in LOOPS:
             before, after = _promote(ins)
             out.extend(before)
             out.append(ins)
@@ -165,13 +166,13 @@ def _straight_line_once(fn: Function) -> bool:
     accesses: dict[int, list[Instr]] = {}
     for pos, ins in enumerate(body.body):
         for sub in [ins, *(s for r in ins.regions for s in r.walk())]:
-            if sub.op in ("call", "native"):
+            if sub.op in OPAQUE:
                 return False
-            if sub.op in ("load", "store", "atomic") and sub.args[0].type.is_array:
+            if sub.op in MEMORY and sub.args[0].type.is_array:
                 accesses.setdefault(sub.args[0].id, []).append(sub)
                 top_of[id(sub)] = pos
-    looped = {s.args[0].id for ins in body.body if ins.op in ("for", "while")
-              for r in ins.regions for s in r.walk() if s.op in ("load", "store", "atomic")}
+    looped = {s.args[0].id for ins in body.body if ins.op in LOOPS
+              for r in ins.regions for s in r.walk() if s.op in MEMORY}
     defined = {p.value.id for p in fn.params}
     defined_before = []
     for ins in body.body:

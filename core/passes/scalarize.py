@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..builtins import BUILTINS
 from ..ir import Builder, Function, Instr, Param, Region, Value
+from ..ops import MEMORY, STRUCTURED
 
 
 def _ncomp(t) -> int:
@@ -62,11 +63,11 @@ class Scalarizer:
             parts = entry.decompose(b, args, [self.get(a) for a in ins.args], ins.result.type, attrs)
             self.set(ins.result, parts)
             return
-        if op in ("load", "store", "atomic") and ins.attrs.get("comp") is not None:
+        if op in MEMORY and ins.attrs.get("comp") is not None:
             ins.args = self.flat(ins.args)     # already one component (v[i][k] = x): keep it so
             b.region.body.append(ins)
             return
-        if op in ("load", "store", "atomic"):
+        if op in MEMORY:
             arr, *rest = ins.args
             nidx = arr.type.ndim
             idx = self.flat(rest[:nidx])
@@ -82,7 +83,7 @@ class Scalarizer:
                          for k, v in enumerate(self.get(rest[nidx]))]
                 self.set(ins.result, parts)
             return
-        if op in ("if", "for", "while"):
+        if op in STRUCTURED:
             ins.args = self.flat(ins.args)
             ins.regions = [self.region(r) for r in ins.regions]
             new_results = self.split_params(ins.results)

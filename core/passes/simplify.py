@@ -7,9 +7,8 @@ import numpy as np
 
 from ..builtins import BUILTINS
 from ..ir import Builder, Function, Instr, Region, Value, different_elements, index_key
+from ..ops import EFFECTS, LOOPS, VALUE, WRITES
 
-PURE = {"const", "prim", "tid", "shape", "load"}
-EFFECTS = {"store", "atomic", "push", "pop", "native"}   # native: may write any array it is passed
 _NO_FOLD = {"div", "floordiv", "mod"}   # integer division by zero must keep backend semantics
 
 
@@ -99,7 +98,7 @@ class Simplifier:
                 continue
             if ins.regions:
                 written = _written_arrays(ins)
-                if ins.op in ("for", "while"):
+                if ins.op in LOOPS:
                     _invalidate(cse, written)
                 for sub in ins.regions:
                     self.region(sub, cse)
@@ -124,7 +123,7 @@ class Simplifier:
                     self.rename[ins.result.id] = hit
                     continue
                 cse[key] = ins.result
-            if ins.op in ("const", "prim", "tid", "shape"):
+            if ins.op in VALUE:
                 key = (ins.op, tuple(sorted((k, _hashable(v)) for k, v in ins.attrs.items())),
                        ins.result.type, tuple(a.id for a in ins.args))
                 hit = cse.get(key)
@@ -141,7 +140,7 @@ def _written_arrays(ins: Instr) -> set[int]:
     out = set()
     for r in ins.regions:
         for s in r.walk():
-            if s.op in ("store", "atomic"):
+            if s.op in WRITES:
                 out.add(s.args[0].id)
             elif s.op == "native":
                 out.update(a.id for a in s.args if a.type.is_array)
@@ -190,7 +189,7 @@ def dce(region: Region, used: set[int]) -> None:
         live = any(r.id in used for r in ins.results) or _has_effects(ins) or ins.op == "call"
         if not live:
             continue
-        if ins.op in ("for", "while"):
+        if ins.op in LOOPS:
             # Loop regions see their own yields as uses on the next iteration: mark everything they yield.
             for r in ins.regions:
                 dce(r, used)

@@ -14,6 +14,7 @@ from gradkit.backends.base import Backend, CompileOptions, DeviceInfo, fault_err
 from gradkit.core.builtins import BUILTINS
 from gradkit.core.errors import CompileError
 from gradkit.core.ir import Function, IRError, verify
+from gradkit.core.ops import MEMORY
 
 from .interpreter import OPS, Plan, Run
 
@@ -75,7 +76,7 @@ class NumpyBackend(Backend):
             if ins.op == "prim" and getattr(BUILTINS.get(ins.attrs["name"]), "eval", None) is None:
                 raise CompileError(f"numpy backend: kernel '{fn.name}': primitive '{ins.attrs['name']}' "
                                    "has no NumPy semantics in the builtins table")
-            if ins.op in ("load", "store", "atomic") and ins.attrs.get("comp") is None:
+            if ins.op in MEMORY and ins.attrs.get("comp") is None:
                 raise CompileError(f"numpy backend: kernel '{fn.name}': {ins.op} without a component index "
                                    "(the scalarize pass did not run)")
         return CompiledKernel(fn, Plan(fn), options, device)
