@@ -10,6 +10,7 @@ index) is `None`: the whole array.
 from __future__ import annotations
 
 from ..core.ir import Function, Value
+from ..core.ops import Op
 from ..core.passes.scalarize import user_params
 
 Expr = tuple      # ("const", c) | ("arg", user_param_index) | (op, Expr, Expr) with op in add/sub/mul
@@ -28,7 +29,7 @@ def _expr(v: Value, defs: dict, users: dict[int, int]) -> Expr | None:
     if v.id in users and v.type.is_scalar and v.type.is_int:
         return ("arg", users[v.id])
     ins = defs.get(v.id)
-    if ins is None or ins.op != "prim":
+    if ins is None or ins.op != Op.PRIM:
         return None
     name = ins.attrs["name"]
     if name == "cast" and ins.args[0].type.is_int:

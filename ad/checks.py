@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.ir import Function, Instr
-from ..core.ops import MEMORY
+from ..core.ops import MEMORY, Op
 
 
 @dataclass
@@ -43,7 +43,7 @@ def _walk_paths(region, path=()):
     for ins in region.body:
         yield ins, path
         for k, sub in enumerate(ins.regions):
-            yield from _walk_paths(sub, path + ((id(ins), k),) if ins.op == "if" else path)
+            yield from _walk_paths(sub, path + ((id(ins), k),) if ins.op == Op.IF else path)
 
 
 def _exclusive(a: tuple, b: tuple) -> bool:
@@ -64,16 +64,16 @@ def static_violations(fn: Function) -> list[Violation]:
             continue        # promoted accesses (core/passes/promote.py) stand for reads a tape copy serves
         key = _key(ins)
         name = names[ins.args[0].id]
-        if ins.op == "load":
+        if ins.op == Op.LOAD:
             reads.setdefault(key, []).append((ins, path))
             continue
-        mutates = ins.op == "store" or ins.attrs["kind"] in ("add", "sub")
+        mutates = ins.op == Op.STORE or ins.attrs["kind"] in ("add", "sub")
         read = next((r for r, rp in reads.get(key, []) if not _exclusive(rp, path)), None)
         if mutates and read is not None and (1, key) not in seen:
             out.append(Violation(1, name, read, ins))
             seen.add((1, key))
         write = next((w for w, wp in writes.get(key, []) if not _exclusive(wp, path)), None)
-        if ins.op == "store" and write is not None and (2, key) not in seen:
+        if ins.op == Op.STORE and write is not None and (2, key) not in seen:
             out.append(Violation(2, name, write, ins))
             seen.add((2, key))
         writes.setdefault(key, []).append((ins, path))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..core.builtins import BUILTINS
 from ..core.errors import CompileError, compile_error
 from ..core.ir import Builder, Function, Instr, Param, Region, Value, copy_function
-from ..core.ops import STRUCTURED, WRITES
+from ..core.ops import STRUCTURED, WRITES, Op
 from ..core.passes.simplify import simplify
 
 
@@ -48,19 +48,19 @@ class Tangent:
         op = ins.op
         if op in STRUCTURED:
             return self.structured(ins, b)
-        if op == "native" and (any(self.t(a) is not None for a in ins.args)
+        if op == Op.NATIVE and (any(self.t(a) is not None for a in ins.args)
                                or any(a.id in self.duals for a in ins.args)):
             raise CompileError(f"@gk.func_native '{ins.attrs['native'].name}' (called at {ins.loc}) has no tangent "
                                "rule: forward mode cannot differentiate through native code")
-        if op == "pop" and _is_float(ins.result):
+        if op == Op.POP and _is_float(ins.result):
             # Tangents ride the value stack with their values: pushed after, so popped first.
-            t = b.emit("pop", [], [ins.result.type], {**ins.attrs, "pair": ("d", ins.attrs.get("pair"))}).result
+            t = b.emit(Op.POP, [], [ins.result.type], {**ins.attrs, "pair": ("d", ins.attrs.get("pair"))}).result
             self.tan[ins.result.id] = t
         new = b.emit(op, [self.p(a) for a in ins.args], [r.type for r in ins.results], dict(ins.attrs))
         for r, n in zip(ins.results, new.results):
             n.const_value, n.hint = r.const_value, r.hint
             self.map[r.id] = n
-        if op == "prim" and _is_float(ins.result):
+        if op == Op.PRIM and _is_float(ins.result):
             entry = BUILTINS[ins.attrs["name"]]
             attrs = {k: v for k, v in ins.attrs.items() if k != "name"}
             tangents = [self.t(a) for a in ins.args]
@@ -68,12 +68,12 @@ class Tangent:
                 t = entry.apply_jvp(b, [self.p(a) for a in ins.args], tangents, new.result, attrs)
                 if t is not None:
                     self.tan[ins.result.id] = t
-        elif op == "load":
+        elif op == Op.LOAD:
             dual = self.duals.get(ins.args[0].id)
             if dual is not None and _is_float(ins.result):
                 self.tan[ins.result.id] = b.load(dual, [self.p(a) for a in ins.args[1:]], comp=ins.attrs["comp"])
-        elif op == "push" and _is_float(ins.args[0]):
-            b.emit("push", [self.t_or_zero(b, ins.args[0])], [], {**ins.attrs, "pair": ("d", ins.attrs.get("pair"))})
+        elif op == Op.PUSH and _is_float(ins.args[0]):
+            b.emit(Op.PUSH, [self.t_or_zero(b, ins.args[0])], [], {**ins.attrs, "pair": ("d", ins.attrs.get("pair"))})
         elif op in WRITES:
             dual = self.duals.get(ins.args[0].id)
             value = ins.args[-1]
@@ -82,7 +82,7 @@ class Tangent:
             idx = [self.p(a) for a in ins.args[1:-1]]
             comp = ins.attrs["comp"]
             kind = ins.attrs.get("kind")
-            if op == "store":
+            if op == Op.STORE:
                 b.store(dual, idx, self.t_or_zero(b, value), comp=comp)
             elif kind in ("add", "sub") and self.t(value) is not None:
                 b.atomic(kind, dual, idx, self.t(value), comp=comp, exclusive=ins.attrs.get("exclusive"))
@@ -98,7 +98,7 @@ class Tangent:
     def structured(self, ins: Instr, b: Builder) -> None:
         op = ins.op
         float_res = [k for k, r in enumerate(ins.results) if _is_float(r)]
-        if op == "if":
+        if op == Op.IF:
             regions = []
             for r in ins.regions:
                 nr = Region()
@@ -108,7 +108,7 @@ class Tangent:
                 regions.append(nr)
             args = [self.p(ins.args[0])]
         else:
-            is_for = op == "for"
+            is_for = op == Op.FOR
             inits = ins.args[3:] if is_for else ins.args
             args = [self.p(a) for a in ins.args] + [self.t_or_zero(b, inits[k]) for k in float_res]
             regions = []
@@ -123,7 +123,7 @@ class Tangent:
                 nr = Region(params + tparams)
                 self.region(r, nr)
                 rb = Builder(nr, ins.loc)
-                if op == "while" and k_region == 0:    # regions[cond, body]: the condition yields its bool only
+                if op == Op.WHILE and k_region == 0:    # regions[cond, body]: the condition yields its bool only
                     nr.yields = [self.p(y) for y in r.yields]
                 else:
                     nr.yields = [self.p(y) for y in r.yields] + [self.t_or_zero(rb, r.yields[k]) for k in float_res]

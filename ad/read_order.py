@@ -11,7 +11,7 @@ A tape keeps a copy of an array from before the launch only when every read is o
 from __future__ import annotations
 
 from ..core.ir import Function, Instr, Region, access_index, different_elements, index_key
-from ..core.ops import LOOPS, MEMORY
+from ..core.ops import LOOPS, MEMORY, Op
 
 
 def _accesses(region: Region, loops: tuple, out: list) -> None:
@@ -44,12 +44,12 @@ def read_before_write(fn: Function) -> tuple[set[int], set[int]]:
     _accesses(fn.body, (), seq)
     pre, post, overwritten = set(), set(), set()
     for k, (load, loops) in enumerate(seq):
-        if load.op != "load":
+        if load.op != Op.LOAD:
             continue
         arr = load.args[0].id
         # writes that may touch the loaded element: not another component of the same element
         key = _key(load)
-        writes = [(j, w, wl) for j, (w, wl) in enumerate(seq) if w.op != "load" and w.args[0].id == arr
+        writes = [(j, w, wl) for j, (w, wl) in enumerate(seq) if w.op != Op.LOAD and w.args[0].id == arr
                   and not _distinct(_key(w), key)]
         if any((j > k or set(wl) & set(loops)) and _key(w) == key for j, w, wl in writes):
             overwritten.add(arr)

@@ -28,7 +28,7 @@ from ..core.builtins import BUILTINS
 from ..core.errors import CompileError
 from ..core.ir import (Builder, Function, Instr, Param, Region, Value, copy_function, copy_instr, local_ids,
                        used_ids)
-from ..core.ops import LOOPS, OPAQUE, STACK, WRITES
+from ..core.ops import LOOPS, OPAQUE, STACK, WRITES, Op
 from ..core.passes import lower
 from ..core.passes.simplify import simplify
 
@@ -73,9 +73,9 @@ class Reverse:
     def replay(self, ins: Instr, b: Builder, push: bool) -> None:
         b.loc = ins.loc
         op = ins.op
-        if op == "store":
+        if op == Op.STORE:
             return
-        if op == "atomic" and not ins.attrs.get("_result_used", True):
+        if op == Op.ATOMIC and not ins.attrs.get("_result_used", True):
             return
         if op in ("if",):
             regions = []
@@ -85,16 +85,16 @@ class Reverse:
                 self.replay_region(r, rb, False)
                 nr.yields = [self.p(y) for y in r.yields]
                 regions.append(nr)
-            new = b.emit("if", [self.p(ins.args[0])], [r.type for r in ins.results], regions=regions)
+            new = b.emit(Op.IF, [self.p(ins.args[0])], [r.type for r in ins.results], regions=regions)
             self.map_results(ins, new)
             return
-        if op == "for":
+        if op == Op.FOR:
             self.replay_for(ins, b, push)
             return
-        if op == "while":
+        if op == Op.WHILE:
             self.replay_while(ins, b, push)
             return
-        if op == "call":
+        if op == Op.CALL:
             custom = ins.attrs["callee"].custom_grad is not None
             region = self.virtual(ins)
             self.replay_region(region, b, push and not custom)   # a custom gradient pops nothing
@@ -102,7 +102,7 @@ class Reverse:
                 self.primal[r.id] = self.p(y)
             return
         attrs = dict(ins.attrs)
-        if op == "native":
+        if op == Op.NATIVE:
             attrs["variant"] = "replay"
         new = b.emit(op, [self.p(a) for a in ins.args], [r.type for r in ins.results], attrs)
         for r, n in zip(ins.results, new.results):
@@ -120,7 +120,7 @@ class Reverse:
                             [mapping.get(y.id, y) for y in src.body.yields])
             if callee.custom_replay is not None:
                 for sub in region.walk():       # a replay reads what the forward left (Warp's idiom)
-                    if sub.op == "load":
+                    if sub.op == Op.LOAD:
                         sub.attrs["final"] = True
             ins.attrs["_virtual"] = region
         return region
@@ -155,7 +155,7 @@ class Reverse:
         pairs = []
         for p in carried:
             pair = next(self.pairs)
-            b.emit("push", [p], [], {"stack": site, "pair": pair})
+            b.emit(Op.PUSH, [p], [], {"stack": site, "pair": pair})
             pairs.append(pair)
         ins.attrs["_pairs"] = pairs
         ins.attrs["_site"] = site
@@ -170,7 +170,7 @@ class Reverse:
             self.push_carried(ins, bb, nb.params[1:])
         self.replay_region(body, bb, False)
         nb.yields = [self.p(y) for y in body.yields]
-        new = b.emit("for", [self.p(a) for a in ins.args], [r.type for r in ins.results], regions=[nb])
+        new = b.emit(Op.FOR, [self.p(a) for a in ins.args], [r.type for r in ins.results], regions=[nb])
         self.map_results(ins, new)
 
     def replay_while(self, ins: Instr, b: Builder, push: bool) -> None:
@@ -192,7 +192,7 @@ class Reverse:
         if push:
             nbody.yields.append(bb.add(nbody.params[-1], bb.const(1, T.int32)))
         types = [r.type for r in ins.results] + [T.int32] * bool(push)
-        new = b.emit("while", [self.p(a) for a in ins.args] + extra, types, regions=[ncond, nbody])
+        new = b.emit(Op.WHILE, [self.p(a) for a in ins.args] + extra, types, regions=[ncond, nbody])
         self.map_results(ins, new)
         if push:
             ins.attrs["_trips"] = new.results[-1]
@@ -205,7 +205,7 @@ class Reverse:
 
     def reverse(self, ins: Instr, b: Builder) -> None:
         op = ins.op
-        if op == "prim":
+        if op == Op.PRIM:
             adj = self.adj.get(ins.result.id)
             if adj is None or not _is_float(ins.result):
                 return
@@ -214,13 +214,13 @@ class Reverse:
             grads = entry.apply_vjp(b, [self.p(a) for a in ins.args], self.p(ins.result), adj, attrs)
             for a, g in zip(ins.args, grads):
                 self.add_adj(b, a, g)
-        elif op == "load":
+        elif op == Op.LOAD:
             adj = self.adj.get(ins.result.id)
             arr = self.adj_arrays.get(ins.args[0].id)
             if adj is not None and arr is not None:
                 idx = [self.p(a) for a in ins.args[1:]]
                 b.atomic("add", arr, idx, adj, comp=ins.attrs["comp"], exclusive=self.exclusive(ins.args[1:]))
-        elif op == "store":
+        elif op == Op.STORE:
             arr = self.adj_arrays.get(ins.args[0].id)
             value = ins.args[-1]
             if arr is not None:
@@ -232,7 +232,7 @@ class Reverse:
                     # store overwrote gets none
                     b.store(arr, idx, self.zero(b, arr.type.scalar), comp=comp)
                 self.add_adj(b, value, g)
-        elif op == "atomic":
+        elif op == Op.ATOMIC:
             arr = self.adj_arrays.get(ins.args[0].id)
             if arr is None:
                 return
@@ -245,20 +245,20 @@ class Reverse:
             if kind == "sub":
                 g = b.neg(g)
             self.add_adj(b, value, g)
-        elif op == "if":
+        elif op == Op.IF:
             self.reverse_if(ins, b)
         elif op in LOOPS:
             self.reverse_loop(ins, b)
-        elif op == "call":
+        elif op == Op.CALL:
             self.reverse_call(ins, b)
-        elif op == "native":
+        elif op == Op.NATIVE:
             self.reverse_native(ins, b)
 
     def take_if_winner(self, b: Builder, ins: Instr, arr: Value, idx: list[Value], comp) -> Value:
         """Adjoint of atomic_min/max for this thread: the element's whole adjoint if the thread's value is
         the element's final value, else 0. Among threads that tie, the first to exchange the adjoint with 0
         takes it, so it is counted once (a select on equality alone gives it to every tying thread)."""
-        cur = b.emit("load", [self.p(ins.args[0]), *idx], [arr.type.scalar], {"comp": comp, "final": True}).result
+        cur = b.emit(Op.LOAD, [self.p(ins.args[0]), *idx], [arr.type.scalar], {"comp": comp, "final": True}).result
         win = b.prim("eq", cur, self.p(ins.args[-1]))
         zero = self.zero(b, arr.type.scalar)
         taken = Region()
@@ -266,7 +266,7 @@ class Reverse:
         taken.yields = [tb.atomic("xchg", arr, idx, tb.const(0.0, arr.type.scalar), comp=comp,
                                   exclusive=self.exclusive(ins.args[1:-1]))]
         other = Region(yields=[zero])
-        return b.emit("if", [win], [arr.type.scalar], regions=[taken, other]).result
+        return b.emit(Op.IF, [win], [arr.type.scalar], regions=[taken, other]).result
 
     def reverse_native(self, ins: Instr, b: Builder) -> None:
         """The adjoint snippet: primal arguments, the return value's adjoint and the adjoint arrays in; one
@@ -280,7 +280,7 @@ class Reverse:
         adj_ret = [self.adj.get(r.id) or self.zero(b, r.type) for r in ins.results]
         adj_arrays = [self.adj_arrays[ins.args[k].id] for k in spec.float_arrays()]
         scalars = spec.float_scalars()
-        new = b.emit("native", args + adj_ret + adj_arrays, [ins.args[k].type for k in scalars],
+        new = b.emit(Op.NATIVE, args + adj_ret + adj_arrays, [ins.args[k].type for k in scalars],
                      {"native": spec, "variant": "adjoint"})
         for k, g in zip(scalars, new.results):
             self.add_adj(b, ins.args[k], g)
@@ -316,12 +316,12 @@ class Reverse:
         for (nr, rb, adj), _ in zip(branches, ins.regions):
             nr.yields = [adj[k] if k in adj else (before[k] if k in before else self.zero(rb, t))
                          for k, t in zip(changed, types)]
-        new = b.emit("if", [self.p(ins.args[0])], types, regions=[nr for nr, _, _ in branches])
+        new = b.emit(Op.IF, [self.p(ins.args[0])], types, regions=[nr for nr, _, _ in branches])
         for k, r in zip(changed, new.results):
             self.adj[k] = r
 
     def reverse_loop(self, ins: Instr, b: Builder) -> None:
-        is_for = ins.op == "for"
+        is_for = ins.op == Op.FOR
         body = ins.regions[-1]
         carried = body.params[1:] if is_for else body.params
         inits = ins.args[3:] if is_for else ins.args
@@ -345,7 +345,7 @@ class Reverse:
         site = ins.attrs.get("_site", 0)
         popped = [None] * len(carried)
         for k in reversed(range(len(carried))):
-            popped[k] = rb.emit("pop", [], [carried[k].type], {"stack": site, "pair": pairs[k]}, hint="pop").result
+            popped[k] = rb.emit(Op.POP, [], [carried[k].type], {"stack": site, "pair": pairs[k]}, hint="pop").result
         for c, v in zip(carried, popped):
             self.primal[c.id] = v
         if is_for:
@@ -364,7 +364,7 @@ class Reverse:
         self.adj, self.primal = saved_adj, saved_primal
         zero_i = b.const(0, T.int32)
         one_i = b.const(1, T.int32)
-        new = b.emit("for", [zero_i, trips, one_i, *init_adj], [x.type for x in init_adj], regions=[rbody])
+        new = b.emit(Op.FOR, [zero_i, trips, one_i, *init_adj], [x.type for x in init_adj], regions=[rbody])
         res = new.results
         for j, v in enumerate(free):          # first: an init value may also be used inside the loop
             self.adj[v.id] = res[len(fl) + j]
@@ -408,7 +408,7 @@ def _trip_count(b: Builder, start: Value, stop: Value, step: Value) -> Value:
 def _mark_atomic_uses(fn: Function) -> None:
     used = used_ids(fn)
     for ins in fn.walk():
-        if ins.op == "atomic":
+        if ins.op == Op.ATOMIC:
             ins.attrs["_result_used"] = ins.result.id in used
 
 
@@ -417,7 +417,7 @@ def _prune_stack(fn: Function) -> None:
     from ..core.passes.simplify import dce
     while True:
         used = used_ids(fn)
-        dead = {ins.attrs["pair"] for ins in fn.walk() if ins.op == "pop" and ins.result.id not in used}
+        dead = {ins.attrs["pair"] for ins in fn.walk() if ins.op == Op.POP and ins.result.id not in used}
         if not dead:
             return
         _drop(fn.body, dead)
@@ -441,7 +441,7 @@ def _sole_writes(fn: Function) -> set:
 
     def visit(region, in_loop):
         for ins in region.body:
-            if ins.op == "store":
+            if ins.op == Op.STORE:
                 stores[ins.args[0].id] = stores.get(ins.args[0].id, 0) + (2 if in_loop else 1)
             elif ins.op in ("load", "atomic"):
                 other.add(ins.args[0].id)
@@ -459,10 +459,10 @@ def _settle_exclusive(fn: Function) -> None:
     in the kernel is an exclusive atomic: a thread adding into its own element while neighbours add into the
     same element atomically (a stencil's adjoint) would otherwise lose their updates."""
     shared = {ins.args[0].id for ins in fn.walk()
-              if ins.op in ("load", "store") or (ins.op == "atomic" and not ins.attrs.get("exclusive"))}
-    shared.update(a.id for ins in fn.walk() if ins.op == "native" for a in ins.args)
+              if ins.op in ("load", "store") or (ins.op == Op.ATOMIC and not ins.attrs.get("exclusive"))}
+    shared.update(a.id for ins in fn.walk() if ins.op == Op.NATIVE for a in ins.args)
     for ins in fn.walk():
-        if ins.op == "atomic" and ins.attrs.get("exclusive") and ins.args[0].id in shared:
+        if ins.op == Op.ATOMIC and ins.attrs.get("exclusive") and ins.args[0].id in shared:
             ins.attrs["exclusive"] = False
 
 
@@ -479,7 +479,7 @@ def adjoint_function(fwd: Function) -> Function:
     fn = Function(f"{fwd.name}_adjoint", params + adj_params, Region(), [], "kernel", fwd.loc)
     fn.attrs = {k: v for k, v in fwd.attrs.items() if k != "pass_log"}
     fn.attrs["adj_of"] = adj_of
-    tids = sorted((i for i in fwd.body.body if i.op == "tid"), key=lambda i: i.attrs["axis"])
+    tids = sorted((i for i in fwd.body.body if i.op == Op.TID), key=lambda i: i.attrs["axis"])
     ndim = fwd.attrs.get("tid_ndim", 1)
     tid_ids = [i.result.id for i in tids] if len(tids) == ndim else [-1]
     adj_arrays = {fwd.params[k].value.id: a.value for k, a in zip(adj_of, adj_params)}
@@ -492,5 +492,5 @@ def adjoint_function(fwd: Function) -> Function:
     simplify(fn)
     _prune_stack(fn)
     _settle_exclusive(fn)
-    fn.attrs["uses_stack"] = any(i.op == "push" for i in fn.walk())
+    fn.attrs["uses_stack"] = any(i.op == Op.PUSH for i in fn.walk())
     return fn

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..core.errors import CompileError
 from ..core.func import Func
 from ..core.ir import Builder, Function, Param, Region
+from ..core.ops import Op
 from ..core.passes import lower
 from .forward import tangent_of_func
 
@@ -74,7 +75,7 @@ def grad(f: Func, argnum: int = 0) -> Func:
             body = Region()
             b = Builder(body, src.loc)
             seeds = [b.const(1.0 if k == argnum else 0.0, src.params[k].type) for k in float_params]
-            call = b.emit("call", [p.value for p in params] + seeds, tan.ret_types, {"func": tan})
+            call = b.emit(Op.CALL, [p.value for p in params] + seeds, tan.ret_types, {"func": tan})
             body.yields = [call.results[-1]]
             out = Function(f"grad_{f.__name__}", params, body, [tan.ret_types[-1]], "func", src.loc)
             return out

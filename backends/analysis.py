@@ -4,7 +4,7 @@ arrays a kernel only ever scatter-adds into. Both let a backend replace contende
 from __future__ import annotations
 
 from ..core.ir import Function, Region, used_ids
-from ..core.ops import MEMORY
+from ..core.ops import MEMORY, Op
 
 
 def scatter_arrays(fn: Function) -> set:
@@ -15,13 +15,13 @@ def scatter_arrays(fn: Function) -> set:
     ok, bad = set(), set()
     scatter = False
     for ins in fn.walk():
-        if ins.op == "native":          # opaque code: its arrays are not privatised
+        if ins.op == Op.NATIVE:          # opaque code: its arrays are not privatised
             bad.update(index[a.id] for a in ins.args if a.id in index)
             continue
         if ins.op not in MEMORY or ins.args[0].id not in index:
             continue
         k = index[ins.args[0].id]
-        fine = (ins.op == "atomic" and ins.attrs["kind"] in ("add", "sub")
+        fine = (ins.op == Op.ATOMIC and ins.attrs["kind"] in ("add", "sub")
                 and ins.args[0].type.scalar.is_float and ins.result.id not in used
                 and not all(i.const_value is not None for i in ins.args[1:1 + ins.args[0].type.ndim]))
         (ok if fine else bad).add(k)
@@ -41,7 +41,7 @@ def reduction_sites(fn: Function) -> dict:
     params = {p.value.id for p in fn.params}
     out = {}
     for ins in fn.walk():
-        if ins.op != "atomic" or ins.attrs["kind"] not in ("add", "sub") or ins.attrs.get("exclusive"):
+        if ins.op != Op.ATOMIC or ins.attrs["kind"] not in ("add", "sub") or ins.attrs.get("exclusive"):
             continue
         arr = ins.args[0]
         idx = ins.args[1:1 + arr.type.ndim]
@@ -50,7 +50,7 @@ def reduction_sites(fn: Function) -> dict:
         out[id(ins)] = (arr.id, tuple(i.const_value for i in idx), ins.attrs["comp"])
     touched_otherwise = {ins.args[0].id for ins in fn.walk()
                          if ins.op in MEMORY and id(ins) not in out}
-    touched_otherwise.update(a.id for ins in fn.walk() if ins.op == "native" for a in ins.args)
+    touched_otherwise.update(a.id for ins in fn.walk() if ins.op == Op.NATIVE for a in ins.args)
     return {k: key for k, key in out.items() if key[0] not in touched_otherwise}
 
 
@@ -75,7 +75,7 @@ def loop_sum_chains(region: Region, carried: list) -> set[int]:
         link, chain = y, []
         while link.id != p.id:
             ins = producers.get(link.id)
-            if (ins is None or ins.op != "prim" or ins.attrs.get("name") not in ("add", "sub")
+            if (ins is None or ins.op != Op.PRIM or ins.attrs.get("name") not in ("add", "sub")
                     or not (link.type.is_scalar and link.type.is_float) or uses.get(link.id) != 1):
                 chain = []
                 break

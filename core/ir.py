@@ -39,6 +39,7 @@ import itertools
 from typing import Iterable, Iterator
 
 from .errors import SourceLoc
+from .ops import Op
 from .types import ArrayType, Type
 
 _ids = itertools.count()
@@ -75,7 +76,7 @@ class Instr:
     @property
     def name(self) -> str:
         """The prim name for `prim`, else the op itself."""
-        return self.attrs["name"] if self.op == "prim" else self.op
+        return self.attrs["name"] if self.op == Op.PRIM else self.op
 
     def __repr__(self) -> str:
         return format_instr(self, 0).strip()
@@ -150,7 +151,7 @@ class Builder:
         return ins
 
     def const(self, value, type: Type) -> Value:
-        v = self.emit("const", [], [type], {"value": value}).result
+        v = self.emit(Op.CONST, [], [type], {"value": value}).result
         v.const_value = value
         return v
 
@@ -158,7 +159,7 @@ class Builder:
         """Apply a builtin from the table; its type rule gives the result type."""
         from .builtins import BUILTINS  # builtins build IR with this builder: import lazily
         rtype = BUILTINS[name].result_type([a.type for a in args], attrs)
-        return self.emit("prim", args, [rtype], {"name": name, **attrs}).result
+        return self.emit(Op.PRIM, args, [rtype], {"name": name, **attrs}).result
 
     # Short forms used throughout the passes.
     def add(self, a, b): return self.prim("add", a, b)
@@ -174,14 +175,14 @@ class Builder:
 
     def load(self, arr: Value, idx: list[Value], comp: int | None = None, type: Type | None = None) -> Value:
         rtype = type or (arr.type.dtype if comp is None else arr.type.dtype.scalar)
-        return self.emit("load", [arr, *idx], [rtype], {"comp": comp}).result
+        return self.emit(Op.LOAD, [arr, *idx], [rtype], {"comp": comp}).result
 
     def store(self, arr: Value, idx: list[Value], value: Value, comp: int | None = None) -> None:
-        self.emit("store", [arr, *idx, value], [], {"comp": comp})
+        self.emit(Op.STORE, [arr, *idx, value], [], {"comp": comp})
 
     def atomic(self, kind: str, arr: Value, idx: list[Value], value: Value, comp: int | None = None,
                exclusive: bool = False) -> Value:
-        return self.emit("atomic", [arr, *idx, value], [value.type],
+        return self.emit(Op.ATOMIC, [arr, *idx, value], [value.type],
                          {"kind": kind, "comp": comp, "exclusive": exclusive}).result
 
 
@@ -223,7 +224,7 @@ def format_instr(ins: Instr, depth: int, names: _Names | None = None, locs: bool
     line = _line(ins) if locs else ""
     res = ", ".join(f"{names(r)}: {r.type.name}" for r in ins.results)
     lhs = f"{res} = " if res else ""
-    if ins.op == "const":
+    if ins.op == Op.CONST:
         return f"{pad}{lhs}const {ins.attrs['value']!r}{line}\n"
     args = ", ".join(map(names, ins.args))
     head = f"{pad}{lhs}{ins.name}{_fmt_attrs(ins)} {args}".rstrip()
@@ -279,14 +280,14 @@ def verify(fn: Function, scalar_only: bool = False) -> None:
         for ins in region.body:
             for a in ins.args:
                 check_use(a, ins, visible)
-            if ins.op == "if":
+            if ins.op == Op.IF:
                 if len(ins.regions) != 2 or any(len(r.yields) != len(ins.results) for r in ins.regions):
                     raise IRError(f"{fn.name}: malformed if {ins!r}")
-            elif ins.op == "for":
+            elif ins.op == Op.FOR:
                 (body,) = ins.regions
                 if len(body.params) != len(ins.results) + 1 or len(body.yields) != len(ins.results):
                     raise IRError(f"{fn.name}: malformed for {ins!r}")
-            elif ins.op == "while":
+            elif ins.op == Op.WHILE:
                 cond, body = ins.regions
                 if len(cond.yields) != 1 or len(body.yields) != len(ins.results):
                     raise IRError(f"{fn.name}: malformed while {ins!r}")
@@ -322,7 +323,7 @@ def index_key(values: Iterable[Value]) -> tuple:
 
 def access_index(ins: Instr) -> list[Value]:
     """The index operands of a load, store or atomic."""
-    return ins.args[1:] if ins.op == "load" else ins.args[1:-1]
+    return ins.args[1:] if ins.op == Op.LOAD else ins.args[1:-1]
 
 
 def different_elements(a: tuple, b: tuple) -> bool:

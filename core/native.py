@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from .errors import CompileError
 from .func import Func
 from .ir import Builder, Function, Param, Region
+from .ops import Op
 
 VARIANTS = ("forward", "replay", "adjoint")
 
@@ -104,7 +105,7 @@ class NativeFunc(Func):
                                  rets[0] if rets else None)
         body = Region()
         b = Builder(body, low.src.loc(tree))
-        ins = b.emit("native", [p.value for p in params], rets, {"native": self.native, "variant": "forward"})
+        ins = b.emit(Op.NATIVE, [p.value for p in params], rets, {"native": self.native, "variant": "forward"})
         body.yields = list(ins.results)
         fn = Function(self.__name__, params, body, rets, "func", low.src.loc(tree))
         fn.attrs["source_name"] = self.__name__
@@ -124,7 +125,7 @@ def func_native(snippets: dict, adj_snippets: dict | None = None, replay_snippet
 
 
 def native_instrs(fn: Function) -> list:
-    return [ins for ins in fn.walk() if ins.op == "native"]
+    return [ins for ins in fn.walk() if ins.op == Op.NATIVE]
 
 
 def check_snippets(fn: Function, backend: str) -> None:

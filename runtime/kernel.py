@@ -18,7 +18,7 @@ from ..core.errors import CompileError
 from ..core.ir import Function, format_function
 from ..core.locks import COMPILING
 from ..core.native import check_snippets
-from ..core.ops import WRITES
+from ..core.ops import WRITES, Op
 from ..core.passes import lower
 from ..core.types import ArrayType
 
@@ -57,7 +57,7 @@ def written_params(fn: Function) -> list[int]:
     for ins in fn.walk():
         if ins.op in WRITES and ins.args[0].id in index:
             out.add(index[ins.args[0].id])
-        elif ins.op == "native":       # native code may write any array it is passed
+        elif ins.op == Op.NATIVE:       # native code may write any array it is passed
             out.update(index[a.id] for a in ins.args if a.id in index and a.type.is_array)
     return sorted(out)
 
@@ -115,7 +115,7 @@ class Kernel:
                 self._find_rule_violations(fn)
             elif variant == "forward":
                 fn = self.lowered("forward_ad")
-                if any(i.op == "call" for i in fn.walk()):
+                if any(i.op == Op.CALL for i in fn.walk()):
                     from ..core.ir import copy_function
                     from ..core.passes import run_passes, simplify
                     from ..core.passes.inline import inline_kept_calls
@@ -143,7 +143,7 @@ class Kernel:
             from ..ad.reverse import adjoint_function
             adj = adjoint_function(fn)
             needed = {adj.params[k].name for k in range(len(fn.params))
-                      if any(i.op == "load" and i.args[0] is adj.params[k].value for i in adj.walk())}
+                      if any(i.op == Op.LOAD and i.args[0] is adj.params[k].value for i in adj.walk())}
             found = [v for v in found if v.rule != 1 or v.array in needed]
         self.rule_violations = found
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ..ad.accessed_rows import user_index
 from ..ad.read_order import read_before_write
 from ..core.config import config
+from ..core.ops import Op
 from ..core.passes.scalarize import user_params
 from ..core.errors import CompileError, GradientRuleError
 from .state import current as state, process
@@ -444,7 +445,7 @@ def _primal_reads(adj_fn, kernel, final: bool | None = None) -> list[int]:
         return cached
     users = user_index(adj_fn)
     reads = sorted({users[i.args[0].id] for i in adj_fn.walk()
-                    if i.op == "load" and i.args[0].id in users
+                    if i.op == Op.LOAD and i.args[0].id in users
                     and (final is None or bool(i.attrs.get("final")) == final)})
     adj_fn.attrs[key] = reads
     return reads

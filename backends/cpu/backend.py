@@ -14,7 +14,7 @@ import numpy as np
 from ...backends.base import Backend, DeviceInfo, KernelFault, fault_error
 from ...core import types as T
 from ...core.ir import fingerprint
-from ...core.ops import LOOPS
+from ...core.ops import LOOPS, Op
 from . import jit
 from .codegen import HEADER, Codegen, layout_of
 from .memory import HostBuffer, HostMemory
@@ -43,7 +43,7 @@ class CompiledKernel:
         self.fn, self.options, self.text = fn, options, text
         self.entry = KERNEL_T(addr)
         self.layout = layout_of(fn)
-        self.can_fault = options.debug or any(i.op == "push" for i in fn.walk())
+        self.can_fault = options.debug or any(i.op == Op.PUSH for i in fn.walk())
         loops = any(i.op in LOOPS for i in fn.walk())
         self.inline_below = INLINE_BELOW_LOOPS if loops else INLINE_BELOW
         self.chunk_max = CHUNK_MAX_LOOPS if loops else CHUNK_MAX

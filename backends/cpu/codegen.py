@@ -17,7 +17,7 @@ from ...backends.analysis import reduction_sites as _reduction_sites, scatter_ar
 from ...backends.base import OUT_OF_BOUNDS, STACK_OVERFLOW, bounds_sites
 from ...core import types as T
 from ...core.ir import Function, Instr, Region
-from ...core.ops import MEMORY, STACK
+from ...core.ops import MEMORY, STACK, Op
 from . import native
 from .control import ControlFlow
 from .lltypes import F32, F64, I1, I8, I32, I64, llvm_type, storage_type
@@ -226,31 +226,31 @@ class Codegen(ControlFlow):
 
     def instr(self, ins: Instr, b: ir.IRBuilder) -> None:
         op = ins.op
-        if op == "const":
+        if op == Op.CONST:
             t = ins.result.type
             val = ins.attrs["value"]
             self.values[ins.result.id] = ir.Constant(llvm_type(t), int(bool(val)) if t.is_bool else
                                                      float(val) if t.is_float else int(val))
-        elif op == "prim":
+        elif op == Op.PRIM:
             self.values[ins.result.id] = self.prim(ins, b)
-        elif op == "tid":
+        elif op == Op.TID:
             self.values[ins.result.id] = self.coordinate(b, ins.attrs["axis"], ins.attrs["ndim"])
-        elif op == "shape":
+        elif op == Op.SHAPE:
             _, extents, _ = self.arrays[ins.args[0].id]
             self.values[ins.result.id] = b.trunc(extents[ins.attrs["axis"]], I32)
         elif op in MEMORY:
             self.memory(ins, b)
-        elif op == "if":
+        elif op == Op.IF:
             self.if_(ins, b)
-        elif op == "for":
+        elif op == Op.FOR:
             self.for_(ins, b)
-        elif op == "while":
+        elif op == Op.WHILE:
             self.while_(ins, b)
-        elif op == "push":
+        elif op == Op.PUSH:
             self.push(ins, b)
-        elif op == "pop":
+        elif op == Op.POP:
             self.pop(ins, b)
-        elif op == "native":
+        elif op == Op.NATIVE:
             native.emit_native(self, ins, b)
         else:
             raise NotImplementedError(f"cpu backend: op '{op}'")
@@ -367,12 +367,12 @@ class Codegen(ControlFlow):
     def access(self, ins: Instr, b) -> None:
         addr, _, _ = self.address(b, ins)
         st = ins.args[0].type.scalar
-        if ins.op == "load":
+        if ins.op == Op.LOAD:
             val = b.load(addr)
             self.values[ins.result.id] = b.icmp_unsigned("!=", val, ir.Constant(I8, 0)) if st.is_bool else val
             return
         value = self.v(ins.args[-1])
-        if ins.op == "store":
+        if ins.op == Op.STORE:
             b.store(b.zext(value, I8) if st.is_bool else value, addr)
             return
         kind = ins.attrs["kind"]

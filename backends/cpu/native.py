@@ -15,13 +15,14 @@ import re
 from llvmlite import ir
 
 from ...core.errors import CompileError
+from ...core.ops import Op
 
 
 def accumulators(cg, b) -> dict:
     """Entry-block allocas for the float scalar adjoints of every adjoint native call."""
     out = {}
     for ins in cg.fn.walk():
-        if ins.op == "native" and ins.attrs["variant"] == "adjoint":
+        if ins.op == Op.NATIVE and ins.attrs["variant"] == "adjoint":
             out[id(ins)] = [b.alloca(cg_type(r.type), name="native_adj") for r in ins.results]
     return out
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ...backends.base import OUT_OF_BOUNDS
 from ...core import types as T
 from ...core.ir import Instr
+from ...core.ops import Op
 from .ops import ctype
 
 if TYPE_CHECKING:
@@ -40,10 +41,10 @@ def emit_access(cg: Codegen, ins: Instr, d: int) -> None:
     idx = [cg.var(a) for a in ins.args[1:1 + info.type.ndim]]
     ptr = f"{info.name}[{linear_index(info, idx, ins.attrs.get('comp'))}]"
     res = ins.results[0] if ins.results else None
-    wanted = res is not None and (ins.op == "load" or res.id in cg.used)
-    if ins.op == "load":
+    wanted = res is not None and (ins.op == Op.LOAD or res.id in cg.used)
+    if ins.op == Op.LOAD:
         stmts = [f"{R} = {ptr} != 0" if st.is_bool else f"{R} = {ptr}"]
-    elif ins.op == "store":
+    elif ins.op == Op.STORE:
         stmts = [f"{ptr} = {'(uchar)' if st.is_bool else ''}{cg.var(ins.args[-1])}"]
     else:
         stmts = atomic_statements(cg, ins, ptr, st, wanted)

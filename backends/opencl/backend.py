@@ -29,12 +29,12 @@ import numpy as np
 from ...backends.base import Backend, CompileOptions, DeviceInfo, KernelFault, fault_error
 from ...core.errors import DeviceError, allocation_error
 from ...core.ir import Function, fingerprint
+from ...core.ops import LOOPS
 from . import devices as D
 from .codegen import Codegen, Generated
 from .devices import DeviceState, cl
 from .ops import op_table
 from .program import get_program
-from ...core.ops import LOOPS
 
 
 class CLBuffer:

@@ -23,8 +23,8 @@ from ...backends.base import STACK_OVERFLOW, bounds_sites
 from ...core import types as T
 from ...core.errors import CompileError
 from ...core.ir import Function, Instr, Region, Value, used_ids
+from ...core.ops import MEMORY, Op
 from . import access, native
-from ...core.ops import MEMORY
 from .ops import ARGTYPE, CODE_FOR_OP, MEMTYPE, ctype, helpers_for, literal
 
 
@@ -78,12 +78,12 @@ class Codegen:
         self.arrays: dict[int, ArrayInfo] = {}
         self.used = used_ids(fn)
         self.sites = {id(ins): k for k, ins in enumerate(bounds_sites(fn))} if debug else {}
-        self.uses_stack = any(ins.op == "push" for ins in fn.walk())
+        self.uses_stack = any(ins.op == Op.PUSH for ins in fn.walk())
         self.can_fault = debug or self.uses_stack
         self.reductions = {} if debug else reduction_sites(fn)
         self.accs: dict = {}                  # reduction key -> (accumulator name, instruction, C type)
         self.extensions: set[str] = set()     # OpenCL extensions the emitted code needs
-        self.tid_ndims = {ins.attrs["ndim"] for ins in fn.walk() if ins.op == "tid"}
+        self.tid_ndims = {ins.attrs["ndim"] for ins in fn.walk() if ins.op == Op.TID}
         self.split = False                    # thread body in its own function (see build)
 
     # ------------------------------------------------------------------ naming
@@ -125,7 +125,7 @@ class Codegen:
             if ins.op in MEMORY:
                 nd = ins.args[0].type.ndim
                 need_axes.setdefault(ins.args[0].id, set()).update(range(0 if self.debug else 1, nd))
-            elif ins.op == "shape":
+            elif ins.op == Op.SHAPE:
                 need_axes.setdefault(ins.args[0].id, set()).add(ins.attrs["axis"])
         for k, p in enumerate(self.fn.params):
             if p.value.id not in self.used:
@@ -217,33 +217,33 @@ class Codegen:
 
     def instr(self, ins: Instr, d: int) -> None:
         op = ins.op
-        if op == "const":
+        if op == Op.CONST:
             self.emit(d, f"const {self.decl(ins.result)} = {literal(ins.attrs['value'], ins.result.type)};")
-        elif op == "prim":
+        elif op == Op.PRIM:
             self.emit(d, f"const {self.decl(ins.result)} = {self.prim(ins)};")
-        elif op == "tid":
+        elif op == Op.TID:
             nd, axis = ins.attrs["ndim"], ins.attrs["axis"]
             coord = "(int)gk_gid" if nd == 1 else f"gk_c{nd}_{axis}"
             self.emit(d, f"const {self.decl(ins.result)} = {coord};")
-        elif op == "shape":
+        elif op == Op.SHAPE:
             info = self.arrays[ins.args[0].id]
             self.emit(d, f"const {self.decl(ins.result)} = (int){info.extents[ins.attrs['axis']]};")
         elif op in MEMORY:
             access.emit_access(self, ins, d)
-        elif op == "if":
+        elif op == Op.IF:
             self.if_(ins, d)
-        elif op == "for":
+        elif op == Op.FOR:
             self.for_(ins, d)
-        elif op == "while":
+        elif op == Op.WHILE:
             self.while_(ins, d)
-        elif op == "push":
+        elif op == Op.PUSH:
             v = ins.args[0]
             self.emit(d, f"if (gk_sp < {self.stack_size}) gk_stack[gk_sp++] = {self.to_bits(self.var(v), v.type)};")
             self.emit(d, f"else gk_fault(gk_fault_rec, {STACK_OVERFLOW}, {int(ins.attrs['stack'])}, 0, 0, 0);")
-        elif op == "pop":
+        elif op == Op.POP:
             raw = "(gk_sp > 0 ? gk_stack[--gk_sp] : 0UL)"
             self.emit(d, f"const {self.decl(ins.result)} = {self.from_bits(raw, ins.result.type)};")
-        elif op == "native":
+        elif op == Op.NATIVE:
             native.emit_native(self, ins, d)
         else:
             raise self.error(f"the OpenCL backend cannot compile IR op '{op}' (is the IR lowered?)")

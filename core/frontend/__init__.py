@@ -14,6 +14,7 @@ import typing
 from .. import types as T
 from ..errors import CompileError
 from ..ir import Function, Param, Value, verify
+from ..ops import Op
 from .calls import CallLowering
 from .components import ComponentWrites
 from .context import LoweringContext
@@ -51,7 +52,7 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
                                    f"{'s' * (len(callee.params) != 1)}, got {len(args)}")
         vals = [self.coerce(a, p.type, node, f"argument '{p.name}' of {func.__name__}()")
                 for a, p in zip(args, callee.params)]
-        ins = self.b.emit("call", vals, callee.ret_types, {"func": callee, "callee": func})
+        ins = self.b.emit(Op.CALL, vals, callee.ret_types, {"func": callee, "callee": func})
         if not ins.results:
             return None
         return ins.results[0] if len(ins.results) == 1 else tuple(ins.results)

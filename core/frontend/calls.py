@@ -9,6 +9,7 @@ import builtins as py_builtins
 from .. import types as T
 from ..ir import Value
 from ..lang import LangFunction, NAMES
+from ..ops import Op
 from .context import NUMBER, TidCall
 from .exprs import _FLOAT_ONLY, PY_ALIASES, UNSUPPORTED_EXPR, _callee_name, _name, _with_scalar
 
@@ -32,7 +33,7 @@ class CallLowering:
             (arg,) = self.call_args(node, 1, "len")
             if not (isinstance(arg, Value) and arg.type.is_array):
                 raise self.error(node, "len() needs an array")
-            return self.b.emit("shape", [arg], [T.int32], {"axis": 0}).result
+            return self.b.emit(Op.SHAPE, [arg], [T.int32], {"axis": 0}).result
         if callee is py_builtins.range or callee is py_builtins.reversed:
             raise self.error(node, f"{callee.__name__}() can only be used as the iterable of a for loop")
         if getattr(callee, "_gk_func", False):

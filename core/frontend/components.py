@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from .. import types as T
 from ..ir import Region, Value
+from ..ops import Op
 
 
 def _items(slice_node) -> list:
@@ -114,7 +115,7 @@ class ComponentWrites:
                 emit()
             else:
                 region, _ = self.in_region(emit)
-                self.b.emit("if", [cond], [], regions=[region, Region()])
+                self.b.emit(Op.IF, [cond], [], regions=[region, Region()])
 
     def update_components(self, ref: ComponentRef, flats: list[int], op: str, rhs, node) -> None:
         """`ref op= rhs` for operators other than + and -: load the components, combine, store them back."""

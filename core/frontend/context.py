@@ -12,6 +12,7 @@ import sys
 from .. import types as T
 from ..builtins import BuiltinTypeError
 from ..ir import Builder, Param, Region, Value
+from ..ops import Op
 from .source import SourceInfo
 
 NUMBER = (bool, int, float)
@@ -154,7 +155,7 @@ class LoweringContext:
         if self.tid_ndim is not None and self.tid_ndim != n:
             raise self.error(node, f"gk.tid() unpacked into {n} values here but {self.tid_ndim} elsewhere")
         self.tid_ndim = n
-        return [self.b.emit("tid", [], [T.int32], {"axis": k, "ndim": n}, hint="tid").result for k in range(n)]
+        return [self.b.emit(Op.TID, [], [T.int32], {"axis": k, "ndim": n}, hint="tid").result for k in range(n)]
 
     def prim(self, name: str, *args: Value, node=None, **attrs) -> Value:
         try:

@@ -10,7 +10,7 @@ import operator
 from .. import types as T
 from ..ir import Region, Value
 from ..lang import LangFunction
-from ..ops import VALUE
+from ..ops import VALUE, Op
 from .context import NUMBER, ShapeOf, TidCall
 
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
@@ -100,7 +100,7 @@ class ExprLowering:
             k = self.static_int(idx_node)
             if not 0 <= k < base.arr.type.ndim:
                 raise self.error(idx_node, f"shape index {k} out of range for a {base.arr.type.ndim}-D array")
-            return self.b.emit("shape", [base.arr], [T.int32], {"axis": k}).result
+            return self.b.emit(Op.SHAPE, [base.arr], [T.int32], {"axis": k}).result
         if isinstance(base, tuple):
             return base[self.static_int(idx_node)]
         if not isinstance(base, Value):
@@ -290,7 +290,7 @@ class ExprLowering:
                 region.yields = [self.in_region_truth(region, rhs, node)]
                 other = Region(yields=[self.b.const(op == "or", T.bool_)])
                 regions = [other, region] if op == "or" else [region, other]
-                result = self.b.emit("if", [cond], [T.bool_], regions=regions).result
+                result = self.b.emit(Op.IF, [cond], [T.bool_], regions=regions).result
         return result
 
     def expr_IfExp(self, node):
@@ -316,7 +316,7 @@ class ExprLowering:
             self.b.region.body.extend(r1.body + r2.body)
             return self.prim("where", cond, a, b, node=node)
         r1.yields, r2.yields = [a], [b]
-        return self.b.emit("if", [cond], [a.type], regions=[r1, r2]).result
+        return self.b.emit(Op.IF, [cond], [a.type], regions=[r1, r2]).result
 
     def in_region(self, fn):
         """Run fn with the builder pointed at a fresh region; returns (region, fn's result)."""

@@ -12,6 +12,7 @@ import ast
 
 from .. import types as T
 from ..ir import Value
+from ..ops import Op
 from .context import NUMBER, TidCall
 
 MISSING = object()
@@ -285,7 +286,7 @@ class StmtLowering:
             yields_t.append(va)
             yields_e.append(vb)
         regions[0].yields, regions[1].yields = yields_t, yields_e
-        ins = self.b.emit("if", [cond], [v.type for v in yields_t], regions=regions)
+        ins = self.b.emit(Op.IF, [cond], [v.type for v in yields_t], regions=regions)
         for name, r in zip(merged, ins.results):
             r.hint = name.lstrip("_")
             self.env[name] = r

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..ir import Function, Instr, Region, Value, copy_instr
+from ..ops import Op
 
 
 def has_custom_rules(ins: Instr) -> bool:
@@ -20,7 +21,7 @@ def _inline_region(region: Region, renames: dict[int, Value], keep=_keep) -> Non
         ins.args = [_resolve(a, renames) for a in ins.args]
         for r in ins.regions:
             _inline_region(r, renames, keep)
-        if ins.op != "call" or keep(ins):
+        if ins.op != Op.CALL or keep(ins):
             out.append(ins)
             continue
         callee: Function = ins.attrs["func"]
@@ -52,7 +53,7 @@ def inline_kept_calls(fn: Function) -> Function:
     """Inline the calls lowering kept for AD (their callees lowered first): what backends compile."""
     from . import lower
     for ins in fn.walk():
-        if ins.op == "call" and "lowered" not in ins.attrs:
+        if ins.op == Op.CALL and "lowered" not in ins.attrs:
             ins.attrs["func"] = lower(ins.attrs["func"])
             ins.attrs["lowered"] = True
     _inline_region(fn.body, {}, keep=lambda ins: False)

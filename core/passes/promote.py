@@ -14,16 +14,16 @@ the loop body or in `if` branches inside it (a branch yields the element's value
 from __future__ import annotations
 
 from ..ir import Function, Instr, Region, Value, access_index, different_elements, index_key, local_ids
-from ..ops import LOOPS, MEMORY, OPAQUE
+from ..ops import LOOPS, MEMORY, OPAQUE, Op
 
 
 def _stores_reachable(region: Region, arr_id: int) -> bool:
     """Every store to the array in `region` sits in it or in `if` branches inside it, not in an inner loop."""
     for ins in region.body:
-        if ins.op in LOOPS and any(s.op == "store" and s.args[0].id == arr_id
+        if ins.op in LOOPS and any(s.op == Op.STORE and s.args[0].id == arr_id
                                               for r in ins.regions for s in r.walk()):
             return False
-        if ins.op == "if" and not all(_stores_reachable(r, arr_id) for r in ins.regions):
+        if ins.op == Op.IF and not all(_stores_reachable(r, arr_id) for r in ins.regions):
             return False
     return True
 
@@ -39,12 +39,12 @@ def _candidates(loop: Instr) -> list[tuple]:
                 return []
             if ins.op in MEMORY:
                 accesses.setdefault(ins.args[0].id, []).append(ins)
-    cond_reads = {ins.args[0].id for r in loop.regions[:-1] for ins in r.walk() if ins.op == "load"}
+    cond_reads = {ins.args[0].id for r in loop.regions[:-1] for ins in r.walk() if ins.op == Op.LOAD}
     out = []
     for arr_id, group in accesses.items():
-        if arr_id in cond_reads or any(i.op == "atomic" for i in group):
+        if arr_id in cond_reads or any(i.op == Op.ATOMIC for i in group):
             continue
-        if not any(i.op == "store" for i in group) or not _stores_reachable(body, arr_id):
+        if not any(i.op == Op.STORE for i in group) or not _stores_reachable(body, arr_id):
             continue
         elements: dict = {}
         for i in group:
@@ -58,7 +58,7 @@ def _candidates(loop: Instr) -> list[tuple]:
                 break
         else:
             out.extend((accesses[0].args[0], list(access_index(accesses[0])), comp)
-                       for (_, comp), accesses in elements.items() if any(a.op == "store" for a in accesses))
+                       for (_, comp), accesses in elements.items() if any(a.op == Op.STORE for a in accesses))
     return out
 
 
@@ -83,13 +83,13 @@ def _thread(region: Region, arr: Value, key: tuple, comp, cur: Value, names: dic
                       and index_key(access_index(i)) == key)
     kept = []
     for ins in region.body:
-        if ins.op == "store" and mine(ins):
+        if ins.op == Op.STORE and mine(ins):
             cur = names.get(ins.args[-1].id, ins.args[-1])
             continue
-        if ins.op == "load" and mine(ins):
+        if ins.op == Op.LOAD and mine(ins):
             names[ins.result.id] = cur
             continue
-        if ins.op == "if" and any(s.op == "store" and mine(s) for r in ins.regions for s in r.walk()):
+        if ins.op == Op.IF and any(s.op == Op.STORE and mine(s) for r in ins.regions for s in r.walk()):
             for r in ins.regions:
                 r.yields.append(_thread(r, arr, key, comp, cur, names))
             cur = Value(cur.type, "elem")
@@ -97,7 +97,7 @@ def _thread(region: Region, arr: Value, key: tuple, comp, cur: Value, names: dic
         else:
             for sub_region in ins.regions:          # loads only (inner loops never store it)
                 for sub in sub_region.walk():
-                    if sub.op == "load" and mine(sub):
+                    if sub.op == Op.LOAD and mine(sub):
                         names[sub.result.id] = cur
         kept.append(ins)
     region.body = kept
@@ -116,13 +116,13 @@ def _promote(loop: Instr) -> tuple[list[Instr], list[Instr]]:
             if v.id in local:
                 c = Value(v.type, v.hint)
                 c.const_value = v.const_value
-                before.append(Instr("const", [], [c], {"value": v.const_value}, loc=loop.loc))
+                before.append(Instr(Op.CONST, [], [c], {"value": v.const_value}, loc=loop.loc))
                 v = c
             outer.append(v)
         idx = outer
         t = arr.type.dtype.scalar if comp is not None else arr.type.dtype
         first = Value(t, "elem")
-        before.append(Instr("load", [arr, *idx], [first], {"comp": comp, "promoted": True}, loc=loop.loc))
+        before.append(Instr(Op.LOAD, [arr, *idx], [first], {"comp": comp, "promoted": True}, loc=loop.loc))
         param = Value(t, "elem")
         for r in loop.regions[:-1]:                 # a while's condition region takes the carried values too
             r.params.append(Value(t, "elem"))
@@ -133,7 +133,7 @@ def _promote(loop: Instr) -> tuple[list[Instr], list[Instr]]:
         names: dict = {}
         body.yields.append(_thread(body, arr, key, comp, param, names))
         _rename(body, names)
-        after.append(Instr("store", [arr, *idx, result], [], {"comp": comp, "promoted": True}, loc=loop.loc))
+        after.append(Instr(Op.STORE, [arr, *idx, result], [], {"comp": comp, "promoted": True}, loc=loop.loc))
     return before, after
 
 
@@ -179,7 +179,7 @@ def _straight_line_once(fn: Function) -> bool:
         defined_before.append(set(defined))
         defined.update(r.id for r in ins.results)
     for arr_id, group in accesses.items():
-        if arr_id in looped or any(i.op == "atomic" for i in group) or not any(i.op == "store" for i in group):
+        if arr_id in looped or any(i.op == Op.ATOMIC for i in group) or not any(i.op == Op.STORE for i in group):
             continue
         top = {id(i) for i in body.body}
         if all(id(i) in top for i in group):
@@ -191,7 +191,7 @@ def _straight_line_once(fn: Function) -> bool:
         if not all(_distinct(a, b) for n, a in enumerate(keys) for b in keys[n + 1:]):
             continue
         for (key, comp), members in elements.items():
-            if not any(m.op == "store" and id(m) not in top for m in members):
+            if not any(m.op == Op.STORE and id(m) not in top for m in members):
                 continue                              # only an element stored under a branch needs it
             first, last = min(top_of[id(m)] for m in members), max(top_of[id(m)] for m in members)
             idx = access_index(members[0])
@@ -204,16 +204,16 @@ def _straight_line_once(fn: Function) -> bool:
                 if v.const_value is not None and v.id not in defined_before[first]:
                     c = Value(v.type, v.hint)
                     c.const_value = v.const_value
-                    pre.append(Instr("const", [], [c], {"value": v.const_value}, loc=members[0].loc))
+                    pre.append(Instr(Op.CONST, [], [c], {"value": v.const_value}, loc=members[0].loc))
                     v = c
                 outer.append(v)
             t = arr.type.dtype.scalar if comp is not None else arr.type.dtype
             start = Value(t, "elem")
-            pre.append(Instr("load", [arr, *outer], [start], {"comp": comp, "promoted": True}, loc=members[0].loc))
+            pre.append(Instr(Op.LOAD, [arr, *outer], [start], {"comp": comp, "promoted": True}, loc=members[0].loc))
             span = Region([], body.body[first:last + 1])
             names: dict = {}
             end = _thread(span, arr, key, comp, start, names)
-            store = Instr("store", [arr, *outer, end], [], {"comp": comp, "promoted": True}, loc=members[-1].loc)
+            store = Instr(Op.STORE, [arr, *outer, end], [], {"comp": comp, "promoted": True}, loc=members[-1].loc)
             body.body = body.body[:first] + pre + span.body + [store] + body.body[last + 1:]
             _rename(body, names)
             return True                               # positions moved: start over for the next element

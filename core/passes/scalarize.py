@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..builtins import BUILTINS
 from ..ir import Builder, Function, Instr, Param, Region, Value
-from ..ops import MEMORY, STRUCTURED
+from ..ops import MEMORY, STRUCTURED, Op
 
 
 def _ncomp(t) -> int:
@@ -51,7 +51,7 @@ class Scalarizer:
 
     def instr(self, ins: Instr, b: Builder) -> None:
         op = ins.op
-        if op == "prim":
+        if op == Op.PRIM:
             args_scalar = all(a.type.is_scalar for a in ins.args)
             if args_scalar and ins.result.type.is_scalar:
                 ins.args = self.flat(ins.args)
@@ -72,10 +72,10 @@ class Scalarizer:
             nidx = arr.type.ndim
             idx = self.flat(rest[:nidx])
             n = _ncomp(arr.type.dtype)
-            if op == "load":
+            if op == Op.LOAD:
                 parts = [b.load(arr, idx, comp=k) for k in range(n)]
                 self.set(ins.result, parts)
-            elif op == "store":
+            elif op == Op.STORE:
                 for k, v in enumerate(self.get(rest[nidx])):
                     b.store(arr, idx, v, comp=k)
             else:
@@ -91,7 +91,7 @@ class Scalarizer:
             b.region.body.append(ins)
             return
         ins.args = self.flat(ins.args)
-        if op == "call":        # kept for AD (custom grad/replay): its vector results become components
+        if op == Op.CALL:        # kept for AD (custom grad/replay): its vector results become components
             ins.results = self.split_params(ins.results)
         b.region.body.append(ins)
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..builtins import BUILTINS
 from ..ir import Builder, Function, Instr, Region, Value, different_elements, index_key
-from ..ops import EFFECTS, LOOPS, VALUE, WRITES
+from ..ops import EFFECTS, LOOPS, VALUE, WRITES, Op
 
 _NO_FOLD = {"div", "floordiv", "mod"}   # integer division by zero must keep backend semantics
 
@@ -84,12 +84,12 @@ class Simplifier:
         for ins in region.body:
             ins.args = [self.r(a) for a in ins.args]
             b.loc = ins.loc
-            if ins.op == "prim":
+            if ins.op == Op.PRIM:
                 rep = _fold(ins, b)
                 if rep is not None:
                     self.rename[ins.result.id] = rep
                     continue
-            if ins.op == "if" and _const(ins.args[0]) is not None:
+            if ins.op == Op.IF and _const(ins.args[0]) is not None:
                 taken = ins.regions[0 if ins.args[0].const_value else 1]
                 self.region(taken, cse)
                 out.body.extend(taken.body)
@@ -103,18 +103,18 @@ class Simplifier:
                 for sub in ins.regions:
                     self.region(sub, cse)
                 _invalidate(cse, written)
-            if ins.op == "atomic":
+            if ins.op == Op.ATOMIC:
                 _invalidate(cse, {ins.args[0].id})
-            if ins.op == "store":
+            if ins.op == Op.STORE:
                 _invalidate_aliases(cse, ins)
                 # Store-to-load forwarding: a later load of the same element in this thread reads the value
                 # just stored. Besides saving a load, the adjoint's replay (which skips stores and would
                 # read the array's final contents) then sees the value the forward pass saw.
                 arr, *idx, value = ins.args
                 cse[("load", arr.id, ins.attrs["comp"], index_key(self.r(a) for a in idx))] = self.r(value)
-            if ins.op == "native":
+            if ins.op == Op.NATIVE:
                 _invalidate(cse, {a.id for a in ins.args if a.type.is_array})
-            if ins.op == "load":
+            if ins.op == Op.LOAD:
                 key = ("load", ins.args[0].id, ins.attrs["comp"], index_key(ins.args[1:]))
                 if ins.attrs.get("final"):      # reverse mode's read of a launch's result: kept apart
                     key += ("final",)
@@ -142,7 +142,7 @@ def _written_arrays(ins: Instr) -> set[int]:
         for s in r.walk():
             if s.op in WRITES:
                 out.add(s.args[0].id)
-            elif s.op == "native":
+            elif s.op == Op.NATIVE:
                 out.update(a.id for a in s.args if a.type.is_array)
     return out
 
@@ -186,7 +186,7 @@ def dce(region: Region, used: set[int]) -> None:
         used.add(y.id)
     keep = []
     for ins in reversed(region.body):
-        live = any(r.id in used for r in ins.results) or _has_effects(ins) or ins.op == "call"
+        live = any(r.id in used for r in ins.results) or _has_effects(ins) or ins.op == Op.CALL
         if not live:
             continue
         if ins.op in LOOPS:

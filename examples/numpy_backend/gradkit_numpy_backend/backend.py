@@ -14,7 +14,7 @@ from gradkit.backends.base import Backend, CompileOptions, DeviceInfo, fault_err
 from gradkit.core.builtins import BUILTINS
 from gradkit.core.errors import CompileError
 from gradkit.core.ir import Function, IRError, verify
-from gradkit.core.ops import MEMORY
+from gradkit.core.ops import MEMORY, Op
 
 from .interpreter import OPS, Plan, Run
 
@@ -73,7 +73,7 @@ class NumpyBackend(Backend):
             if ins.op not in OPS:
                 raise CompileError(f"numpy backend: kernel '{fn.name}': op '{ins.op}' is not part of lowered "
                                    f"IR (expected one of {', '.join(sorted(OPS))})")
-            if ins.op == "prim" and getattr(BUILTINS.get(ins.attrs["name"]), "eval", None) is None:
+            if ins.op == Op.PRIM and getattr(BUILTINS.get(ins.attrs["name"]), "eval", None) is None:
                 raise CompileError(f"numpy backend: kernel '{fn.name}': primitive '{ins.attrs['name']}' "
                                    "has no NumPy semantics in the builtins table")
             if ins.op in MEMORY and ins.attrs.get("comp") is None:

@@ -32,6 +32,7 @@ import numpy as np
 from gradkit.backends.base import CompileOptions, bounds_sites
 from gradkit.core.builtins import BUILTINS
 from gradkit.core.ir import Function, Instr, Region
+from gradkit.core.ops import Op
 
 from . import memory
 
@@ -80,7 +81,7 @@ class Plan:
         # prim instruction -> (eval, keyword attrs it takes, is integer // or %)
         self.prims: dict[int, tuple] = {}
         for ins in fn.walk():
-            if ins.op == "prim":
+            if ins.op == Op.PRIM:
                 name = ins.attrs["name"]
                 fn_eval = BUILTINS[name].eval
                 int_div = name in ("floordiv", "mod") and not ins.args[1].type.is_float
