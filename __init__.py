@@ -14,8 +14,8 @@ from .core.lang import *  # noqa: F401,F403  (sin, cos, ..., tid, static, atomic
 from .core.lang import NAMES as _LANG_NAMES
 from .core.types import (bool_ as bool, float32, float64, int32, int64, mat22, mat22d, mat33, mat33d, mat44,  # noqa: A001
                          mat44d, matrix, uint32, vec2, vec2d, vec2i, vec3, vec3d, vec3i, vec4, vec4d, vec4i, vector)
-from .runtime.array import (array, array1d, array2d, array3d, array4d, empty, from_dlpack, from_numpy, full, ones,
-                            ones_like, zeros, zeros_like)
+from .runtime.array import array, array1d, array2d, array3d, array4d
+from .runtime.creation import empty, from_dlpack, from_numpy, full, ones, ones_like, zeros, zeros_like
 from .runtime.host_ops import copy
 from .runtime.device import Device, ScopedDevice, get_device, get_devices, set_device, synchronize
 from .runtime.kernel import Kernel, func, kernel

@@ -17,7 +17,7 @@ def _source_params(spec, key: str) -> list[int]:
 
 
 def _zeros_like(a):
-    from .array import zeros
+    from .creation import zeros
     return zeros(a.shape, dtype=a.dtype, device=a.device)
 
 

@@ -33,7 +33,7 @@ def _like(a, values: np.ndarray):
 
 def jacobian(kernel, dim, inputs, outputs, device=None) -> dict:
     """Reverse-mode Jacobians: {(out_idx, in_idx): (out.size*ncomp, in.size*ncomp) array}, one adjoint launch per row."""
-    from .array import zeros_like
+    from .creation import zeros_like
     from .launch import launch
     inputs, outputs = list(inputs), list(outputs)
     ins, outs = _split(inputs, outputs)
@@ -94,7 +94,7 @@ def jacobian_fd(kernel, dim, inputs, outputs, eps: float = 1e-4, device=None) ->
 
 def jacobian_fwd(kernel, dim, inputs, outputs, device=None) -> dict:
     """Forward-mode Jacobians, one tangent launch per input column."""
-    from .array import zeros_like
+    from .creation import zeros_like
     from .launch import launch
     inputs, outputs = list(inputs), list(outputs)
     ins, outs = _split(inputs, outputs)

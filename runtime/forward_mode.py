@@ -25,7 +25,7 @@ class ForwardMode:
         self._outer = None
 
     def __enter__(self) -> "ForwardMode":
-        from .array import zeros_like
+        from .creation import zeros_like
         for x, v in self.seeds.items():
             if x.dual is None:
                 x._set_dual(zeros_like(x, requires_grad=False))
@@ -44,7 +44,7 @@ class ForwardMode:
         if id(a) not in self._touched:
             self._touched[id(a)] = a
             if a.dual is None:
-                from .array import zeros_like
+                from .creation import zeros_like
                 a._set_dual(zeros_like(a, requires_grad=False))
             elif self.clear_gradients:
                 a.dual.zero_()

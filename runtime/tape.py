@@ -214,7 +214,7 @@ class Tape:
             seeds.add(id(loss))
         for arr, seed in (grads or {}).items():
             if arr.grad is None:
-                from .array import zeros_like
+                from .creation import zeros_like
                 arr.grad = zeros_like(arr, requires_grad=False)
             if seed is not arr.grad:
                 arr.grad.assign(seed)
