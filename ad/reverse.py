@@ -306,8 +306,9 @@ class Reverse:
                     self.add_adj(rb, y, a)
             self.reverse_region(region, rb)
             branches.append((nr, rb, self.adj))
+        local = local_ids(ins)
         changed = [k for k in dict.fromkeys(k for _, _, adj in branches for k in adj)
-                   if k not in local_ids(ins) and any(adj.get(k) is not before.get(k) for _, _, adj in branches)]
+                   if k not in local and any(adj.get(k) is not before.get(k) for _, _, adj in branches)]
         self.adj = before
         types = []
         for k in changed:

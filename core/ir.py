@@ -94,11 +94,17 @@ class Region:
         self.yields = yields or []
 
     def walk(self) -> Iterator[Instr]:
-        """Every instruction in this region and nested regions, in program order."""
-        for ins in self.body:
-            yield ins
-            for r in ins.regions:
-                yield from r.walk()
+        """Every instruction in this region and nested regions, in program order (an explicit stack, not
+        nested generators: each instruction costs the same however deep it sits)."""
+        stack = [iter(self.body)]
+        while stack:
+            for ins in stack[-1]:
+                yield ins
+                if ins.regions:
+                    stack.append(itertools.chain.from_iterable(r.body for r in ins.regions))
+                    break
+            else:
+                stack.pop()
 
 
 class Param:

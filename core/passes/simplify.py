@@ -71,6 +71,25 @@ def _fold(ins: Instr, b: Builder) -> Value | None:
 class Simplifier:
     def __init__(self) -> None:
         self.rename: dict[int, Value] = {}
+        self.writes: dict[int, tuple] = {}    # id(instr with regions) -> (instr, arrays its regions may write)
+
+    def written_arrays(self, ins: Instr) -> set[int]:
+        """Arrays the regions of `ins` may write, computed once per instruction bottom-up (nested regions
+        reuse their own result: linear in the kernel's size, not quadratic in its nesting)."""
+        hit = self.writes.get(id(ins))
+        if hit is not None and hit[0] is ins:       # holding the instr keeps its id from being reused
+            return hit[1]
+        out = set()
+        for r in ins.regions:
+            for s in r.body:
+                if s.op in WRITES:
+                    out.add(s.args[0].id)
+                elif s.op == Op.NATIVE:
+                    out.update(a.id for a in s.args if a.type.is_array)
+                if s.regions:
+                    out |= self.written_arrays(s)
+        self.writes[id(ins)] = (ins, out)
+        return out
 
     def r(self, v: Value) -> Value:
         while v.id in self.rename:
@@ -97,7 +116,7 @@ class Simplifier:
                     self.rename[res.id] = self.r(y)
                 continue
             if ins.regions:
-                written = _written_arrays(ins)
+                written = self.written_arrays(ins)
                 if ins.op in LOOPS:
                     _invalidate(cse, written)
                 for sub in ins.regions:
@@ -134,17 +153,6 @@ class Simplifier:
             out.body.append(ins)
         region.body = out.body
         region.yields = [self.r(y) for y in region.yields]
-
-
-def _written_arrays(ins: Instr) -> set[int]:
-    out = set()
-    for r in ins.regions:
-        for s in r.walk():
-            if s.op in WRITES:
-                out.add(s.args[0].id)
-            elif s.op == Op.NATIVE:
-                out.update(a.id for a in s.args if a.type.is_array)
-    return out
 
 
 def _invalidate(cse: dict, arrays: set[int]) -> None:
