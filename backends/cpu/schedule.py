@@ -8,7 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import itertools
 
-CHUNK_MAX = 1 << 22         # threads per chunk of a straight-line kernel (a few milliseconds of work)
+CHUNK_MAX = 1 << 23         # threads per chunk of a straight-line kernel (about 5 ms of W1)
 CHUNK_MAX_LOOPS = 1 << 12   # threads per chunk of a kernel with loops (far more work per thread)
 
 
