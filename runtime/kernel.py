@@ -81,7 +81,7 @@ class Kernel:
         self._specs: dict[tuple, Specialization] = {}
         self._binder = None
         self.rule_violations: list = []
-        self._tape_info = None          # runtime/tape.py's tape_info cache
+        self._tape_info = None          # runtime/tape_rules.py's tape_info cache
         self.rules_warned = False
 
     # IR ----------------------------------------------------------------------

@@ -11,8 +11,6 @@ import time
 from ..core.config import config
 from .state import current as state
 from .device import get_device
-from .tape import tape_info
-from .version_check import copies_for_backward
 
 _INT = (int,)
 
@@ -86,17 +84,10 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
         from .adjoint_args import tangent_arguments
         call_args = call_args + tangent_arguments(kernel, spec, call_args, dev)
     tape = state.tape if record_tape and not adjoint else None
-    saved = None
-    if tape is not None:
-        if tape._checking():
-            tape._check_rules(kernel, bound)     # before the launch: nothing is overwritten when it fails
-        pairs = tape_info(kernel)[2]
-        if pairs:
-            saved = copies_for_backward(kernel, bound, pairs)
+    prepared = tape.before_launch(kernel, bound) if tape is not None else None
     n = 1
     for d in dims:
         n *= d
-    snaps = tape._snapshot_before(kernel, bound) if tape is not None and tape.snapshotting else None
     t0 = time.perf_counter() if tape is not None else 0.0
     if config.check_nan:
         from .nan_check import snapshot
@@ -108,8 +99,7 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
         for k in spec.written:
             call_args[k]._bump()
     if tape is not None:
-        tape._record_launch(kernel, dims, dev, bound, len(inputs), variant, (time.perf_counter() - t0) * 1e3, snaps,
-                            saved)
+        tape.record_launch(kernel, dims, dev, bound, len(inputs), variant, (time.perf_counter() - t0) * 1e3, prepared)
     if config.check_nan:
         from .nan_check import check_after_launch
         check_after_launch(kernel, spec, call_args, variant, before)

@@ -5,14 +5,10 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
-from ..ad.accessed_rows import user_index
-from ..ad.read_order import read_before_write
 from ..core.config import config
-from ..core.ops import Op
-from ..core.passes.scalarize import user_params
-from ..core.errors import CompileError, GradientRuleError
 from .state import current as state, process
-from .version_check import check_record
+from .tape_rules import check_aliasing, check_launch, check_recoverable, tape_info, written_user_params
+from .version_check import check_record, copies_for_backward
 
 
 @dataclass
@@ -109,34 +105,27 @@ class Tape:
     def _checking(self) -> bool:
         return config.check_ad if self.check is None else bool(self.check)
 
-    def _check_rules(self, kernel, bound) -> None:
-        """With checks on: in-kernel rule violations, and writes into arrays an earlier launch's backward reads."""
-        kernel.lowered("forward_ad")
-        names = [n for n, _ in kernel.params]
-        for w in _written_user_params(kernel):
-            a = bound[w]
-            for rec in self.launches:
-                reads = _primal_reads(rec.kernel_obj.lowered("adjoint"), rec.kernel_obj)
-                for j in reads:
-                    if rec.args[j] is a:
-                        label = getattr(a, "label", None) or names[w]
-                        raise GradientRuleError(
-                            f"kernel '{kernel.key}' writes array '{label}', whose values the backward pass of the "
-                            f"earlier launch of '{rec.kernel}' (parameter '{[n for n, _ in rec.kernel_obj.params][j]}')"
-                            f" needs; write into a new array instead of overwriting it")
-        if kernel.rule_violations:
-            raise GradientRuleError("\n".join(v.describe(kernel.key) for v in kernel.rule_violations))
-        _check_aliasing(kernel, bound)
-        _check_recoverable(kernel)
-
     def _array_args(self, kernel, args) -> dict:
         return {name: a for (name, _), a in zip(kernel.params, args) if hasattr(a, "buffer")}
 
-    def _snapshot_before(self, kernel, bound):
-        from .snapshots import LaunchSnapshots, take
-        return LaunchSnapshots(before=take(self._array_args(kernel, bound), config.snapshot_max_bytes))
+    def before_launch(self, kernel, bound) -> tuple:
+        """The recording hook `gk.launch` calls before a launch it will record: checks the gradient rules (with
+        checks on; nothing is overwritten when they fail), copies the arrays the backward pass needs from
+        before the launch and snapshots the arguments (when snapshotting). Returns what `record_launch` keeps."""
+        if self._checking():
+            check_launch(self.launches, kernel, bound)
+        pairs = tape_info(kernel)[2]
+        saved = copies_for_backward(kernel, bound, pairs) if pairs else None
+        snaps = None
+        if self.snapshotting:
+            from .snapshots import LaunchSnapshots, take
+            snaps = LaunchSnapshots(before=take(self._array_args(kernel, bound), config.snapshot_max_bytes))
+        return snaps, saved
 
-    def _record_launch(self, kernel, dims, device, bound, n_inputs, variant, ms, snaps=None, saved=None) -> None:
+    def record_launch(self, kernel, dims, device, bound, n_inputs, variant, ms, prepared=(None, None)) -> None:
+        """The recording hook `gk.launch` calls after the launch: one LaunchRecord (`prepared` is what
+        `before_launch` returned)."""
+        snaps, saved = prepared
         arrays = [a for a in bound if hasattr(a, "buffer")]
         touched = self._touched
         exposed = False
@@ -247,7 +236,7 @@ class Tape:
             kernel = rec.kernel_obj
             params = per_kernel.get(id(kernel))
             if params is None:
-                params = per_kernel[id(kernel)] = _written_user_params(kernel)
+                params = per_kernel[id(kernel)] = written_user_params(kernel)
             args = rec.args
             for j in params:
                 written[id(args[j])] = args[j]
@@ -315,15 +304,15 @@ class Tape:
             return
         _, reads, _, pairs, lost = tape_info(rec.kernel_obj)
         if lost:
-            _check_recoverable(rec.kernel_obj)
+            check_recoverable(rec.kernel_obj)
         args, versions = rec.args, rec.versions
         for j, w in pairs:
             if args[j] is args[w]:
-                _check_aliasing(rec.kernel_obj, args)
+                check_aliasing(rec.kernel_obj, args)
         for j in reads:
             a = args[j]
             if a.version != versions[id(a)] or a._crc is not None:     # the common case: untouched
-                check_record(self, index, rec, reads, _written_user_params)
+                check_record(self, index, rec, reads, written_user_params)
                 return
 
     # Housekeeping --------------------------------------------------------------
@@ -365,90 +354,6 @@ class Tape:
     def save(self, path) -> None:
         from ..viz.bundle import save_bundle
         save_bundle(self, path)
-
-
-def _written_user_params(kernel) -> list[int]:
-    """User-level parameter indices of the arrays a kernel's forward pass writes (cached on the IR)."""
-    from .kernel import written_params
-    fwd = kernel.lowered("forward")
-    cached = fwd.attrs.get("_written_user")
-    if cached is None:
-        user = user_params(fwd)
-        cached = fwd.attrs["_written_user"] = sorted({user[k] for k in written_params(fwd)})
-    return cached
-
-
-def tape_info(kernel) -> tuple:
-    """(the adjoint IR it was made from, parameters whose recorded values the adjoint reads, [(j, j)] for
-    those the kernel reads before overwriting them (the tape keeps a copy from before the launch),
-    [(j, w)] pairs of a read and another, written parameter, which must not be one array), cached."""
-    info = kernel._tape_info
-    if info is not None and info[0] is kernel._lowered.get("adjoint"):
-        return info
-    try:
-        adj = kernel.lowered("adjoint") if kernel.enable_backward else None
-    except CompileError:
-        adj = None                      # no adjoint (a native snippet without one): backward will say so
-    if adj is None:
-        kernel._tape_info = (None, (), (), (), ())
-        return kernel._tape_info
-    reads, written = _primal_reads(adj, kernel), _written_user_params(kernel)
-    after = _primal_reads(adj, kernel, True)
-    fwd = kernel.lowered("forward_ad")
-    users = user_index(fwd)
-    copy, lost = ({users[v] for v in ids} for ids in read_before_write(fwd))
-    info = kernel._tape_info = (adj, reads, [(j, j) for j in reads if j in copy and j in written
-                                             and j not in after],
-                                [(j, w) for j in reads for w in written if j != w],
-                                [j for j in reads if j in lost and j not in after])
-    return info
-
-
-def _check_recoverable(kernel) -> None:
-    """An array the kernel reads and then overwrites (in a loop, or at possibly equal indices) while also
-    reading its own writes: neither the values before nor after the launch are what each read saw."""
-    lost = tape_info(kernel)[4]
-    if lost:
-        names = [n for n, _ in kernel.params]
-        raise GradientRuleError(
-            f"kernel '{kernel.key}' reads elements of '{names[lost[0]]}' that it overwrites later (in a loop, or "
-            "at an index that may be the same element), while other reads see what it wrote: its backward pass "
-            "cannot recover the values each read saw. Keep the running value in a local variable (locals, "
-            "loop-carried ones too, are differentiable) or write into a separate array.")
-
-
-def _check_aliasing(kernel, args) -> None:
-    """One array passed both as a parameter whose values the adjoint reads and as another parameter the
-    launch writes (`y = x * x` into x): the two parameters' gradients would be one array too, which the
-    adjoint cannot tell apart. Raise before the launch under checks, and at backward always."""
-    written = _written_user_params(kernel)
-    if not written:
-        return
-    names = [n for n, _ in kernel.params]
-    for j in tape_info(kernel)[1]:
-        for w in written:
-            if w != j and args[w] is args[j]:
-                label = getattr(args[j], "label", None) or names[j]
-                raise GradientRuleError(
-                    f"kernel '{kernel.key}' reads array '{label}' as parameter '{names[j]}' and writes the same "
-                    f"array as parameter '{names[w]}'; its backward pass needs the values from before the launch. "
-                    "Write the result into a separate array.")
-
-
-def _primal_reads(adj_fn, kernel, final: bool | None = None) -> list[int]:
-    """User-level parameter indices of arrays whose primal values the adjoint loads; `final=False` only
-    loads of the values from before the launch, `final=True` only loads of its results (atomic_min/max's
-    winner test, marked `final` by reverse mode)."""
-    key = f"_primal_reads_{final}"
-    cached = adj_fn.attrs.get(key)
-    if cached is not None:
-        return cached
-    users = user_index(adj_fn)
-    reads = sorted({users[i.args[0].id] for i in adj_fn.walk()
-                    if i.op == Op.LOAD and i.args[0].id in users
-                    and (final is None or bool(i.attrs.get("final")) == final)})
-    adj_fn.attrs[key] = reads
-    return reads
 
 
 class ScopedTimer:

@@ -1,6 +1,6 @@
 """Backward's "modified after recording" check, as precise as what each adjoint reads.
 
-A recorded launch's adjoint reads some arrays' forward values (`_primal_reads`), often only some rows
+A recorded launch's adjoint reads some arrays' forward values (`tape_rules.primal_reads`), often only some rows
 of them (`x[t - 1, i]`, see ad/accessed_rows.py). When such an array changed since the launch was
 recorded, the change is fine if every write since is a later launch on the same tape that wrote other
 rows; anything else — a write into a needed row, a host write, a write no tape saw (a launch outside
