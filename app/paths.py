@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import pathlib
 
+from ..viz.bundle import portable_path
+
 
 def base_folder(bundle) -> pathlib.Path | None:
     """The folder holding the bundle (its parent folder, for a folder bundle and a .zip alike)."""
@@ -16,18 +18,7 @@ def base_folder(bundle) -> pathlib.Path | None:
 
 def shown_path(bundle, file: str | None) -> str | None:
     """`file` relative to the bundle's folder when inside it, else its last component (None stays None)."""
-    if not file:
-        return file
-    normal = pathlib.PurePosixPath(os.path.normpath(file.replace("\\", "/")))
-    base = base_folder(bundle)
-    if normal.is_absolute() and base is not None:
-        try:
-            return normal.relative_to(pathlib.PurePosixPath(base.as_posix())).as_posix()
-        except ValueError:
-            pass
-    if not normal.is_absolute():
-        return normal.as_posix()          # bundles store paths relative to their folder already
-    return normal.name or file
+    return portable_path(file, base_folder(bundle)) if file else file
 
 
 def redact(bundle, text: str | None) -> str | None:

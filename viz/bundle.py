@@ -146,13 +146,18 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
     return path
 
 
-def _portable(file: str, base: pathlib.Path) -> str:
-    """`file` relative to the bundle's folder when inside it, else its name: a shared bundle does not carry
-    the recording machine's folders (/home/user/...)."""
-    try:
-        return pathlib.Path(os.path.abspath(file)).relative_to(base).as_posix()
-    except ValueError:
-        return pathlib.Path(file).name
+def portable_path(file: str, base: pathlib.Path | None) -> str:
+    """An absolute `file` relative to the bundle's folder `base` when inside it, else its name; a relative one
+    as it is. A shared bundle (and the debugger showing one) never carries a machine's folders (/home/...)."""
+    normal = pathlib.PurePosixPath(os.path.normpath(file.replace("\\", "/")))
+    if not normal.is_absolute():
+        return normal.as_posix()
+    if base is not None:
+        try:
+            return normal.relative_to(pathlib.PurePosixPath(base.as_posix())).as_posix()
+        except ValueError:
+            pass
+    return normal.name or file
 
 
 def _portable_paths(manifest: dict, path: pathlib.Path) -> None:
@@ -162,7 +167,7 @@ def _portable_paths(manifest: dict, path: pathlib.Path) -> None:
     nan = manifest.get("nan")
     if nan and nan.get("file"):
         files.add(nan["file"])
-    shown = {f: _portable(f, base) for f in files}
+    shown = {f: portable_path(os.path.abspath(f), base) for f in files}
     for k in manifest["kernels"].values():
         if k.get("file"):
             k["file"] = shown[k["file"]]
