@@ -12,9 +12,6 @@ from ..core.config import config
 from .state import current as state
 from .device import get_device
 
-_INT = (int,)
-
-
 MAX_THREADS = 2**31 - 1    # thread ids are 32-bit in generated code: a larger grid would wrap them
 
 
