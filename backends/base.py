@@ -12,9 +12,12 @@ Lowered IR a backend receives (`compile(device, fn, options)`):
   * Ops: const, prim (scalar names from core/builtins), tid, shape, load/store/atomic
     (with `comp` = component index, never None), if, for, while, push, pop.
     No `call`, no vector values.
-  * Semantics a backend must keep: Python `//` and `%` (floored); integer division or
-    modulo by zero yields 0 (never a trap); `cast` float→int truncates toward zero;
-    `round` is half away from zero; comparisons on NaN are false except `ne`.
+  * Semantics a backend must keep: `idiv` / `irem` are C's truncating integer `/` and `%`
+    (the divisor is never 0, nor -1 with the type's minimum); `cast` float→int truncates
+    toward zero; `round` is half away from zero; comparisons on NaN are false except `ne`.
+    Python's floored `//` and `%` (`floordiv`, `mod`: x // 0 == x % 0 == 0), `clamp`, `sign`
+    and integer `abs` arrive written in other primitives, unless listed in `native_prims`.
+  * A builtin with a `cmath` name is that C99 / OpenCL C math function on float operands.
   * `tid[axis=k, ndim=n]`: coordinate k of the thread in the n-D launch grid `dim`
     (row-major: the last axis varies fastest). `shape[axis=k] arr`: extent k of arr.
   * `push`/`pop` (reverse-mode value stack): per-thread LIFO of `options.stack_size`
@@ -76,6 +79,9 @@ class Backend:
     """Base class of every backend plugin. Subclass and override every method below."""
 
     name: str = "base"
+    # Primitives with an `expand` rule in core/builtins that this backend implements itself, so the expand
+    # pass leaves them (by default every such call arrives written in other primitives).
+    native_prims: frozenset = frozenset()
 
     # Devices -------------------------------------------------------------------
     def devices(self) -> list[DeviceInfo]:

@@ -33,9 +33,7 @@ class LangFunction:
         return f"<gradkit builtin {self.name}>"
 
 
-PUBLIC_PRIMS = """sin cos tan asin acos atan atan2 sinh cosh tanh exp log log2 log10 sqrt pow abs min max
-clamp floor ceil round sign where dot cross length length_sq normalize outer transpose determinant
-inverse trace identity""".split()
+PUBLIC_PRIMS = [name for name, entry in BUILTINS.items() if entry.public]
 
 NAMES: dict[str, LangFunction] = {n: LangFunction(n, "prim") for n in PUBLIC_PRIMS}
 NAMES["select"] = LangFunction("select", "prim", "where",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 
+from ..ad.pipeline import VARIANTS, build_variant, for_backend, variant_log
 from ..backends.base import CompileOptions
 from ..core import func as _func
 from ..core.config import config
@@ -19,11 +20,7 @@ from ..core.ir import Function, format_function
 from ..core.locks import COMPILING
 from ..core.native import check_snippets
 from ..core.ops import WRITES, Op
-from ..core.passes import lower
 from ..core.types import ArrayType
-
-VARIANTS = ("forward", "adjoint", "forward_tangent", "adjoint_tangent")
-
 
 class Specialization:
     """One compiled variant of a kernel on one device, with what a launch needs precomputed."""
@@ -110,27 +107,37 @@ class Kernel:
             self._rules_generation = _func.rules_generation
         fn = self._lowered.get(variant)
         if fn is None:
-            if variant == "forward_ad":       # lowered, keeping calls with custom gradient rules
-                fn = lower(self.typed_ir)
-                self._find_rule_violations(fn)
-            elif variant == "forward":
-                fn = self.lowered("forward_ad")
-                if any(i.op == Op.CALL for i in fn.walk()):
-                    from ..core.ir import copy_function
-                    from ..core.passes import run_passes, simplify
-                    from ..core.passes.inline import inline_kept_calls
-                    fn = run_passes(copy_function(fn), [("inline", inline_kept_calls), ("simplify", simplify)])
-            elif variant == "adjoint":
+            spec = VARIANTS.get(variant)
+            if spec is None:
+                raise ValueError(f"unknown kernel variant {variant!r}; expected one of {tuple(VARIANTS)}")
+            if variant.startswith("adjoint"):
                 self._require_backward()
-                from ..ad.reverse import adjoint_function
-                fn = adjoint_function(self.lowered("forward_ad"))
-            elif variant.endswith("_tangent"):
-                from ..ad.forward import tangent_function
-                fn = tangent_function(self.lowered(variant[: -len("_tangent")]))
-            else:
-                raise ValueError(f"unknown kernel variant {variant!r}; expected one of {VARIANTS}")
+            source = self.typed_ir if spec.source is None else self.lowered(spec.source)
+            fn = build_variant(variant, source)
+            if variant == "forward_ad":
+                self._find_rule_violations(fn)
             self._lowered[variant] = fn
         return fn
+
+    def backend_ir(self, variant: str, device) -> Function:
+        """The IR `device`'s backend compiles for `variant`: the variant with the primitives the backend
+        does not implement expanded (core/passes/expand.py)."""
+        native = frozenset(getattr(device.impl, "native_prims", ()))
+        key = (variant, native)
+        fn = self._lowered.get(key)
+        if fn is None or self._rules_generation != _func.rules_generation:
+            fn = self._lowered[key] = for_backend(self.lowered(variant), native)
+        return fn
+
+    def pass_log(self, variant: str = "forward", device=None) -> list[tuple[str, str]]:
+        """(pass name, printed IR after it) for every pass building `variant`, AD passes included; with a
+        device, the backend stage too. Recomputed on each call: for the debugger, not for launches."""
+        native = None
+        if device is not None:
+            from .device import get_device
+            native = frozenset(getattr(get_device(device).impl, "native_prims", ()))
+        with COMPILING, _too_deep(self.key, variant):
+            return variant_log(self.typed_ir, variant, native)
 
     def _find_rule_violations(self, fn: Function) -> None:
         """Gradient-rule violations certain from the source (warned about when a tape records the kernel)."""
@@ -188,7 +195,7 @@ class Kernel:
     def _compile(self, key: tuple, device, variant: str) -> Specialization:
         """Lower and compile `variant` for `device` (under COMPILING)."""
         from .cache import default_cache
-        fn = self.lowered(variant)
+        fn = self.backend_ir(variant, device)
         try:
             check_snippets(fn, device.backend)
         except CompileError as exc:

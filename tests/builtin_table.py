@@ -3,6 +3,8 @@
 Shared by the forward-value tests (tests/core) and the gradient tests (tests/ad).
 """
 
+import math
+
 import numpy as np
 
 import gradkit as gk
@@ -28,6 +30,7 @@ UNARY = {
     "ceil": (gk.ceil, np.ceil, lambda x: 0 * x, (-3, 3)),
     "round": (gk.round, lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5), lambda x: 0 * x, (-3, 3)),
     "sign": (gk.sign, np.sign, lambda x: 0 * x, (-3, 3)),
+    "erf": (gk.erf, np.vectorize(math.erf), lambda x: 2 / np.sqrt(np.pi) * np.exp(-x * x), (-2.5, 2.5)),
 }
 
 BINARY = {

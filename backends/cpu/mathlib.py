@@ -19,8 +19,10 @@ from llvmlite import ir
 
 F32, F64, I32 = ir.FloatType(), ir.DoubleType(), ir.IntType(32)
 
-LIBM_NAMES = ["sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "exp", "log",
-              "log2", "log10", "pow"]
+from ...core.builtins import BUILTINS
+
+# the C library's functions by arity, for every builtin computed by one (`Builtin.cmath`)
+LIBM = {entry.cmath: entry.arity for entry in BUILTINS.values() if entry.cmath is not None}
 _registered = False
 
 
@@ -30,7 +32,7 @@ def register_libm() -> None:
     if _registered:
         return
     libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
-    for name in LIBM_NAMES:
+    for name in LIBM:
         llvm.add_symbol(name, ctypes.cast(getattr(libm, name), ctypes.c_void_p).value)
     _registered = True
 
@@ -151,7 +153,7 @@ class MathLib:
     def _libm(self, name: str):
         key = ("libm", name)
         if key not in self.fns:
-            nargs = 2 if name in ("atan2", "pow") else 1
+            nargs = LIBM[name]
             fn = ir.Function(self.module, ir.FunctionType(F64, [F64] * nargs), name=name)
             fn.attributes.add("nounwind")
             self.fns[key] = fn

@@ -2,10 +2,11 @@
 
 `CODE_FOR_OP[name](args, t, attrs)` returns a C expression, where `args` are C expressions (variable
 names or literals) for the operands, `t` is the operand type (the first argument's) and `attrs` the
-instruction's attributes. Semantics follow backends/base.py: Python floored `//` and `%`, integer
-division by zero gives 0, casts truncate toward zero, `round` is half away from zero (OpenCL's
-`round` already is). Helpers the table refers to (`gk_floordiv_int`, ...) live in `HELPERS` and are
-pasted into a kernel's source only when its body calls them.
+instruction's attributes. Semantics follow backends/base.py: casts truncate toward zero, `round` is
+half away from zero (OpenCL's `round` already is). Every builtin that names its C math function
+(`Builtin.cmath`) calls the OpenCL built-in of that name; floored `//` and `%`, clamp, sign and integer
+abs arrive written in other primitives (core/passes/expand.py). Helpers the generated code calls
+(atomics, fault records) live in `HELPERS` and are pasted into a kernel's source only when used.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...core import types as T
+from ...core.builtins import BUILTINS
 
 CTYPE = {"float32": "float", "float64": "double", "int32": "int", "int64": "long", "uint32": "uint",
          "bool": "bool"}
@@ -73,29 +75,12 @@ def _by_kind(on_float: str, on_int: str) -> Formatter:
     return lambda a, t, at: f"{on_float if t.is_float else on_int}({', '.join(a)})"
 
 
-def _helper(stem: str) -> Formatter:
-    """A call of the per-type helper `gk_<stem>_<ctype>` (see HELPERS)."""
-    return lambda a, t, at: f"gk_{stem}_{ctype(t)}({', '.join(a)})"
-
-
-def _abs(a, t, at):
-    if t.is_float:
-        return f"fabs({a[0]})"
-    return a[0] if t is T.uint32 else f"({a[0]} < 0 ? -{a[0]} : {a[0]})"
-
-
-def _sign(a, t, at):
-    """-1, 0 or 1 in the operand's type; a float zero or NaN passes through (as NumPy's sign)."""
-    x, one = a[0], literal(1, t)
-    if t is T.uint32:
-        return f"({x} > 0u ? {one} : (0u))"
-    zero = literal(0, t) if not t.is_float else x
-    return f"({x} > 0 ? {one} : ({x} < 0 ? {literal(-1, t)} : {zero}))"
-
-
-def _clamp(a, t, at):
-    lo, hi = ("fmax", "fmin") if t.is_float else ("max", "min")
-    return f"{hi}({lo}({a[0]}, {a[1]}), {a[2]})"
+def _neg(a, t, at):
+    """-x; signed integers negate through unsigned arithmetic, so MIN wraps to MIN (C leaves it undefined)."""
+    if t.is_float or t is T.uint32:
+        return f"(-{a[0]})"
+    c = ctype(t)
+    return f"(({c})(({UNSIGNED[c]})0 - ({UNSIGNED[c]}){a[0]}))"
 
 
 def _cast(a, t, at):
@@ -107,24 +92,17 @@ def _cast(a, t, at):
     return f"(({ctype(to)}){a[0]})"
 
 
-MATH = ("sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
-        "tanh", "floor", "ceil", "round")
-
 CODE_FOR_OP: dict[str, Formatter] = {
-    "add": _infix("+"), "sub": _infix("-"), "mul": _infix("*"), "div": _infix("/"),
-    "neg": lambda a, t, at: f"(-{a[0]})",
-    "floordiv": _helper("floordiv"), "mod": _helper("mod"),
-    "pow": _call("pow"), "atan2": _call("atan2"),
-    "min": _by_kind("fmin", "min"), "max": _by_kind("fmax", "max"), "clamp": _clamp,
-    "abs": _abs, "sign": _sign,
-    **{name: _call(name) for name in MATH},
+    "add": _infix("+"), "sub": _infix("-"), "mul": _infix("*"), "div": _infix("/"), "neg": _neg,
+    "idiv": _infix("/"), "irem": _infix("%"),      # truncating; the expansion of // and % guards the divisor
+    "min": _by_kind("fmin", "min"), "max": _by_kind("fmax", "max"),
+    **{name: _call(entry.cmath) for name, entry in BUILTINS.items() if entry.cmath is not None},
     "where": lambda a, t, at: f"({a[0]} ? {a[1]} : {a[2]})",
     "lt": _infix("<"), "le": _infix("<="), "gt": _infix(">"), "ge": _infix(">="),
     "eq": _infix("=="), "ne": _infix("!="),
     "and": _infix("&&"), "or": _infix("||"), "not": lambda a, t, at: f"(!{a[0]})",
     "cast": _cast,
 }
-
 
 
 def _via_double(fn: str) -> Formatter:
@@ -143,32 +121,6 @@ def op_table(cpu_with_fp64: bool) -> dict[str, Formatter]:
 
 
 # --------------------------------------------------------------------------- helpers (pasted on demand)
-
-def _int_divmod(c: str) -> dict[str, str]:
-    """Python-floored // and % for a signed C integer type; x // 0 and x % 0 give 0, MIN // -1 wraps."""
-    u = UNSIGNED[c]
-    return {
-        f"gk_floordiv_{c}": (
-            f"inline {c} gk_floordiv_{c}({c} a, {c} b) {{\n"
-            f"    if (b == 0) return 0;\n"
-            f"    if (b == -1) return ({c})(({u})0 - ({u})a);   /* MIN / -1 would trap */\n"
-            f"    const {c} q = a / b, r = a % b;\n"
-            f"    return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;\n}}\n"),
-        f"gk_mod_{c}": (
-            f"inline {c} gk_mod_{c}({c} a, {c} b) {{\n"
-            f"    if (b == 0 || b == -1) return 0;\n"
-            f"    const {c} r = a % b;\n"
-            f"    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}}\n"),
-    }
-
-
-def _float_divmod(c: str) -> dict[str, str]:
-    """Float // and % exactly as the NumPy reference computes them: floor(a / b), a - b * floor(a / b)."""
-    return {
-        f"gk_floordiv_{c}": f"inline {c} gk_floordiv_{c}({c} a, {c} b) {{ return floor(a / b); }}\n",
-        f"gk_mod_{c}": f"inline {c} gk_mod_{c}({c} a, {c} b) {{ return a - b * floor(a / b); }}\n",
-    }
-
 
 # NVIDIA's OpenCL compiler accepts inline PTX: a native float add in L2 instead of a compare-and-swap loop
 # (W2's 65536 per-group adds onto one address: 90 ms with CAS on an H100). Defined when the device passed
@@ -214,10 +166,6 @@ FAULT_HELPER = {
 
 HELPERS: dict[str, str] = {
     **FAULT_HELPER,
-    **_int_divmod("int"), **_int_divmod("long"),
-    "gk_floordiv_uint": "inline uint gk_floordiv_uint(uint a, uint b) { return b == 0u ? 0u : a / b; }\n",
-    "gk_mod_uint": "inline uint gk_mod_uint(uint a, uint b) { return b == 0u ? 0u : a % b; }\n",
-    **_float_divmod("float"), **_float_divmod("double"),
     **_float_atomics("float", "uint", "atomic_cmpxchg"),
     **_float_atomics("double", "ulong", "atom_cmpxchg"),
 }

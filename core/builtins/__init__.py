@@ -6,11 +6,19 @@ forward mode (JVP: Σ tᵢ·∂f/∂xᵢ) and reverse mode (VJP: adj·∂f/∂x�
 them, so a derivative is written once. Primitives on vectors and matrices
 declare a `decompose` rule instead: the scalarize pass rewrites them into
 scalar primitives, whose derivatives then apply.
+
+An entry also says how it reaches machine code, so no backend re-lists names:
+`cmath` names the C99 / OpenCL C math function computing it (the CPU backend
+calls libm, the OpenCL backend the built-in of that name), and `expand` writes
+it in other primitives (Python's floored `//` and `%`, clamp, sign), applied by
+the expand pass (core/passes/expand.py) after differentiation, so its semantics
+live once, in IR. `public` entries are `gk.<name>`; `float_only` ones turn
+integer arguments into float32 first (`gk.sqrt(4)`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from ..types import Type
@@ -34,8 +42,12 @@ class Builtin:
         jvp / vjp: optional hand-written rules overriding the ones derived from `partials`.
         decompose: (builder, args, comps, out_type, attrs) -> scalar components of the result,
             for calls on vector/matrix values (run by the scalarize pass).
-        linear: the derivative does not need primal values (add, sub, neg, ...).
         arity: number of arguments (None = variadic).
+        public: exposed to kernels as `gk.<name>`.
+        float_only: integer arguments are cast to float32 by the frontend.
+        cmath: the C / OpenCL C math function computing it on float operands (None: none does).
+        expand: (builder, args, attrs) -> the result written in other primitives, or None to keep the
+            call for these operand types; run by the expand pass on scalar IR, after differentiation.
     """
 
     name: str
@@ -47,9 +59,11 @@ class Builtin:
     decompose: Callable | None = None
     arity: int | None = None
     differentiable: bool = True
-    pure: bool = True
     doc: str = ""
-    extra: dict = field(default_factory=dict)
+    public: bool = False
+    float_only: bool = False
+    cmath: str | None = None
+    expand: Callable | None = None
 
     def result_type(self, arg_types: list[Type], attrs: dict | None = None) -> Type:
         if self.arity is not None and len(arg_types) != self.arity:

@@ -186,16 +186,16 @@ def _cross(b, a, c):
 
 
 register(Builtin("dot", _dot_rule, arity=2, eval=lambda a, c: np.sum(a * c, -1),
-                 decompose=lambda b, a, comps, ot, at: [_dot(b, comps[0], comps[1])]))
+                 decompose=lambda b, a, comps, ot, at: [_dot(b, comps[0], comps[1])], public=True))
 register(Builtin("cross", _cross_rule, arity=2, eval=np.cross,
-                 decompose=lambda b, a, comps, ot, at: _cross(b, comps[0], comps[1])))
+                 decompose=lambda b, a, comps, ot, at: _cross(b, comps[0], comps[1]), public=True))
 register(Builtin("length_sq", _vec_float_rule("length_sq", "scalar"), arity=1,
                  eval=lambda v: np.sum(v * v, -1),
-                 decompose=lambda b, a, comps, ot, at: [_dot(b, comps[0], comps[0])]))
+                 decompose=lambda b, a, comps, ot, at: [_dot(b, comps[0], comps[0])], public=True))
 register(Builtin("length", _vec_float_rule("length", "scalar"), arity=1,
                  eval=lambda v: np.sqrt(np.sum(v * v, -1)),
                  decompose=lambda b, a, comps, ot, at: [b.prim("sqrt", _dot(b, comps[0], comps[0]), subgrad=True)],
-                 doc="|v| (gradient 0 at v = 0, as in Warp)"))
+                 doc="|v| (gradient 0 at v = 0, as in Warp)", public=True))
 
 
 def _normalize(b, a, comps, ot, at):
@@ -213,7 +213,7 @@ def _np_normalize(v):
 
 
 register(Builtin("normalize", _vec_float_rule("normalize", "vector"), arity=1, eval=_np_normalize,
-                 decompose=_normalize, doc="v / |v| (zero vector stays zero)"))
+                 decompose=_normalize, doc="v / |v| (zero vector stays zero)", public=True))
 
 
 # --------------------------------------------------------------------------- matrices
@@ -319,18 +319,18 @@ def _identity_rule(types, attrs):
 
 
 register(Builtin("outer", _outer_rule, arity=2, eval=lambda a, c: np.einsum("...i,...j->...ij", a, c),
-                 decompose=lambda b, a, comps, ot, at: [b.mul(x, y) for x in comps[0] for y in comps[1]]))
+                 decompose=lambda b, a, comps, ot, at: [b.mul(x, y) for x in comps[0] for y in comps[1]], public=True))
 register(Builtin("transpose", _transpose_rule, arity=1, eval=lambda m: np.swapaxes(m, -1, -2),
                  decompose=lambda b, a, comps, ot, at: [comps[0][(k % ot.cols) * ot.rows + k // ot.cols]
-                                                        for k in range(ot.ncomp)]))
+                                                        for k in range(ot.ncomp)], public=True))
 register(Builtin("determinant", _square_rule("determinant", "scalar"), arity=1, eval=np.linalg.det,
-                 decompose=lambda b, a, comps, ot, at: [_det(b, comps[0], a[0].type.rows)]))
-register(Builtin("inverse", _square_rule("inverse", "matrix"), arity=1, eval=np.linalg.inv, decompose=_inverse))
+                 decompose=lambda b, a, comps, ot, at: [_det(b, comps[0], a[0].type.rows)], public=True))
+register(Builtin("inverse", _square_rule("inverse", "matrix"), arity=1, eval=np.linalg.inv, decompose=_inverse, public=True))
 register(Builtin("trace", _square_rule("trace", "scalar"), arity=1, eval=lambda m: np.trace(m, axis1=-2, axis2=-1),
                  decompose=lambda b, a, comps, ot, at: [_sum(b, [comps[0][i * a[0].type.rows + i]
-                                                                 for i in range(a[0].type.rows)])]))
+                                                                 for i in range(a[0].type.rows)])], public=True))
 register(Builtin("matmul", _matmul_rule, arity=2, eval=_np_matmul, decompose=_matmul))
 register(Builtin("identity", _identity_rule, differentiable=False,
                  eval=lambda n, dtype: np.eye(n, dtype=dtype.np_dtype),
                  decompose=lambda b, a, comps, ot, at: [b.const(1.0 if k // ot.cols == k % ot.cols else 0.0, ot.scalar)
-                                                        for k in range(ot.ncomp)]))
+                                                        for k in range(ot.ncomp)], public=True))

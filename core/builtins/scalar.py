@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..types import Type, bool_
+from ..types import Type, bool_, uint32
 from . import Builtin, BuiltinTypeError, register
 
 
@@ -100,18 +100,22 @@ def _floats(partials):
 
 # --------------------------------------------------------------------------- declarations
 
-def elementwise(name, np_fn, partials=None, *, arity=2, float_only=False, linear=False, doc="", **kw):
+def elementwise(name, np_fn, partials=None, *, arity=2, float_only=False, public=False, cmath=None, expand=None,
+                doc="", **kw):
     return register(Builtin(
         name, _elementwise(name, float_only=float_only, **kw), eval=np_fn,
         partials=_floats(partials) if partials else None, decompose=_decomposer(name), arity=arity,
-        differentiable=partials is not None, doc=doc))
+        differentiable=partials is not None, doc=doc, public=public, float_only=float_only, cmath=cmath,
+        expand=expand))
 
 
-def unary_math(name, np_fn, deriv, doc=""):
-    """A float → float function with derivative deriv(b, x, y) = dy/dx."""
+def unary_math(name, np_fn, deriv, doc="", cmath=None):
+    """A public float → float function with derivative deriv(b, x, y) = dy/dx, computed by the C / OpenCL C
+    math function `cmath` (default: its own name)."""
     return register(Builtin(
         name, _elementwise(name, float_only=True), eval=np_fn, arity=1,
-        partials=lambda b, a, out, at: [deriv(b, a[0], out)], decompose=_decomposer(name), doc=doc))
+        partials=lambda b, a, out, at: [deriv(b, a[0], out)], decompose=_decomposer(name), doc=doc,
+        public=True, float_only=True, cmath=cmath or name))
 
 
 def _py_floordiv(a, b):
@@ -133,26 +137,103 @@ def _round_half_away(x):
     return (np.sign(x) * np.floor(np.abs(x) + 0.5)).astype(x.dtype)
 
 
-elementwise("add", np.add, lambda b, a, o, at: [1, 1], linear=True, doc="a + b")
-elementwise("sub", np.subtract, lambda b, a, o, at: [1, _c(b, a[1], -1)],
-            linear=True, doc="a - b")
+# --------------------------------------------------------------------------- expansions (run after AD)
+
+def _truncating(name: str):
+    """NumPy reference of C's truncating integer / or % (the caller guarantees b != 0, not MIN / -1)."""
+    def fn(a, b):
+        a, b = np.asarray(a), np.asarray(b)
+        q = np.floor_divide(a, b)
+        q = q + ((q * b != a) & ((a < 0) != (b < 0))).astype(q.dtype)
+        return q if name == "idiv" else a - q * b
+    return fn
+
+
+def _expand_floored(want: str):
+    """Python's floored `//` or `%`: floats as floor(a / b) and a - b * floor(a / b); integers from the
+    truncating idiv / irem, with x // 0 = x % 0 = 0 and MIN // -1 wrapping (never a trap)."""
+
+    def expand(b, args, attrs):
+        x, d = args
+        if x.type.is_float:
+            q = b.prim("floor", b.div(x, d))
+            return q if want == "idiv" else b.sub(x, b.mul(d, q))
+        zero, one, dc = _c(b, x, 0), _c(b, x, 1), d.const_value
+        if x.type is uint32:                   # floor is truncation; only zero needs care
+            if dc:
+                return b.prim(want, x, d)
+            is0 = b.prim("eq", d, zero)
+            return b.select(is0, zero, b.prim(want, x, b.select(is0, one, d)))
+        special = None if dc is not None and dc not in (0, -1) else b.prim("or", b.prim("eq", d, zero),
+                                                                           b.prim("eq", d, _c(b, x, -1)))
+        safe = d if special is None else b.select(special, one, d)
+        r = b.prim("irem", x, safe)
+        if dc is not None and dc not in (0, -1):      # a remainder of the divisor's opposite sign needs a step
+            adjust = b.prim("lt" if dc > 0 else "gt", r, zero)
+        else:
+            adjust = b.prim("and", b.prim("ne", r, zero),
+                            b.prim("ne", b.prim("lt", r, zero), b.prim("lt", safe, zero)))
+        if want == "irem":
+            out = b.select(adjust, b.add(r, safe), r)
+            return out if special is None else b.select(special, zero, out)
+        q = b.prim("idiv", x, safe)
+        out = b.select(adjust, b.sub(q, one), q)
+        if special is None:
+            return out
+        return b.select(b.prim("eq", d, zero), zero, b.select(b.prim("eq", d, _c(b, x, -1)), b.neg(x), out))
+
+    return expand
+
+
+def _expand_sign(b, args, attrs):
+    """-1, 0 or 1 in the operand's type; a float zero or NaN passes through (as NumPy's sign)."""
+    (x,) = args
+    zero, one = _c(b, x, 0), _c(b, x, 1)
+    if x.type is uint32:
+        return b.select(b.prim("gt", x, zero), one, zero)
+    rest = x if x.type.is_float else zero
+    return b.select(b.prim("gt", x, zero), one, b.select(b.prim("lt", x, zero), _c(b, x, -1), rest))
+
+
+def _expand_abs(b, args, attrs):
+    """Integer |x| (wrapping at MIN); float abs stays a native call (it clears the sign bit, -0.0 included)."""
+    (x,) = args
+    if x.type.is_float:
+        return None
+    return x if x.type is uint32 else b.select(b.prim("lt", x, _c(b, x, 0)), b.neg(x), x)
+
+
+def _expand_clamp(b, args, attrs):
+    x, lo, hi = args
+    return b.prim("min", b.prim("max", x, lo), hi)
+
+
+# --------------------------------------------------------------------------- arithmetic
+
+elementwise("add", np.add, lambda b, a, o, at: [1, 1], doc="a + b")
+elementwise("sub", np.subtract, lambda b, a, o, at: [1, _c(b, a[1], -1)], doc="a - b")
 elementwise("mul", np.multiply, lambda b, a, o, at: [a[1], a[0]], doc="a * b")
 elementwise("div", np.divide, lambda b, a, o, at: [b.div(_c(b, a[1], 1), a[1]), b.neg(b.div(o, a[1]))],
             float_only=True, doc="a / b (true division, floats)")
-elementwise("floordiv", _py_floordiv, lambda b, a, o, at: [None, None], doc="a // b, Python (floor) semantics")
+elementwise("floordiv", _py_floordiv, lambda b, a, o, at: [None, None], expand=_expand_floored("idiv"),
+            doc="a // b, Python (floor) semantics")
 elementwise("mod", _py_mod, lambda b, a, o, at: [1, b.neg(b.prim("floor", b.div(a[0], a[1])))],
-            doc="a % b, Python (floored) semantics")
+            expand=_expand_floored("irem"), doc="a % b, Python (floored) semantics")
+for _n in ("idiv", "irem"):
+    register(Builtin(_n, _elementwise(_n), eval=_truncating(_n), arity=2, differentiable=False,
+                     doc=f"C's truncating integer {'/' if _n == 'idiv' else '%'}; the divisor is never 0 "
+                         "(the expansion of // and % guards it)"))
 elementwise("pow", np.power,
             lambda b, a, o, at: [
                 b.mul(a[1], b.prim("pow", a[0], b.sub(a[1], _c(b, a[1], 1)))),
                 b.select(b.prim("gt", a[0], _c(b, a[0], 0)), b.mul(b.prim("log", a[0]), o), _c(b, o, 0))],
-            float_only=True, doc="a ** b")
+            float_only=True, public=True, cmath="pow", doc="a ** b")
 elementwise("min", np.minimum,
             lambda b, a, o, at: [_ind(b, b.prim("le", a[0], a[1]), o), _ind(b, b.prim("gt", a[0], a[1]), o)],
-            doc="smaller of a, b (ties: gradient to a)")
+            public=True, doc="smaller of a, b (ties: gradient to a)")
 elementwise("max", np.maximum,
             lambda b, a, o, at: [_ind(b, b.prim("ge", a[0], a[1]), o), _ind(b, b.prim("lt", a[0], a[1]), o)],
-            doc="larger of a, b (ties: gradient to a)")
+            public=True, doc="larger of a, b (ties: gradient to a)")
 def _d_atan2(b, a, o, at):
     """∂atan2(y, x) = (x, -y) / (x² + y²); at the origin, where it is undefined, 0 (Warp's choice) not NaN."""
     r2 = b.add(b.mul(a[0], a[0]), b.mul(a[1], a[1]))
@@ -161,21 +242,25 @@ def _d_atan2(b, a, o, at):
     return [b.mul(a[1], inv), b.neg(b.mul(a[0], inv))]
 
 
-elementwise("atan2", np.arctan2, _d_atan2, float_only=True, doc="atan2(y, x) (gradient 0 at the origin)")
-elementwise("neg", np.negative, lambda b, a, o, at: [_c(b, a[0], -1)], arity=1, linear=True, doc="-a")
-elementwise("abs", np.abs, lambda b, a, o, at: [b.prim("sign", a[0])], arity=1, doc="|a|")
+elementwise("atan2", np.arctan2, _d_atan2, float_only=True, public=True, cmath="atan2",
+            doc="atan2(y, x) (gradient 0 at the origin)")
+elementwise("neg", np.negative, lambda b, a, o, at: [_c(b, a[0], -1)], arity=1, doc="-a")
+elementwise("abs", np.abs, lambda b, a, o, at: [b.prim("sign", a[0])], arity=1, public=True, expand=_expand_abs, cmath="fabs",
+            doc="|a|")
 elementwise("sign", lambda x: np.sign(x).astype(np.asarray(x).dtype), lambda b, a, o, at: [None],
-            arity=1, doc="-1, 0 or 1")
-elementwise("floor", np.floor, lambda b, a, o, at: [None], arity=1, float_only=True)
-elementwise("ceil", np.ceil, lambda b, a, o, at: [None], arity=1, float_only=True)
-elementwise("round", _round_half_away, lambda b, a, o, at: [None], arity=1, float_only=True,
+            arity=1, public=True, expand=_expand_sign, doc="-1, 0 or 1")
+elementwise("floor", np.floor, lambda b, a, o, at: [None], arity=1, float_only=True, public=True, cmath="floor")
+elementwise("ceil", np.ceil, lambda b, a, o, at: [None], arity=1, float_only=True, public=True, cmath="ceil")
+elementwise("round", _round_half_away, lambda b, a, o, at: [None], arity=1, float_only=True, public=True, cmath="round",
             doc="round half away from zero (C round)")
 elementwise("clamp", lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi),
             lambda b, a, o, at: [
                 _ind(b, b.prim("and", b.prim("ge", a[0], a[1]), b.prim("le", a[0], a[2])), o),
                 _ind(b, b.prim("lt", a[0], a[1]), o),
                 _ind(b, b.prim("and", b.prim("ge", a[0], a[1]), b.prim("gt", a[0], a[2])), o)],
-            arity=3, doc="min(max(x, lo), hi)")
+            arity=3, public=True, expand=_expand_clamp, doc="min(max(x, lo), hi)")
+
+# --------------------------------------------------------------------------- math functions
 
 LN2, LN10 = math.log(2.0), math.log(10.0)
 def _d_sqrt(b, x, y, attrs):
@@ -187,6 +272,7 @@ def _d_sqrt(b, x, y, attrs):
 
 register(Builtin("sqrt", _elementwise("sqrt", float_only=True), eval=lambda x, subgrad=False: np.sqrt(x), arity=1,
                  partials=lambda b, a, out, at: [_d_sqrt(b, a[0], out, at)], decompose=_decomposer("sqrt"),
+                 public=True, float_only=True, cmath="sqrt",
                  doc="square root (gradient at 0 is inf; with subgrad=True it is 0)"))
 unary_math("exp", np.exp, lambda b, x, y: y)
 unary_math("log", np.log, lambda b, x, y: b.div(_c(b, x, 1), x))
@@ -202,6 +288,14 @@ unary_math("atan", np.arctan, lambda b, x, y: b.div(_c(b, x, 1), b.add(_c(b, x, 
 unary_math("sinh", np.sinh, lambda b, x, y: b.prim("cosh", x))
 unary_math("cosh", np.cosh, lambda b, x, y: b.prim("sinh", x))
 unary_math("tanh", np.tanh, lambda b, x, y: b.sub(_c(b, x, 1), b.mul(y, y)))
+def _np_erf(x):
+    x = np.asarray(x)
+    return np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype if x.dtype.kind == "f" else np.float64)
+
+
+unary_math("erf", _np_erf,
+           lambda b, x, y: b.mul(_c(b, x, 2 / math.sqrt(math.pi)), b.prim("exp", b.neg(b.mul(x, x)))),
+           doc="the error function, 2/√π ∫₀ˣ e^(-t²) dt")
 
 
 # where(cond, a, b): a where cond holds, else b. Elementwise over vectors with a scalar condition.
@@ -220,7 +314,7 @@ register(Builtin(
         a[0], t[1] if t[1] is not None else _c(b, o, 0), t[2] if t[2] is not None else _c(b, o, 0)),
     vjp=lambda b, a, o, adj, at: [None, b.select(a[0], adj, _c(b, adj, 0)), b.select(a[0], _c(b, adj, 0), adj)],
     decompose=lambda b, a, comps, ot, at: [b.prim("where", comps[0][0], x, y) for x, y in zip(comps[1], comps[2])],
-    doc="a where cond else b (Warp's where)"))
+    public=True, doc="a where cond else b (Warp's where)"))
 
 # Comparisons and logic: no derivative.
 for _n, _f in (("lt", np.less), ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal),

@@ -7,11 +7,12 @@ import ast
 import builtins as py_builtins
 
 from .. import types as T
+from ..builtins import BUILTINS
 from ..ir import Value
 from ..lang import LangFunction, NAMES
 from ..ops import Op
 from .context import NUMBER, TidCall
-from .exprs import _FLOAT_ONLY, PY_ALIASES, UNSUPPORTED_EXPR, _callee_name, _name, _with_scalar
+from .exprs import PY_ALIASES, UNSUPPORTED_EXPR, _callee_name, _name, _with_scalar
 
 class CallLowering:
     """Mixin: call expressions."""
@@ -88,7 +89,6 @@ class CallLowering:
         return self.call_prim(fn.prim, args, node)
 
     def call_prim(self, name: str, args: list, node):
-        from ..builtins import BUILTINS
         entry = BUILTINS[name]
         if entry.arity is not None and len(args) != entry.arity:
             shown = "select" if name == "where" and isinstance(node, ast.Call) and _callee_name(node) == "select" \
@@ -112,7 +112,7 @@ class CallLowering:
         if any(v.type.scalar is T.float64 for v in vals) and any(v.type.scalar is T.float32 for v in vals):
             vals = [self.prim("cast", v, to=_with_scalar(v.type, T.float64)) if v.type.scalar is T.float32 else v
                     for v in vals]
-        if vals and all(v.type.is_scalar and v.type.is_int for v in vals) and name in _FLOAT_ONLY:
+        if vals and all(v.type.is_scalar and v.type.is_int for v in vals) and BUILTINS[name].float_only:
             vals = [self.prim("cast", v, to=T.float32) for v in vals]
         return self.prim(name, *vals, node=node)
 

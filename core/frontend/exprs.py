@@ -353,8 +353,6 @@ class ExprLowering:
         return all(ins.op in VALUE for ins in region.body)
 
     # ------------------------------------------------------------------ calls
-_FLOAT_ONLY = {"sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
-               "cosh", "tanh", "atan2", "pow", "floor", "ceil", "round"}
 
 
 def _with_scalar(t: T.Type, s: T.ScalarType) -> T.Type:

@@ -1,31 +1,55 @@
 """IR → IR passes that lower typed IR to what backends compile.
 
-`lower(fn)` runs: inline → scalarize → simplify → promote (array elements a loop rewrites become
-loop-carried values) → simplify, verifying after each, and
-keeps the IR after every pass (by name) in `fn.attrs["pass_log"]` for viz/ and the debugger.
+A pass is a named transform (`Pass(name, apply)`), one module each. `run_passes` applies a list of them,
+verifying the IR after each and, on request, keeping the printed IR after every pass in
+`fn.attrs["pass_log"]` for viz/ and the debugger. `lower(fn)` runs LOWER: inline → scalarize →
+simplify → promote (array elements a loop rewrites become loop-carried values) → simplify. The
+variants built on top (adjoint, tangent, the backend-ready expansion) are declared in ad/pipeline.py.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from ..ir import Function, copy_function, format_function, verify
-from .inline import inline_calls
+from .expand import expand
+from .inline import inline_calls, inline_kept_calls
 from .promote import promote_elements
 from .scalarize import scalarize
 from .simplify import simplify
 
-PIPELINE = [("inline", inline_calls), ("scalarize", scalarize), ("simplify", simplify),
-            ("promote", promote_elements), ("simplify", simplify)]
+
+@dataclass(frozen=True)
+class Pass:
+    """A named IR → IR transform (it may rewrite its argument in place and return it). `scalar`: every
+    value is scalar afterwards, which `verify` then checks."""
+
+    name: str
+    apply: Callable[[Function], Function | None]
+    scalar: bool = True
+
+
+INLINE = Pass("inline", inline_calls, scalar=False)
+SCALARIZE = Pass("scalarize", scalarize)
+SIMPLIFY = Pass("simplify", simplify)
+PROMOTE = Pass("promote", promote_elements)
+INLINE_KEPT = Pass("inline_kept", inline_kept_calls)
+EXPAND = Pass("expand", expand)
+
+LOWER = (INLINE, SCALARIZE, SIMPLIFY, PROMOTE, SIMPLIFY)
 
 
 def run_passes(fn: Function, passes, keep_log: bool = False) -> Function:
-    """Apply named passes in order to a copy of `fn`; each must leave valid IR."""
+    """Apply `passes` in order to a copy of `fn`; each must leave valid IR (verified after it runs)."""
     out = copy_function(fn)
-    log = [("input", format_function(fn))] if keep_log else []
-    for name, p in passes:
-        out = p(out) or out
-        verify(out, scalar_only=name in ("scalarize", "simplify", "promote") or out.attrs.get("scalar", False))
+    log = list(fn.attrs.get("pass_log", ())) or [("input", format_function(fn))] if keep_log else []
+    for p in passes:
+        out = p.apply(out) or out
+        verify(out, scalar_only=p.scalar)
         if keep_log:
-            log.append((name, format_function(out)))
+            log.append((p.name, format_function(out)))
+    out.attrs.pop("pass_log", None)
     if keep_log:
         out.attrs["pass_log"] = log
     return out
@@ -33,4 +57,4 @@ def run_passes(fn: Function, passes, keep_log: bool = False) -> Function:
 
 def lower(fn: Function, keep_log: bool = False) -> Function:
     """Typed IR → lowered IR (calls inlined, every value scalar, simplified)."""
-    return run_passes(fn, PIPELINE, keep_log)
+    return run_passes(fn, LOWER, keep_log)

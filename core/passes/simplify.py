@@ -9,7 +9,7 @@ from ..builtins import BUILTINS
 from ..ir import Builder, Function, Instr, Region, Value, different_elements, index_key
 from ..ops import EFFECTS, LOOPS, VALUE, WRITES, Op
 
-_NO_FOLD = {"div", "floordiv", "mod"}   # integer division by zero must keep backend semantics
+_NO_FOLD = {"div", "floordiv", "mod", "idiv", "irem"}   # integer division by zero must keep backend semantics
 
 
 def _safe_int_division(name: str, a, b, t) -> bool:

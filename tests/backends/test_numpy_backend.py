@@ -9,6 +9,7 @@ Needs `pip install -e examples/numpy_backend`.
 from __future__ import annotations
 
 import importlib.metadata
+import math
 
 import numpy as np
 import pytest
@@ -101,7 +102,8 @@ REFERENCE = {
     "sin": (np.sin, FLOATS, None), "cos": (np.cos, FLOATS, None), "tan": (np.tan, FLOATS, [(-1.3, 1.3)]),
     "asin": (np.arcsin, FLOATS, [(-1, 1)]), "acos": (np.arccos, FLOATS, [(-1, 1)]),
     "atan": (np.arctan, FLOATS, None), "sinh": (np.sinh, FLOATS, None), "cosh": (np.cosh, FLOATS, None),
-    "tanh": (np.tanh, FLOATS, None),
+    "tanh": (np.tanh, FLOATS, None), "erf": (np.vectorize(math.erf, otypes=[float]), FLOATS, None),
+    "idiv": (lambda a, b: np.trunc(a / b), INTS, None), "irem": (lambda a, b: a - b * np.trunc(a / b), INTS, None),
     "lt": (np.less, NUMERIC, None), "le": (np.less_equal, NUMERIC, None), "gt": (np.greater, NUMERIC, None),
     "ge": (np.greater_equal, NUMERIC, None), "eq": (np.equal, NUMERIC + (BOOL,), None),
     "ne": (np.not_equal, NUMERIC + (BOOL,), None),
@@ -167,6 +169,8 @@ def test_scalar_primitive_matches_float64_reference(name, t, rng):
     for j, at in enumerate(arg_types):
         dom = domains[j] if domains and at.is_float else (-3, 3)
         args.append(_sample(rng, at, n, dom, zeros=name in ("floordiv", "mod") and j == 1, slot=j))
+        if name in ("idiv", "irem") and j == 1:      # C's / and %: the expansion of // and % never divides by 0
+            args[-1][args[-1] == 0] = 1
     fn = _prim_kernel(name, arg_types)
     rtype = BUILTINS[name].result_type(arg_types, {})
     *_, got = run(fn, n, *args, np.zeros(n, rtype.np_dtype))

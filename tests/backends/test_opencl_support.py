@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("pyopencl", reason="the OpenCL backend needs pyopencl: pip install pyopencl "
                                        "pocl-binary-distribution")
 
+from gradkit.ad.pipeline import for_backend
 from gradkit.backends.base import CompileOptions, DeviceInfo
 from gradkit.backends.opencl import (
     OpenCLBackend,
@@ -108,7 +109,9 @@ def host(a: SimpleNamespace) -> np.ndarray:
 
 
 def compile_fn(fn: ir.Function, device: DeviceInfo = DEV, **options):
-    return BE.compile(device, fn, CompileOptions(**options))
+    """Compile hand-built scalar IR as the runtime would: after the backend stage (floored //, %, clamp, sign
+    and integer abs expanded, core/passes/expand.py)."""
+    return BE.compile(device, for_backend(fn, BE.native_prims), CompileOptions(**options))
 
 
 def run(fn: ir.Function, dim, args, **options):

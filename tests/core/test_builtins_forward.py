@@ -115,3 +115,12 @@ def test_casts(device, rng):
     np.testing.assert_array_equal(io.numpy(), np.trunc(x).astype(np.int32))
     np.testing.assert_allclose(fo.numpy(), x.astype(np.float64) * 2.0)
     np.testing.assert_array_equal(bo.numpy(), (x != 0).astype(np.int32))
+
+
+def test_every_public_math_builtin_has_a_table_row():
+    """A public float builtin (a C math function or float-only) is tested through tests/builtin_table.py's
+    rows, forward here and both gradient modes in tests/ad/test_builtin_grads.py: adding one without its row
+    fails here."""
+    from gradkit.core.builtins import BUILTINS
+    math_builtins = {n for n, e in BUILTINS.items() if e.public and (e.float_only or e.cmath)}
+    assert math_builtins - set(UNARY) - set(BINARY) == set()

@@ -14,19 +14,21 @@ Stages (STAGE_ORDER): the IR is printed with `format_function`, source lines inc
 lines are those of the case file, which holds one kernel, so they do not depend on the checkout.
 
     frontend   kernel.typed_ir                                    (ast → typed core IR)
-    inline     run_passes(<frontend>, [("inline", inline_calls)])
-    scalarize  run_passes(<inline>,   [("scalarize", scalarize)])
-    simplify   run_passes(<scalarize>, [("simplify", simplify)])
-    promote    run_passes(<simplify>, [("promote", promote_elements)])
+    inline     run_passes(<frontend>, [INLINE])
+    scalarize  run_passes(<inline>,   [SCALARIZE])
+    simplify   run_passes(<scalarize>, [SIMPLIFY])
+    promote    run_passes(<simplify>, [PROMOTE])
     lower      lower(kernel.typed_ir): the whole pipeline, promote's output simplified again
+    expand     run_passes(<lower>, [EXPAND])   (core/passes/expand.py: floored //, %, clamp, sign, abs)
+    backend    for_backend(<lower>): what a backend compiles (expand, then simplify)
     adjoint    kernel.ir(adjoint=True)   (ad/reverse.py adjoint_function of the lowered kernel)
     tangent    kernel.ir(tangent=True)   (ad/forward.py tangent_function of the lowered kernel)
 
 Each pass stage runs that one pass on the previous stage's output (so a pass's golden differs from
 the previous stage's golden by exactly what the pass did); test_pipeline_matches_chained_passes checks
 that this chain is the library's own `lower` pipeline (its `pass_log`). A case file sets `STAGES`, the
-stages it has golden files for; the intermediate stages are still computed. test_ad_output_verifies runs
-`verify` on the adjoint/tangent kernels (the library does not); test_no_orphan_golden_files fails on a
+stages it has golden files for; the intermediate stages are still computed. test_ad_passes_are_logged_pipeline_steps
+checks that reverse and forward mode are logged, verified steps of the declared pipeline; test_no_orphan_golden_files fails on a
 golden file no case asks for (update mode never deletes: remove it by hand).
 
 Adding a case: write cases/<name>.py (a docstring saying what it pins down, `STAGES`, one @gk.kernel and
@@ -43,12 +45,9 @@ import pathlib
 
 import pytest
 
+from gradkit.ad.pipeline import for_backend
 from gradkit.core.ir import Function, format_function, verify
-from gradkit.core.passes import PIPELINE, lower, run_passes
-from gradkit.core.passes.inline import inline_calls
-from gradkit.core.passes.promote import promote_elements
-from gradkit.core.passes.scalarize import scalarize
-from gradkit.core.passes.simplify import simplify
+from gradkit.core.passes import EXPAND, INLINE, LOWER, PROMOTE, SCALARIZE, SIMPLIFY, lower, run_passes
 from gradkit.runtime.kernel import Kernel
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -56,10 +55,11 @@ CASES_DIR = HERE / "cases"
 GOLDEN_DIR = HERE / "golden"
 UPDATE = os.environ.get("GRADKIT_UPDATE_GOLDEN", "") not in ("", "0")
 
-STAGE_ORDER = ("frontend", "inline", "scalarize", "simplify", "promote", "lower", "adjoint", "tangent")
+STAGE_ORDER = ("frontend", "inline", "scalarize", "simplify", "promote", "lower", "expand", "backend", "adjoint",
+               "tangent")
 # the pass stages, each applied alone to the previous stage's output
-PASS_STAGES = {"inline": ("frontend", inline_calls), "scalarize": ("inline", scalarize),
-               "simplify": ("scalarize", simplify), "promote": ("simplify", promote_elements)}
+PASS_STAGES = {"inline": ("frontend", INLINE), "scalarize": ("inline", SCALARIZE),
+               "simplify": ("scalarize", SIMPLIFY), "promote": ("simplify", PROMOTE), "expand": ("lower", EXPAND)}
 
 
 # --------------------------------------------------------------------------- cases
@@ -89,10 +89,12 @@ def stage_function(case: str, stage: str) -> Function:
     if stage == "frontend":
         return kernel.typed_ir
     if stage in PASS_STAGES:
-        prev, fn = PASS_STAGES[stage]
-        return run_passes(stage_function(case, prev), [(stage, fn)])
+        prev, p = PASS_STAGES[stage]
+        return run_passes(stage_function(case, prev), [p])
     if stage == "lower":
         return lower(kernel.typed_ir)
+    if stage == "backend":
+        return for_backend(stage_function(case, "lower"))
     raise KeyError(stage)
 
 
@@ -139,7 +141,7 @@ def test_golden_ir(case: str, stage: str) -> None:
 def test_pipeline_matches_chained_passes(case: str) -> None:
     """The stages above run the passes one at a time; `lower`'s own log must match them step by step."""
     kernel, _ = load_case(case)
-    assert [name for name, _ in PIPELINE] == ["inline", "scalarize", "simplify", "promote", "simplify"], \
+    assert [p.name for p in LOWER] == ["inline", "scalarize", "simplify", "promote", "simplify"], \
         "the lowering pipeline changed: update PASS_STAGES and the stage list in this module's docstring"
     log = lower(kernel.typed_ir, keep_log=True).attrs["pass_log"]
     chained = [("input", "frontend"), ("inline", "inline"), ("scalarize", "scalarize"),
@@ -151,11 +153,18 @@ def test_pipeline_matches_chained_passes(case: str) -> None:
 
 @pytest.mark.parametrize(("case", "stage"), [(c, s) for c, s in PAIRS if s in ("adjoint", "tangent")],
                          ids=[f"{c}-{s}" for c, s in PAIRS if s in ("adjoint", "tangent")])
-def test_ad_output_verifies(case: str, stage: str) -> None:
-    """run_passes verifies after every lowering pass; the adjoint and tangent kernels are not verified by
-    the library, so check here that each golden AD kernel is valid scalar IR (dominance, region arity)."""
+def test_ad_passes_are_logged_pipeline_steps(case: str, stage: str) -> None:
+    """Reverse and forward mode are passes of the declared pipeline (ad/pipeline.py): the variant's pass log
+    runs the lowering passes, then `reverse` / `tangent`, and its last entry is the kernel's AD IR (run_passes
+    verified it, types included, on the way)."""
     kernel, _ = load_case(case)
-    verify(kernel.lowered("adjoint" if stage == "adjoint" else "forward_tangent"), scalar_only=True)
+    variant = "adjoint" if stage == "adjoint" else "forward_tangent"
+    log = kernel.pass_log(variant)
+    names = [name for name, _ in log]
+    assert names[: len(LOWER) + 1] == ["input"] + [p.name for p in LOWER]
+    assert names[-1] == ("reverse" if stage == "adjoint" else "tangent")
+    assert log[-1][1] == stage_text(case, stage)
+    verify(kernel.lowered(variant), scalar_only=True)
 
 
 def test_no_orphan_golden_files() -> None:

@@ -36,6 +36,9 @@ class NumpyBackend(Backend):
     """A reference interpreter of lowered IR, vectorised over threads with NumPy. One device, "numpy"."""
 
     name = "numpy"
+    # The reference evaluates every primitive by the builtins table's own NumPy semantics, the expandable
+    # ones (floored // and %, clamp, sign, abs) included: the fuzz oracle then checks their expansions.
+    native_prims = frozenset(name for name, entry in BUILTINS.items() if entry.expand is not None)
 
     def devices(self) -> list[DeviceInfo]:
         return [DEVICE]

@@ -1,0 +1,90 @@
+"""The declared pass pipeline: how each kernel variant is built from typed IR, one named pass at a time.
+
+    forward_ad       typed IR → LOWER (inline, scalarize, simplify, promote, simplify); calls with
+                     custom gradient rules stay calls, for reverse mode to see them
+    forward          forward_ad → inline_kept → simplify          (only when calls were kept)
+    adjoint          forward_ad → reverse                         (ad/reverse.py)
+    forward_tangent  forward → tangent                            (ad/forward.py)
+    adjoint_tangent  adjoint → tangent
+    backend stage    any variant → expand → simplify              (core/passes/expand.py; only when it
+                     has primitives to expand that the backend does not implement)
+
+Every pass is verified after it runs (`run_passes`), and `variant_log` replays a variant with the IR
+printed after every pass, AD included, for the debugger.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..core.ir import Function
+from ..core.ops import Op
+from ..core.passes import EXPAND, INLINE_KEPT, LOWER, SIMPLIFY, Pass, run_passes
+from ..core.passes.expand import expand, needs_expansion
+from .forward import tangent_function
+from .reverse import adjoint_function
+
+REVERSE = Pass("reverse", adjoint_function)
+TANGENT = Pass("tangent", tangent_function)
+
+
+def _keeps_calls(fn: Function) -> bool:
+    return any(i.op == Op.CALL for i in fn.walk())
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A kernel variant: the variant it starts from (None: the typed IR) and the passes applied to it,
+    only `when` the source needs them (otherwise the variant is its source)."""
+
+    source: str | None
+    passes: tuple[Pass, ...]
+    when: Callable[[Function], bool] | None = None
+
+
+VARIANTS: dict[str, Variant] = {
+    "forward_ad": Variant(None, LOWER),
+    "forward": Variant("forward_ad", (INLINE_KEPT, SIMPLIFY), when=_keeps_calls),
+    "adjoint": Variant("forward_ad", (REVERSE,)),
+    "forward_tangent": Variant("forward", (TANGENT,)),
+    "adjoint_tangent": Variant("adjoint", (TANGENT,)),
+}
+
+
+def build_variant(name: str, source: Function, keep_log: bool = False) -> Function:
+    """Variant `name` from its source's IR (the typed IR for forward_ad)."""
+    v = VARIANTS[name]
+    if v.when is not None and not v.when(source):
+        return source
+    return run_passes(source, v.passes, keep_log)
+
+
+@functools.cache
+def backend_passes(native_prims: frozenset = frozenset()) -> tuple[Pass, ...]:
+    """The passes between a variant and a backend: expand what the backend does not implement itself."""
+    ex = EXPAND if not native_prims else Pass("expand", functools.partial(expand, keep=native_prims))
+    return (ex, SIMPLIFY)
+
+
+def for_backend(fn: Function, native_prims: frozenset = frozenset(), keep_log: bool = False) -> Function:
+    """`fn` as a backend compiles it (the same object when there is nothing to expand)."""
+    if not needs_expansion(fn, native_prims):
+        return fn
+    return run_passes(fn, backend_passes(native_prims), keep_log)
+
+
+def variant_log(typed: Function, name: str, native_prims: frozenset | None = None) -> list[tuple[str, str]]:
+    """The printed IR after every pass that builds variant `name` from typed IR, source variants first;
+    with `native_prims` given, the backend stage too. For display: nothing is cached."""
+    chain = []
+    while name is not None:
+        chain.append(name)
+        name = VARIANTS[name].source
+    fn = typed
+    for name in reversed(chain):
+        fn = build_variant(name, fn, keep_log=True)
+    if native_prims is not None:
+        fn = for_backend(fn, native_prims, keep_log=True)
+    return list(fn.attrs.get("pass_log", ()))
