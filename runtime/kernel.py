@@ -8,19 +8,26 @@ code-affecting settings), each with a pre-built argument binder for fast launche
 from __future__ import annotations
 
 import contextlib
+import warnings
 
+from ..ad.checks import static_violations
 from ..ad.pipeline import VARIANTS, build_variant, for_backend, variant_log
+from ..ad.reverse import adjoint_function
 from ..backends.base import CompileOptions
 from ..core import func as _func
 from ..core.config import config
 from ..core.frontend import lower_function
 from ..core.frontend.context import remember_enclosing_scope
-from ..core.errors import CompileError
+from ..core.errors import CompileError, GradientRuleWarning
+from ..core.func import Func
 from ..core.ir import Function, format_function
 from ..core.locks import COMPILING
 from ..core.native import check_snippets
 from ..core.ops import WRITES, Op
 from ..core.types import ArrayType
+from .bind import make_binder
+from .cache import default_cache
+from .device import get_device
 
 class Specialization:
     """One compiled variant of a kernel on one device, with what a launch needs precomputed."""
@@ -134,7 +141,6 @@ class Kernel:
         device, the backend stage too. Recomputed on each call: for the debugger, not for launches."""
         native = None
         if device is not None:
-            from .device import get_device
             native = frozenset(getattr(get_device(device).impl, "native_prims", ()))
         with COMPILING, _too_deep(self.key, variant):
             return variant_log(self.typed_ir, variant, native)
@@ -143,11 +149,9 @@ class Kernel:
         """Gradient-rule violations certain from the source (warned about when a tape records the kernel)."""
         if not self.enable_backward:
             return
-        from ..ad.checks import static_violations
         found = static_violations(fn)
         if any(v.rule == 1 for v in found):
             # A read-then-modify only matters when the backward pass needs the value read.
-            from ..ad.reverse import adjoint_function
             adj = adjoint_function(fn)
             needed = {adj.params[k].name for k in range(len(fn.params))
                       if any(i.op == Op.LOAD and i.args[0] is adj.params[k].value for i in adj.walk())}
@@ -157,8 +161,6 @@ class Kernel:
     def warn_rules(self) -> None:
         """Warn once about rule violations certain from the source (on the first launch a tape records:
         a kernel never differentiated, an optimiser step say, stays quiet)."""
-        import warnings
-        from ..core.errors import GradientRuleWarning
         self.rules_warned = True
         for v in self.rule_violations:
             warnings.warn(v.describe(self.key), GradientRuleWarning, stacklevel=4)
@@ -177,7 +179,6 @@ class Kernel:
 
     def source(self, device=None, adjoint: bool = False, tangent: bool = False) -> str:
         """The generated code (LLVM IR, OpenCL C, ...) for `device`."""
-        from .device import get_device
         dev = get_device(device)
         variant = ("adjoint" if adjoint else "forward") + ("_tangent" if tangent else "")
         spec = self.specialization(dev, variant)
@@ -194,7 +195,6 @@ class Kernel:
 
     def _compile(self, key: tuple, device, variant: str) -> Specialization:
         """Lower and compile `variant` for `device` (under COMPILING)."""
-        from .cache import default_cache
         fn = self.backend_ir(variant, device)
         try:
             check_snippets(fn, device.backend)
@@ -208,7 +208,6 @@ class Kernel:
 
     def binder(self):
         if self._binder is None:
-            from .bind import make_binder
             self._binder = make_binder(self.key, self.params)
         return self._binder
 
@@ -236,7 +235,6 @@ def kernel(fn=None, *, enable_backward: bool = True, max_unroll: int | None = No
 
 def func(fn=None, **options):
     """Decorator: `@gk.func` marks a device function callable from kernels."""
-    from ..core.func import Func
     if fn is None:
         return lambda f: Func(f, **options)
     return Func(fn, **options)

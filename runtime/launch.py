@@ -10,7 +10,9 @@ import time
 
 from ..core.config import config
 from .state import current as state
+from .adjoint_args import _source_params, adjoint_arguments, tangent_arguments
 from .device import get_device
+from .nan_check import check_after_launch, snapshot
 
 MAX_THREADS = 2**31 - 1    # thread ids are 32-bit in generated code: a larger grid would wrap them
 
@@ -75,10 +77,8 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     _check_tid(kernel, spec, dims)
     call_args = _flatten(spec, bound)
     if adjoint:
-        from .adjoint_args import adjoint_arguments
         call_args = call_args + adjoint_arguments(kernel, spec, bound, len(inputs), adj_inputs, adj_outputs, dev)
     if variant.endswith("_tangent"):
-        from .adjoint_args import tangent_arguments
         call_args = call_args + tangent_arguments(kernel, spec, call_args, dev)
     tape = state.tape if record_tape and not adjoint else None
     prepared = tape.before_launch(kernel, bound) if tape is not None else None
@@ -87,7 +87,6 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
         n *= d
     t0 = time.perf_counter() if tape is not None else 0.0
     if config.check_nan:
-        from .nan_check import snapshot
         before = snapshot(spec, call_args)
     try:
         if n:
@@ -98,7 +97,6 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     if tape is not None:
         tape.record_launch(kernel, dims, dev, bound, len(inputs), variant, (time.perf_counter() - t0) * 1e3, prepared)
     if config.check_nan:
-        from .nan_check import check_after_launch
         check_after_launch(kernel, spec, call_args, variant, before)
     return None
 
@@ -134,7 +132,6 @@ def prepare_adjoint(kernel, dims, inputs, outputs, device, originals=None) -> Pr
     """Bind the adjoint launch of a recorded launch; None when an array lacks `.grad` (its adjoint is a
     scratch array that must start at zero each time, so the launch goes through `launch`). `originals`:
     the recorded arguments whose gradients to use when saved copies stand in for some inputs."""
-    from .adjoint_args import _source_params
     dev = get_device(device)
     bound = kernel.binder()([*inputs, *outputs], dev)
     spec = kernel.specialization(dev, "adjoint")
@@ -148,6 +145,6 @@ def prepare_adjoint(kernel, dims, inputs, outputs, device, originals=None) -> Pr
 
 def _check_tid(kernel, spec, dims) -> None:
     want = spec.fn.attrs.get("tid_ndim", 1)
-    if spec.fn.attrs.get("uses_tid", True) and want != len(dims) and want > 1:
+    if want != len(dims) and want > 1:
         raise ValueError(f"kernel '{kernel.key}' unpacks gk.tid() into {want} indices but was launched with "
                          f"dim={dims} ({len(dims)} dimensions)")

@@ -22,6 +22,7 @@ from . import native
 from .control import ControlFlow
 from .lltypes import F32, F64, I1, I8, I32, I64, llvm_type, storage_type
 from .mathlib import MathLib
+from .prims import emit_prim
 
 HEADER = 5            # slots: dims[4], fault pointer
 
@@ -425,5 +426,4 @@ class Codegen(ControlFlow):
 
     # ------------------------------------------------------------------ prims
     def prim(self, ins: Instr, b):
-        from .prims import emit_prim
         return emit_prim(self, ins, b)

@@ -16,6 +16,7 @@ from llvmlite import ir
 
 from ...core.errors import CompileError
 from ...core.ops import Op
+from .lltypes import llvm_type
 
 
 def accumulators(cg, b) -> dict:
@@ -28,7 +29,6 @@ def accumulators(cg, b) -> dict:
 
 
 def cg_type(t):
-    from .lltypes import llvm_type
     return llvm_type(t)
 
 

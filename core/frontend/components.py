@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from .. import types as T
 from ..ir import Region, Value
 from ..ops import Op
+from .exprs import SWIZZLE
 
 
 def _items(slice_node) -> list:
@@ -64,7 +65,6 @@ class ComponentWrites:
                                      f"components to assign")
         idx = [self.index(i) for i in items]
         if isinstance(target, ast.Attribute):
-            from .exprs import SWIZZLE
             if not (dt.is_vector and target.attr in SWIZZLE and SWIZZLE[target.attr] < dt.length):
                 raise self.error(target, f"cannot assign to attribute '{target.attr}' of a {dt.name} element "
                                          f"of array '{arr.hint}'")

@@ -11,10 +11,12 @@ break or return becomes a `while` over an explicit induction variable. Literal i
 from __future__ import annotations
 
 import ast
+import builtins
 
 from .. import types as T
 from ..errors import CompileError
-from ..ir import Region, Value
+from ..ir import Instr, Region, Value
+from ..lang import LangFunction
 from .context import NUMBER
 from .stmts import MISSING, _contains, assigned_names
 
@@ -32,10 +34,8 @@ class LoopLowering:
         if not (isinstance(it, ast.Call)):
             raise self.error(it, "kernels can only loop over range(...) or gk.static(...)")
         callee = self.expr(it.func)
-        from ..lang import LangFunction
         if isinstance(callee, LangFunction) and callee.kind == "static":
             return self.unrolled_for(node, self.static_eval(it))
-        import builtins
         backwards = callee is builtins.reversed
         if backwards:
             it, callee = self.reversed_operand(it)
@@ -76,10 +76,8 @@ class LoopLowering:
             raise self.error(call, "kernels can only loop over reversed(range(...)) or reversed(gk.static(...))")
         inner = call.args[0]
         callee = self.expr(inner.func)
-        from ..lang import LangFunction
         if isinstance(callee, LangFunction) and callee.kind == "static":
             return inner, "static"
-        import builtins
         if callee is not builtins.range:
             raise self.error(inner, "kernels can only loop over reversed(range(...)) or reversed(gk.static(...))")
         return inner, callee
@@ -276,7 +274,6 @@ class LoopLowering:
                 yields.append(self.materialize(cur, v.type, node) if not isinstance(cur, Value) else cur)
             body.yields = yields
             regions.append(body)
-            from ..ir import Instr
             ins = Instr(kind, [*bounds, *inits], [Value(v.type) for v in inits], None, regions, self.src.loc(node))
             return ins, yields
         finally:

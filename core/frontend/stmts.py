@@ -12,8 +12,10 @@ import ast
 
 from .. import types as T
 from ..ir import Value
+from ..lang import LangFunction
 from ..ops import Op
 from .context import NUMBER, TidCall
+from .exprs import BINOPS, SWIZZLE
 
 MISSING = object()
 UNSUPPORTED_STMT = {ast.With: "with", ast.AsyncWith: "async with", ast.Try: "try", ast.ClassDef: "class definitions",
@@ -177,7 +179,6 @@ class StmtLowering:
             self.write_components(ref, None, value, node)
             return
         base = self.expr(target.value)
-        from ..lang import LangFunction
         if isinstance(base, LangFunction) and base.kind == "adjoint":
             self.env[self.adjoint_key(target.slice)] = value
             return
@@ -199,7 +200,6 @@ class StmtLowering:
         raise self.error(target, "only arrays and local vectors/matrices can be assigned by index")
 
     def assign_attribute(self, target, value, node) -> None:
-        from .exprs import SWIZZLE
         ref = self.component_target(target)
         if ref is not None:
             self.write_components(ref, None, value, node)
@@ -218,7 +218,6 @@ class StmtLowering:
         self.env[name] = value
 
     def stmt_AugAssign(self, node) -> None:
-        from .exprs import BINOPS
         op = BINOPS.get(type(node.op))
         if op is None:
             raise self.error(node, f"operator '{type(node.op).__name__}=' is not supported")
