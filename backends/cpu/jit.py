@@ -89,6 +89,7 @@ def load_object(obj: bytes, symbol: str) -> int:
 
 def compile_cached(module_text_fn, symbol: str, key: str, cache) -> tuple[int, str]:
     """Object code from the disk cache when present (a corrupt entry is rebuilt), else compiled now."""
+    register_libm()                      # math functions of builtins registered since the last compile
     if cache is not None:
         blob = cache.get(key)
         if blob is not None:

@@ -17,24 +17,29 @@ import ctypes.util
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-F32, F64, I32 = ir.FloatType(), ir.DoubleType(), ir.IntType(32)
-
 from ...core.builtins import BUILTINS
 
-# the C library's functions by arity, for every builtin computed by one (`Builtin.cmath`)
-LIBM = {entry.cmath: entry.arity for entry in BUILTINS.values() if entry.cmath is not None}
-_registered = False
+F32, F64, I32 = ir.FloatType(), ir.DoubleType(), ir.IntType(32)
+_registered: set[str] = set()
+_libm = None
 
 
 def register_libm() -> None:
-    """Make the C library's math functions resolvable by JIT-compiled code."""
-    global _registered
-    if _registered:
+    """Make the C library's function of every builtin computed by one (`Builtin.cmath`) resolvable by
+    JIT-compiled code; idempotent and cheap, so a builtin registered after import is picked up too."""
+    global _libm
+    missing = {e.cmath for e in BUILTINS.values() if e.cmath is not None} - _registered
+    if not missing:
         return
-    libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
-    for name in LIBM:
-        llvm.add_symbol(name, ctypes.cast(getattr(libm, name), ctypes.c_void_p).value)
-    _registered = True
+    if _libm is None:
+        _libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+    for name in sorted(missing):
+        llvm.add_symbol(name, ctypes.cast(getattr(_libm, name), ctypes.c_void_p).value)
+        _registered.add(name)
+
+
+def _arity(cname: str) -> int:
+    return next(e.arity for e in BUILTINS.values() if e.cmath == cname)
 
 
 def _poly(b: ir.IRBuilder, x, coeffs):
@@ -153,7 +158,7 @@ class MathLib:
     def _libm(self, name: str):
         key = ("libm", name)
         if key not in self.fns:
-            nargs = LIBM[name]
+            nargs = _arity(name)
             fn = ir.Function(self.module, ir.FunctionType(F64, [F64] * nargs), name=name)
             fn.attributes.add("nounwind")
             self.fns[key] = fn

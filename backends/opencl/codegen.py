@@ -25,7 +25,7 @@ from ...core.errors import CompileError
 from ...core.ir import Function, Instr, Region, Value, used_ids
 from ...core.ops import MEMORY, Op
 from . import access, native
-from .ops import ARGTYPE, CODE_FOR_OP, MEMTYPE, ctype, helpers_for, literal
+from .ops import ARGTYPE, CODE_FOR_OP, MEMTYPE, ctype, formatter, helpers_for, literal
 
 
 @dataclass
@@ -250,7 +250,7 @@ class Codegen:
 
     def prim(self, ins: Instr) -> str:
         name = ins.attrs["name"]
-        fmt = self.ops.get(name)
+        fmt = formatter(self.ops, name)
         if fmt is None:
             raise self.error(f"the OpenCL backend has no code for builtin '{name}'")
         t = ins.args[0].type if ins.args else ins.result.type

@@ -96,7 +96,6 @@ CODE_FOR_OP: dict[str, Formatter] = {
     "add": _infix("+"), "sub": _infix("-"), "mul": _infix("*"), "div": _infix("/"), "neg": _neg,
     "idiv": _infix("/"), "irem": _infix("%"),      # truncating; the expansion of // and % guards the divisor
     "min": _by_kind("fmin", "min"), "max": _by_kind("fmax", "max"),
-    **{name: _call(entry.cmath) for name, entry in BUILTINS.items() if entry.cmath is not None},
     "where": lambda a, t, at: f"({a[0]} ? {a[1]} : {a[2]})",
     "lt": _infix("<"), "le": _infix("<="), "gt": _infix(">"), "ge": _infix(">="),
     "eq": _infix("=="), "ne": _infix("!="),
@@ -113,6 +112,16 @@ def _via_double(fn: str) -> Formatter:
 # PoCL 3 on x86 CPUs (2^24 float32, 2 cores): sin 249 -> 158 ms, cos 293 -> 196, tan 311 -> 165,
 # log10 360 -> 187 through double; every other function was as fast or faster in float32.
 CPU_FP64_OVERRIDES: dict[str, Formatter] = {name: _via_double(name) for name in ("sin", "cos", "tan", "log10")}
+
+
+def formatter(ops: dict[str, Formatter], name: str) -> Formatter | None:
+    """The formatter of prim `name`: the table's entry, else a call of the builtin's C math function."""
+    fmt = ops.get(name)
+    if fmt is None:
+        entry = BUILTINS.get(name)
+        if entry is not None and entry.cmath is not None:
+            return _call(entry.cmath)
+    return fmt
 
 
 def op_table(cpu_with_fp64: bool) -> dict[str, Formatter]:

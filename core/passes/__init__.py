@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..ir import Function, copy_function, format_function, verify
+from ..ir import Function, IRError, copy_function, format_function, verify
 from .expand import expand
 from .inline import inline_calls, inline_kept_calls
 from .promote import promote_elements
@@ -46,7 +46,10 @@ def run_passes(fn: Function, passes, keep_log: bool = False) -> Function:
     log = list(fn.attrs.get("pass_log", ())) or [("input", format_function(fn))] if keep_log else []
     for p in passes:
         out = p.apply(out) or out
-        verify(out, scalar_only=p.scalar)
+        try:
+            verify(out, scalar_only=p.scalar)
+        except IRError as exc:
+            raise IRError(f"after pass '{p.name}': {exc}") from None
         if keep_log:
             log.append((p.name, format_function(out)))
     out.attrs.pop("pass_log", None)
