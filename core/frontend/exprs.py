@@ -8,6 +8,7 @@ import math
 import operator
 
 from .. import types as T
+from ..builtins import BUILTINS
 from ..ir import Region, Value
 from ..lang import LangFunction
 from ..ops import VALUE, Op
@@ -21,9 +22,11 @@ CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq"
 PY_CMPOPS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
              "eq": operator.eq, "ne": operator.ne}
 SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3}
+# Python functions a kernel may call for a builtin: abs/min/max/round, and `math.<f>` for every public
+# builtin computed by the C function of the same name (math.sin, math.erf, ...)
 PY_ALIASES = {py_builtins.abs: "abs", py_builtins.min: "min", py_builtins.max: "max", py_builtins.round: "round",
-              math.sqrt: "sqrt", math.sin: "sin", math.cos: "cos", math.exp: "exp", math.log: "log",
-              math.tan: "tan", math.floor: "floor", math.ceil: "ceil", math.atan2: "atan2", math.pow: "pow"}
+              **{getattr(math, name): name for name, entry in BUILTINS.items()
+                 if entry.public and entry.cmath == name and hasattr(math, name)}}
 # Nesting that recurses (through the frontend here, through nested regions in the passes and code generators
 # for conditionals); measured limits are in tests/reliability/test_named_errors.py.
 MAX_EXPR_DEPTH = 100

@@ -79,7 +79,7 @@ def _rename(region: Region, names: dict[int, Value]) -> None:
 def _thread(region: Region, arr: Value, key: tuple, comp, cur: Value, names: dict) -> Value:
     """Replace the element's loads and stores in `region` by SSA values, starting from `cur`; branches
     that store yield the element's value out of their `if`. Returns the value at the region's end."""
-    mine = lambda i: (i.op in ("load", "store") and i.args[0] is arr and i.attrs.get("comp") == comp
+    mine = lambda i: (i.op in (Op.LOAD, Op.STORE) and i.args[0] is arr and i.attrs.get("comp") == comp
                       and index_key(access_index(i)) == key)
     kept = []
     for ins in region.body:

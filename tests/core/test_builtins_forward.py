@@ -1,5 +1,7 @@
 """Every builtin's forward value against NumPy float64, in float32 and float64, on every device."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -124,3 +126,18 @@ def test_every_public_math_builtin_has_a_table_row():
     from gradkit.core.builtins import BUILTINS
     math_builtins = {n for n, e in BUILTINS.items() if e.public and (e.float_only or e.cmath)}
     assert math_builtins - set(UNARY) - set(BINARY) == set()
+
+
+@gk.kernel
+def _python_math(x: gk.array(dtype=gk.float64), y: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    y[i] = math.erf(x[i]) + math.tanh(x[i]) * math.log2(x[i] + 3.0) + math.asin(x[i] * 0.5)
+
+
+def test_python_math_functions_are_the_builtins(device, rng):
+    """`math.<f>` inside a kernel is gk.<f> for every builtin computed by the C function of that name."""
+    x = rng.uniform(-1.5, 1.5, 65)
+    y = gk.zeros(65, dtype=gk.float64, device=device)
+    gk.launch(_python_math, 65, inputs=[gk.array(x, device=device)], outputs=[y], device=device)
+    erf = np.vectorize(math.erf)
+    np.testing.assert_allclose(y.numpy(), erf(x) + np.tanh(x) * np.log2(x + 3) + np.arcsin(x / 2), rtol=1e-12)
