@@ -20,6 +20,7 @@ import gradkit
 
 from ..core import types as T
 from ..core.errors import CompileError
+from ..core.frontend.exprs import PY_ALIASES
 from ..core.frontend.source import SourceInfo
 from ..core.lang import LangFunction
 from ..runtime.kernel import Kernel
@@ -30,9 +31,9 @@ class StoredSourceError(Exception):
     """The stored source cannot be compiled safely (or its hash does not match); the message says why."""
 
 
-MATH = types.SimpleNamespace(**{n: getattr(math, n) for n in (
-    "pi", "e", "tau", "inf", "nan", "sqrt", "sin", "cos", "tan", "exp", "log", "floor", "ceil", "atan2",
-    "pow")})
+# math's constants and the functions a kernel may call for a builtin (core/frontend/exprs.py PY_ALIASES)
+MATH = types.SimpleNamespace(**{n: getattr(math, n) for n in ("pi", "e", "tau", "inf", "nan")},
+                             **{f.__name__: f for f in PY_ALIASES if getattr(f, "__module__", None) == "math"})
 SAFE_BUILTINS = {"range", "reversed", "float", "int", "bool", "len", "min", "max", "abs", "round"}
 TYPE_CALLS = {"array": None, "array1d": 1, "array2d": 2, "array3d": 3, "array4d": 4}
 DECORATOR_OPTIONS = {"enable_backward": bool, "max_unroll": int}
