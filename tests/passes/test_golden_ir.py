@@ -20,6 +20,7 @@ lines are those of the case file, which holds one kernel, so they do not depend 
     promote    run_passes(<simplify>, [PROMOTE])
     lower      lower(kernel.typed_ir): the whole pipeline, promote's output simplified again
     expand     run_passes(<lower>, [EXPAND])   (core/passes/expand.py: floored //, %, clamp, sign, abs)
+    forward    kernel.lowered("forward"): calls kept for custom gradients inlined (inline_kept, simplify)
     backend    for_backend(<lower>): what a backend compiles (expand, then simplify)
     adjoint    kernel.ir(adjoint=True)   (ad/reverse.py adjoint_function of the lowered kernel)
     tangent    kernel.ir(tangent=True)   (ad/forward.py tangent_function of the lowered kernel)
@@ -55,8 +56,8 @@ CASES_DIR = HERE / "cases"
 GOLDEN_DIR = HERE / "golden"
 UPDATE = os.environ.get("GRADKIT_UPDATE_GOLDEN", "") not in ("", "0")
 
-STAGE_ORDER = ("frontend", "inline", "scalarize", "simplify", "promote", "lower", "expand", "backend", "adjoint",
-               "tangent")
+STAGE_ORDER = ("frontend", "inline", "scalarize", "simplify", "promote", "lower", "forward", "expand", "backend",
+               "adjoint", "tangent")
 # the pass stages, each applied alone to the previous stage's output
 PASS_STAGES = {"inline": ("frontend", INLINE), "scalarize": ("inline", SCALARIZE),
                "simplify": ("scalarize", SIMPLIFY), "promote": ("simplify", PROMOTE), "expand": ("lower", EXPAND)}
@@ -95,6 +96,8 @@ def stage_function(case: str, stage: str) -> Function:
         return lower(kernel.typed_ir)
     if stage == "backend":
         return for_backend(stage_function(case, "lower"))
+    if stage == "forward":
+        return kernel.lowered("forward")
     raise KeyError(stage)
 
 
