@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from ..core.config import config
 from .state import current as state, process
-from .tape_rules import check_aliasing, check_launch, check_recoverable, tape_info, written_user_params
-from .version_check import check_record, copies_for_backward
+from .tape_rules import check_launch, tape_info, written_user_params
+from .version_check import check_unchanged, copies_for_backward
 
 
 @dataclass
@@ -253,7 +253,7 @@ class Tape:
             if isinstance(rec, FuncRecord):
                 rec.backward()
                 continue
-            self._check_versions(index, rec)
+            check_unchanged(self, index, rec)
             if self.snapshotting:
                 self._snapshotted_adjoint(index, rec, launch)
                 continue
@@ -296,24 +296,6 @@ class Tape:
             ms = (time.perf_counter() - t0) * 1e3
             snaps.after = take(grads, config.snapshot_max_bytes)
             self.backward_records.append(BackwardRecord(index, rec.kernel, ms, snaps))
-
-    def _check_versions(self, index: int, rec: LaunchRecord) -> None:
-        """Before a record's adjoint runs: the arrays whose recorded values it reads are unchanged (or
-        changed only where it does not read, see version_check.py)."""
-        if not self.check_versions:
-            return
-        _, reads, _, pairs, lost = tape_info(rec.kernel_obj)
-        if lost:
-            check_recoverable(rec.kernel_obj)
-        args, versions = rec.args, rec.versions
-        for j, w in pairs:
-            if args[j] is args[w]:
-                check_aliasing(rec.kernel_obj, args)
-        for j in reads:
-            a = args[j]
-            if a.version != versions[id(a)] or a._crc is not None:     # the common case: untouched
-                check_record(self, index, rec, reads, written_user_params)
-                return
 
     # Housekeeping --------------------------------------------------------------
     def zero(self) -> None:

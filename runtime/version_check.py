@@ -13,6 +13,7 @@ from ..ad.accessed_rows import evaluate, leading_rows
 from ..core.errors import GradientRuleError
 from ..core.ops import WRITES
 from ..core.passes.scalarize import user_params
+from .tape_rules import check_aliasing, check_recoverable, tape_info, written_user_params
 
 
 def _lowered_params(kernel) -> int:
@@ -56,7 +57,27 @@ def _describe(rows: set[int] | None) -> str:
         ", ".join(map(str, sorted(rows)))
 
 
-def check_record(tape, index: int, rec, reads: list[int], written_params) -> None:
+def check_unchanged(tape, index: int, rec) -> None:
+    """Before record `index`'s adjoint runs: the arrays whose recorded values it reads are unchanged, or
+    changed only where it does not read (off with gk.Tape(check_versions=False)). Untouched arrays, the
+    common case, cost one version compare each."""
+    if not tape.check_versions:
+        return
+    _, reads, _, pairs, lost = tape_info(rec.kernel_obj)
+    if lost:
+        check_recoverable(rec.kernel_obj)
+    args, versions = rec.args, rec.versions
+    for j, w in pairs:
+        if args[j] is args[w]:
+            check_aliasing(rec.kernel_obj, args)
+    for j in reads:
+        a = args[j]
+        if a.version != versions[id(a)] or a._crc is not None:
+            check_record(tape, index, rec, reads)
+            return
+
+
+def check_record(tape, index: int, rec, reads: list[int]) -> None:
     """Raise if an array whose recorded values `rec`'s adjoint reads was changed where it matters."""
     names = [n for n, _ in rec.kernel_obj.params]
     for j in reads:
@@ -80,7 +101,7 @@ def check_record(tape, index: int, rec, reads: list[int], written_params) -> Non
                 continue
             if not any(x is a for x in later.args):
                 continue
-            wrote = [w for w in written_params(later.kernel_obj) if later.args[w] is a]
+            wrote = [w for w in written_user_params(later.kernel_obj) if later.args[w] is a]
             after = later.versions[id(a)]
             if after - len(wrote) != cur:
                 break                                         # changed by something the tape did not see
