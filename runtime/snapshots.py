@@ -2,14 +2,18 @@
 
 A tape records them when `gk.Tape(snapshots=True)` or `gk.config.snapshot_launches` is on (the debugger's
 `gradkit debug` turns it on): before and after each forward launch the values of its array arguments, and
-before and after each adjoint launch of `backward()` their gradients.
+before and after each adjoint launch of `backward()` their gradients. A snapshotting tape calls
+`before_launch` / `after_launch` from its recording hooks and `around_adjoint` from `backward`.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from ..core.config import config
 
 
 def array_stats(data: np.ndarray) -> dict:
@@ -63,3 +67,32 @@ class BackwardRecord:
     kernel: str
     ms: float
     grads: LaunchSnapshots
+
+
+def _array_args(kernel, args) -> dict:
+    return {name: a for (name, _), a in zip(kernel.params, args) if hasattr(a, "buffer")}
+
+
+def before_launch(kernel, bound) -> LaunchSnapshots:
+    """The array arguments' values before a forward launch (kept on its LaunchRecord)."""
+    return LaunchSnapshots(before=take(_array_args(kernel, bound), config.snapshot_max_bytes))
+
+
+def after_launch(snaps: LaunchSnapshots, kernel, bound) -> None:
+    """Their values after it, into the `snaps` that `before_launch` returned."""
+    snaps.after = take(_array_args(kernel, bound), config.snapshot_max_bytes)
+
+
+def around_adjoint(index: int, rec, run, records: list) -> None:
+    """Call `run()`, the adjoint launch of forward record `index` (`rec`), with its gradients snapshotted and
+    its time taken around it; the BackwardRecord goes into `records` (the tape's `backward_records`) even
+    when the launch raises, so a NaN error can name it."""
+    grads = {name: getattr(a, "grad", None) for name, a in _array_args(rec.kernel_obj, rec.args).items()}
+    snaps = LaunchSnapshots(before=take(grads, config.snapshot_max_bytes))
+    t0 = time.perf_counter()
+    try:
+        run()
+    finally:
+        ms = (time.perf_counter() - t0) * 1e3
+        snaps.after = take(grads, config.snapshot_max_bytes)
+        records.append(BackwardRecord(index, rec.kernel, ms, snaps))

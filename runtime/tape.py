@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass, field
 
 from ..core.config import config
+from . import snapshots as snapshot
 from .state import current as state, process
 from .tape_rules import check_launch, tape_info, written_user_params
 from .version_check import check_unchanged, copies_for_backward
@@ -105,9 +107,6 @@ class Tape:
     def _checking(self) -> bool:
         return config.check_ad if self.check is None else bool(self.check)
 
-    def _array_args(self, kernel, args) -> dict:
-        return {name: a for (name, _), a in zip(kernel.params, args) if hasattr(a, "buffer")}
-
     def before_launch(self, kernel, bound) -> tuple:
         """The recording hook `gk.launch` calls before a launch it will record: checks the gradient rules (with
         checks on; nothing is overwritten when they fail), copies the arrays the backward pass needs from
@@ -116,10 +115,7 @@ class Tape:
             check_launch(self.launches, kernel, bound)
         pairs = tape_info(kernel)[2]
         saved = copies_for_backward(kernel, bound, pairs) if pairs else None
-        snaps = None
-        if self.snapshotting:
-            from .snapshots import LaunchSnapshots, take
-            snaps = LaunchSnapshots(before=take(self._array_args(kernel, bound), config.snapshot_max_bytes))
+        snaps = snapshot.before_launch(kernel, bound) if self.snapshotting else None
         return snaps, saved
 
     def record_launch(self, kernel, dims, device, bound, n_inputs, variant, ms, prepared=(None, None)) -> None:
@@ -139,8 +135,7 @@ class Tape:
                 if bound[j]._exposed:
                     bound[j]._fingerprint()
         if snaps is not None:
-            from .snapshots import take
-            snaps.after = take(self._array_args(kernel, bound), config.snapshot_max_bytes)
+            snapshot.after_launch(snaps, kernel, bound)
         if kernel.rule_violations and not kernel.rules_warned:
             kernel.warn_rules()
         rec = LaunchRecord(kernel.key, dims, device.name, bound[:n_inputs], bound[n_inputs:],
@@ -255,7 +250,8 @@ class Tape:
                 continue
             check_unchanged(self, index, rec)
             if self.snapshotting:
-                self._snapshotted_adjoint(index, rec, launch)
+                snapshot.around_adjoint(index, rec, functools.partial(self._launch_adjoint, rec, launch),
+                                        self.backward_records)
                 continue
             prepared = rec.prepared
             ready = prepared is not None and prepared.valid()
@@ -280,22 +276,6 @@ class Tape:
         adj_ins, adj_outs = rec.adjoint_grads()
         launch(rec.kernel_obj, rec.dim, ins, outs, device=rec.device, adjoint=True, adj_inputs=adj_ins,
                adj_outputs=adj_outs, record_tape=False)
-
-    def _snapshotted_adjoint(self, index: int, rec: LaunchRecord, launch) -> None:
-        """Run one adjoint launch with gradient snapshots around it (kept even when the launch raises)."""
-        import time
-
-        from ..core.config import config
-        from .snapshots import BackwardRecord, LaunchSnapshots, take
-        grads = {name: getattr(a, "grad", None) for name, a in self._array_args(rec.kernel_obj, rec.args).items()}
-        snaps = LaunchSnapshots(before=take(grads, config.snapshot_max_bytes))
-        t0 = time.perf_counter()
-        try:
-            self._launch_adjoint(rec, launch)
-        finally:
-            ms = (time.perf_counter() - t0) * 1e3
-            snaps.after = take(grads, config.snapshot_max_bytes)
-            self.backward_records.append(BackwardRecord(index, rec.kernel, ms, snaps))
 
     # Housekeeping --------------------------------------------------------------
     def zero(self) -> None:
