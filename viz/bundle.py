@@ -6,12 +6,20 @@ Layout (a folder, or the same files in a .zip):
     manifest.json   schema version, launches (with per-argument statistics before/after when the tape took
                     snapshots), backward launches (gradient statistics before/after), arrays (shape, dtype,
                     label, requires_grad), gradient norms, kernels (source with its SHA-256, IR, adjoint IR,
-                    generated code), tape graph (DOT, plain and gradient-coloured), NaN/Inf origin, loss
-                    history, notes
+                    generated code, pass logs), tape graph (DOT, plain and gradient-coloured), NaN/Inf
+                    origin, loss history, notes
     arrays.npz      "value/<array id>", "grad/<array id>" (current values), "before/<launch>/<array id>",
                     "after/<launch>/<array id>" (forward snapshots), "grad_before/<backward launch>/<array id>",
                     "grad_after/<backward launch>/<array id>" (gradient snapshots); each size-capped by
                     gk.config.snapshot_max_bytes, with a note when capped
+
+A kernel's pass logs (`passes`: {"forward" | "adjoint": [[pass name, IR after it], ...]}, from
+`Kernel.pass_log` on the first device the kernel ran on, named in `passes_device`) hold every step verbatim,
+a pass that changed nothing included, while their text stays under PASS_LOG_MAX_CHARS per kernel. Over it,
+a step whose IR equals the previous step's is folded into that step (its name gains a note, e.g.
+"simplify (then promote, simplify: no change)"), and if that is not enough the longest texts are cut to a
+common length, each ending in a "[truncated: ...]" line; a manifest note says so. Either way every stored
+step's text is the IR after the passes its name lists, so the diff between consecutive steps stays exact.
 """
 
 from __future__ import annotations
@@ -28,7 +36,8 @@ import numpy as np
 
 from ..runtime.snapshots import array_stats
 from .bundle_io import BundleError, BundleLimits, load_arrays, read_folder, read_zip
-from .bundle_schema import SCHEMA, check_manifest, source_sha256
+from .bundle_schema import (PASS_LOG_MAX_CHARS, PASS_NAME_MAX, PASS_STEPS_MAX, PASS_VARIANTS, SCHEMA,
+                            check_manifest, source_sha256)
 
 __all__ = ["Bundle", "BundleError", "BundleLimits", "SCHEMA", "load_bundle", "save_bundle", "source_sha256"]
 
@@ -40,7 +49,9 @@ def _array_meta(aid: str, a, names: dict) -> dict:
             "dtype": a.dtype.name, "requires_grad": bool(a.requires_grad), "device": a.device.name}
 
 
-def _kernel_meta(k, devices: set) -> dict:
+def _kernel_meta(k, devices: set, first_device: str | None = None, notes: list | None = None) -> dict:
+    """What a bundle stores of kernel `k`: source, IR, generated code on each of `devices`, and the pass logs
+    on `first_device` (the first device it ran on); trouble building a pass log goes to `notes`."""
     meta = {"name": k.key}
     try:
         meta["python_source"] = inspect.getsource(k.pyfunc)
@@ -60,7 +71,91 @@ def _kernel_meta(k, devices: set) -> dict:
             meta["code"][dev] = {"forward": k.source(dev), "adjoint": k.source(dev, adjoint=True)}
         except Exception as exc:
             meta["code"][dev] = {"error": str(exc)}
+    meta["passes"] = _pass_logs(k, first_device, notes if notes is not None else [])
+    meta["passes_device"] = first_device
     return meta
+
+
+def _pass_logs(k, device: str | None, notes: list) -> dict:
+    """{variant: [[pass name, printed IR after it], ...]} for the forward and adjoint variants, fitted under
+    PASS_LOG_MAX_CHARS. A kernel declared with enable_backward=False has no adjoint entry; a variant whose
+    passes fail is left out with a note (the bundle is still written)."""
+    logs = {}
+    for variant in PASS_VARIANTS:
+        if variant == "adjoint" and not k.enable_backward:
+            continue
+        try:
+            logs[variant] = [[name, text] for name, text in k.pass_log(variant, device)]
+        except Exception as exc:  # as for adjoint_ir: the bundle matters more than one variant's log
+            notes.append(f"kernel '{k.key}': no {variant} pass log ({type(exc).__name__}: {exc})")
+    logs, note = fit_pass_logs(logs, PASS_LOG_MAX_CHARS)
+    if note:
+        notes.append(f"kernel '{k.key}': {note}")
+    return logs
+
+
+def fit_pass_logs(logs: dict, cap: int) -> tuple[dict, str]:
+    """`logs` with at most `cap` characters of text in all (and the schema's step and name bounds), and a
+    note saying what was folded or cut ("" when everything fits as it is)."""
+    def size(lg):
+        return sum(len(text) for steps in lg.values() for _, text in steps)
+
+    logs = {v: [[name[:PASS_NAME_MAX], text] for name, text in steps] for v, steps in logs.items()}
+    too_many = any(len(steps) > PASS_STEPS_MAX for steps in logs.values())
+    total = size(logs)
+    if total <= cap and not too_many:
+        return logs, ""
+    logs = {v: _fold_unchanged(steps) for v, steps in logs.items()}
+    note = (f"pass logs of {total} characters over the {cap}-character cap (gk.viz.bundle.PASS_LOG_MAX_CHARS)"
+            if total > cap else f"a pass log over the {PASS_STEPS_MAX}-step cap")
+    note += ": steps that changed nothing folded into the one before"
+    # Still too many steps (a pipeline far longer than the declared one): keep the input and the last ones.
+    dropped = sum(max(0, len(steps) - PASS_STEPS_MAX) for steps in logs.values())
+    if dropped:
+        logs = {v: steps[:1] + steps[1 - PASS_STEPS_MAX:] if len(steps) > PASS_STEPS_MAX else steps
+                for v, steps in logs.items()}
+        note += f", {dropped} steps after the input dropped (the diff across that gap spans them)"
+    folded = size(logs)
+    if folded <= cap:
+        return logs, note
+    limit = _common_length([len(text) for steps in logs.values() for _, text in steps], cap)
+    cut = sum(len(text) > limit for steps in logs.values() for _, text in steps)
+    logs = {v: [[name, _truncate(text, limit)] for name, text in steps] for v, steps in logs.items()}
+    return logs, note + f", and {cut} texts truncated to {limit} characters"
+
+
+def _fold_unchanged(steps: list) -> list:
+    """Consecutive steps with the same IR stored once, under the first one's name with a note naming the
+    passes that changed nothing."""
+    runs = []
+    for name, text in steps:
+        if runs and text == runs[-1][1]:
+            runs[-1][2].append(name)
+        else:
+            runs.append([name, text, []])
+    return [[(name + (f" (then {', '.join(same)}: no change)" if same else ""))[:PASS_NAME_MAX], text]
+            for name, text, same in runs]
+
+
+def _common_length(lengths: list[int], cap: int) -> int:
+    """The largest length L such that texts cut to at most L characters total at most `cap`."""
+    remaining, left = cap, len(lengths)
+    for n in sorted(lengths):
+        if n * left > remaining:
+            return remaining // left
+        remaining, left = remaining - n, left - 1
+    return max(lengths, default=0)
+
+
+def _truncate(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters, ending in a line that says how much was kept."""
+    if len(text) <= limit:
+        return text
+    def marker(kept: int) -> str:
+        return f"\n… [truncated: {kept} of {len(text)} characters kept; pass log over the bundle's cap]\n"
+
+    kept = max(0, limit - len(marker(limit)))      # a smaller count never makes the marker longer
+    return (text[:kept] + marker(kept))[:limit]
 
 
 def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history=None) -> pathlib.Path:
@@ -73,7 +168,7 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
     path = pathlib.Path(path)
     arrays, names, kernels, devices = {}, {}, {}, set()
     launches, blobs, notes, capped = [], {}, [], 0
-    launch_of_record = {}
+    launch_of_record, first_device = {}, {}
     for index, rec in enumerate(tape.records):
         if getattr(rec, "kind", "") != "launch":
             continue
@@ -90,6 +185,7 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
                 ids.append(None)
         kernels[rec.kernel] = rec.kernel_obj
         devices.add(rec.device)
+        first_device.setdefault(rec.kernel, rec.device)
         entry = {"index": len(launches), "kernel": rec.kernel, "dim": list(rec.dim), "device": rec.device,
                  "scope": list(rec.scope), "ms": rec.ms, "params": params, "n_inputs": len(rec.inputs),
                  "arrays": ids, "scalars": [None if i is not None else _scalar(v) for i, v in zip(ids, rec.args)]}
@@ -122,10 +218,11 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
                              f"{cap}-byte cap (gk.config.snapshot_max_bytes)")
                 continue
             blobs[f"{kind}/{aid}"] = data
+    kernel_meta = {n: _kernel_meta(k, devices, first_device.get(n), notes) for n, k in kernels.items()}
     manifest = {"schema": SCHEMA, "launches": launches, "backward": backward,
                 "arrays": [_array_meta(aid, a, names) for aid, a in arrays.items()],
                 "grad_norms": grad_norms,
-                "kernels": {n: _kernel_meta(k, devices) for n, k in kernels.items()},
+                "kernels": kernel_meta,
                 "graph": tape.visualize(), "graph_gradients": tape.visualize(show_gradients=True),
                 "nan": nan, "loss_history": list(loss_history if loss_history is not None
                                                   else getattr(tape, "loss_history", [])),

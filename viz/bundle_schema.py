@@ -17,6 +17,12 @@ SCHEMA = 2
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _NAN_KEYS = {"message", "kernel", "array", "direction", "index", "value", "file", "line", "launch"}
 
+# A kernel's pass log (`passes`): the printed IR after each pass building a variant (Kernel.pass_log).
+PASS_VARIANTS = ("forward", "adjoint")
+PASS_LOG_MAX_CHARS = 2_000_000   # total IR text of one kernel's pass logs (save_bundle truncates to fit)
+PASS_STEPS_MAX = 64              # steps per variant (the declared pipeline has about ten)
+PASS_NAME_MAX = 200              # characters of a step's name (a pass name, or one with a note appended)
+
 
 def source_sha256(text: str) -> str:
     """The hex SHA-256 of a kernel's stored source (UTF-8), as `save_bundle` records it."""
@@ -144,7 +150,8 @@ def _kernels(c: _Check, kernels) -> dict:
     for name, k in kernels.items():
         p = _join("kernels", name)
         c.obj(k, p, dict.fromkeys(("name", "python_source")),
-              dict.fromkeys(("file", "first_line", "source_sha256", "ir", "adjoint_ir", "code")))
+              dict.fromkeys(("file", "first_line", "source_sha256", "ir", "adjoint_ir", "code", "passes",
+                             "passes_device")))
         c.str(k["name"], p + ".name")
         if k["name"] != name:
             c.fail(p + ".name", f"{k['name']!r} differs from its key {name!r}")
@@ -166,7 +173,29 @@ def _kernels(c: _Check, kernels) -> dict:
             c.obj(variants, _join(p + ".code", dev), {}, dict.fromkeys(("forward", "adjoint", "error")))
             for variant, text in variants.items():
                 c.str(text, f"{_join(p + '.code', dev)}.{variant}")
+        if "passes" in k:
+            _passes(c, k["passes"], p + ".passes")
+        c.str(k.get("passes_device"), p + ".passes_device", none=True)
     return kernels
+
+
+def _passes(c: _Check, passes, path: str) -> None:
+    """{variant: [[pass name, IR text], ...]} with at most PASS_STEPS_MAX steps per variant, names of at most
+    PASS_NAME_MAX characters and at most PASS_LOG_MAX_CHARS of text in all."""
+    c.obj(passes, path, {}, dict.fromkeys(PASS_VARIANTS))
+    total = 0
+    for variant, steps in passes.items():
+        q = f"{path}.{variant}"
+        for j, step in enumerate(c.list(steps, q, hi=PASS_STEPS_MAX)):
+            name, text = c.list(step, f"{q}[{j}]", length=2)
+            c.str(name, f"{q}[{j}][0]")
+            if not name or len(name) > PASS_NAME_MAX:
+                c.fail(f"{q}[{j}][0]", f"a pass name of {len(name)} characters "
+                                       f"(expected 1 to {PASS_NAME_MAX})")
+            c.str(text, f"{q}[{j}][1]")
+            total += len(text)
+    if total > PASS_LOG_MAX_CHARS:
+        c.fail(path, f"holds {total} characters of IR, over the {PASS_LOG_MAX_CHARS}-character cap")
 
 
 def _launches(c: _Check, launches: list, arrays: dict, kernels: dict) -> list:

@@ -250,6 +250,10 @@ SCHEMA_CASES = {
                                      "launches[0].scalars[0]: must be null"),
     "edited source": (_set("kernels.KERNEL.python_source", "def smooth(): pass\n"),
                       "kernels.smooth.source_sha256: does not match the stored python_source"),
+    "pass logs as a list": (_set("kernels.KERNEL.passes", []),
+                            "kernels.smooth.passes: expected an object, got a list"),
+    "pass log text not a string": (_set("kernels.KERNEL.passes.adjoint[0][1]", 0),
+                                   "kernels.smooth.passes.adjoint[0][1]: expected a string"),
     "empty manifest": (lambda m: m.clear(), "unsupported bundle schema None"),
 }
 
