@@ -1,4 +1,5 @@
-"""Code view: per kernel its Python source, core IR, adjoint IR and generated code per device."""
+"""Code view: per kernel its Python source, core IR, adjoint IR, the IR before and after each pass (AD passes
+included) and generated code per device."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ def render(bundle, name: str) -> None:
     code = data.kernel_code(bundle, kernel)
     if code["file"]:
         st.caption(f"{code['file']}:{code['first_line']}")
-    tabs = ["Python", "Core IR", "Adjoint IR"]
+    tabs = ["Python", "Core IR", "Adjoint IR", "Passes"]
     generated = [(dev, variant, text) for dev, variants in sorted(code["code"].items())
                  for variant, text in variants.items()]
     parts = st.tabs(tabs + [f"{dev} {variant}" for dev, variant, _ in generated])
@@ -26,9 +27,57 @@ def render(bundle, name: str) -> None:
         st.code(code["ir"], language=None)
     with parts[2]:
         st.code(code["adjoint_ir"], language=None)
-    for tab, (dev, variant, text) in zip(parts[3:], generated):
+    with parts[3]:
+        _passes(bundle, kernel)
+    for tab, (dev, variant, text) in zip(parts[4:], generated):
         with tab:
             if variant == "error":
                 st.error(f"code generation failed on {dev}: {text}")
             else:
                 st.code(text, language=data.code_language(dev), line_numbers=True)
+
+
+def _passes(bundle, kernel: str) -> None:
+    """Pick a variant and a pass: the IR before and after it side by side, their unified diff below."""
+    variant = st.selectbox("Variant", data.PASS_VARIANTS, key="passes_variant")
+    steps = data.pass_steps(bundle, kernel, variant)
+    if steps is None:
+        st.info("This bundle predates pass logs: it stores no IR per pass. Record it again with this gradkit "
+                "to see each pass.")
+        return
+    if not steps:
+        st.info(f"No {variant} pass log is stored for '{kernel}'"
+                + (": it was declared with enable_backward=False, or building its adjoint failed (see the "
+                   "Adjoint IR tab and the bundle's notes)." if variant == "adjoint" else "."))
+        return
+    device = data.pass_device(bundle, kernel)
+    backend = ""
+    if device and any(s["name"].startswith("expand") for s in steps):
+        backend = f", then {device}'s backend stage"
+    elif device:
+        backend = f" ({device}'s backend stage had nothing to expand)"
+    st.caption(f"The IR after each pass building the {variant} variant from the typed IR{backend}.")
+    labels = [f"{s['index']}. {s['name']}" + ("" if s["changed"] or s["index"] == 0 else " — no change")
+              for s in steps]
+    index = st.selectbox("Pass", range(len(steps)), index=len(steps) - 1, format_func=labels.__getitem__,
+                         key=f"passes_step_{kernel}_{variant}")
+    step = data.pass_step(bundle, kernel, variant, index)
+    if step["truncated"]:
+        st.warning("Long IR was truncated to keep the bundle small (see the bundle's notes).")
+    before, after = st.columns(2)
+    with before:
+        st.markdown(f"**Before** — {labels[index - 1]}" if index else "**Before**")
+        if step["before"] is None:
+            st.caption("Nothing: the first step is the pipeline's input, the kernel's typed IR.")
+        else:
+            st.code(step["before"], language=None)
+    with after:
+        st.markdown(f"**After** — {labels[index]}")
+        st.code(step["after"], language=None)
+    st.markdown("**Diff**")
+    if step["before"] is None:
+        st.caption("No diff: nothing comes before the input.")
+    elif not step["changed"]:
+        st.caption("This pass left the IR unchanged.")
+    else:
+        st.code(step["diff"], language="diff")

@@ -188,6 +188,25 @@ def test_code_view(page, server):
     shoot(page, "code")
 
 
+def test_code_view_passes_tab(page, server):
+    """The Passes tab shows the adjoint variant's reverse step: the IR before and after it, and their diff."""
+    open_view(page, server, "train", "code")
+    choose(page, "Kernel", "predict")
+    page.get_by_role("tab", name="Passes").click()
+    choose(page, "Variant", "adjoint")
+    page.locator('[data-testid="stSelectbox"]', has_text="Pass").click()
+    page.get_by_role("option").filter(has_text="reverse").click()
+    _settled(page)
+    panel = page.get_by_role("tabpanel")
+    expect(panel).to_contain_text("After — 6. reverse")
+    codes = panel.locator('[data-testid="stCode"]')
+    expect(codes).to_have_count(3)                                # before, after, diff
+    expect(codes.nth(0)).to_contain_text("kernel predict(")
+    expect(codes.nth(1)).to_contain_text("kernel predict_adjoint(")
+    expect(codes.nth(2)).to_contain_text("+++ 6. reverse")
+    shoot(page, "code-passes")
+
+
 def test_check_runs_gradcheck(page, server):
     open_view(page, server, "train", "check")
     choose(page, "Forward launch", "#1 forward predict [16]")
