@@ -10,8 +10,15 @@ A tape keeps a copy of an array from before the launch only when every read is o
 
 from __future__ import annotations
 
+import weakref
+
 from ..core.ir import Function, Instr, Region, access_index, different_elements, index_key
 from ..core.ops import LOOPS, MEMORY, Op
+
+
+# fn -> its answer. Beside the function, not in fn.attrs: copy_function copies attrs into functions with
+# other value ids (the next pass's output, the adjoint), where the cached ids would name nothing.
+_CACHE: weakref.WeakKeyDictionary[Function, tuple[set[int], set[int]]] = weakref.WeakKeyDictionary()
 
 
 def _accesses(region: Region, loops: tuple, out: list) -> None:
@@ -37,7 +44,7 @@ def read_before_write(fn: Function) -> tuple[set[int], set[int]]:
     an element the launch then overwrites; ids of those with a load of an element the launch overwrites
     later while other loads need what it wrote — `y[i, k % 2] *= v` in a loop — which no single copy
     serves: their adjoint cannot be right)."""
-    cached = fn.attrs.get("_read_before_write")
+    cached = _CACHE.get(fn)
     if cached is not None:
         return cached
     seq: list = []
@@ -57,5 +64,5 @@ def read_before_write(fn: Function) -> tuple[set[int], set[int]]:
             post.add(arr)
         elif any(j > k and _key(w) == key for j, w, wl in writes):
             pre.add(arr)
-    fn.attrs["_read_before_write"] = out = (pre - post, overwritten & post)
+    _CACHE[fn] = out = (pre - post, overwritten & post)
     return out

@@ -38,6 +38,10 @@ def _is_float(v: Value) -> bool:
 
 
 class Reverse:
+    """One adjoint under construction: the maps from forward values to primal and adjoint values, and the
+    notes its phases leave one another about forward instructions (side tables keyed by the instruction:
+    the forward copy and the regions made from it live as long as this object)."""
+
     def __init__(self, fwd: Function, adj_fn: Function, adj_arrays: dict[int, Value], tid_ids: list[int]):
         self.fwd, self.fn = fwd, adj_fn
         self.adj_arrays = adj_arrays        # forward array param id -> adjoint array Value
@@ -49,6 +53,10 @@ class Reverse:
         fn_sites: dict = {}
         adj_fn.attrs["stack_sites"] = fn_sites
         self.sole_writes = _sole_writes(fwd)  # arrays whose adjoint need not be zeroed after a store
+        self.unused_atomics = _unused_atomics(fwd)   # result ids of atomics whose old value nobody reads
+        self.virtuals: dict[Instr, Region] = {}     # call -> its callee's body in forward terms
+        self.stacks: dict[Instr, tuple[int, list[int]]] = {}  # loop -> (stack site, push/pop pair per carried)
+        self.trips: dict[Instr, Value] = {}          # while loop -> its replay's trip count
 
     # ------------------------------------------------------------------ helpers
     def p(self, v: Value) -> Value:
@@ -75,7 +83,7 @@ class Reverse:
         op = ins.op
         if op == Op.STORE:
             return
-        if op == Op.ATOMIC and not ins.attrs.get("_result_used", True):
+        if op == Op.ATOMIC and ins.result.id in self.unused_atomics:
             return
         if op in ("if",):
             regions = []
@@ -111,7 +119,7 @@ class Reverse:
 
     def virtual(self, ins: Instr) -> Region:
         """The callee's body (its replay function's, if it has one) inlined in forward terms, once per call."""
-        region = ins.attrs.get("_virtual")
+        region = self.virtuals.get(ins)
         if region is None:
             callee = ins.attrs["callee"]
             src = lower((callee.custom_replay or callee).ir_function())
@@ -122,7 +130,7 @@ class Reverse:
                 for sub in region.walk():       # a replay reads what the forward left (Warp's idiom)
                     if sub.op == Op.LOAD:
                         sub.attrs["final"] = True
-            ins.attrs["_virtual"] = region
+            self.virtuals[ins] = region
         return region
 
     def reverse_call(self, ins: Instr, b: Builder) -> None:
@@ -157,8 +165,7 @@ class Reverse:
             pair = next(self.pairs)
             b.emit(Op.PUSH, [p], [], {"stack": site, "pair": pair})
             pairs.append(pair)
-        ins.attrs["_pairs"] = pairs
-        ins.attrs["_site"] = site
+        self.stacks[ins] = (site, pairs)
 
     def replay_for(self, ins: Instr, b: Builder, push: bool) -> None:
         (body,) = ins.regions
@@ -195,7 +202,7 @@ class Reverse:
         new = b.emit(Op.WHILE, [self.p(a) for a in ins.args] + extra, types, regions=[ncond, nbody])
         self.map_results(ins, new)
         if push:
-            ins.attrs["_trips"] = new.results[-1]
+            self.trips[ins] = new.results[-1]
 
     # ------------------------------------------------------------------ reverse
     def reverse_region(self, region: Region, b: Builder) -> None:
@@ -333,7 +340,7 @@ class Reverse:
             start, stop, step = (self.p(a) for a in ins.args[:3])
             trips = _trip_count(b, start, stop, step)
         else:
-            trips = ins.attrs["_trips"]
+            trips = self.trips[ins]
         seeds = [self.adj.get(r.id) or self.zero(b, r.type) if _is_float(r) else None for r in ins.results]
         fl = [k for k, c in enumerate(carried) if _is_float(c)]
         init_adj = [seeds[k] for k in fl] + [self.adj.get(v.id) or self.zero(b, v.type) for v in free]
@@ -342,8 +349,7 @@ class Reverse:
         saved_adj, saved_primal = self.adj, dict(self.primal)
         self.adj = {}
         # Pop this iteration's carried values (pushed in order, popped in reverse).
-        pairs = ins.attrs.get("_pairs", [])
-        site = ins.attrs.get("_site", 0)
+        site, pairs = self.stacks.get(ins, (0, []))
         popped = [None] * len(carried)
         for k in reversed(range(len(carried))):
             popped[k] = rb.emit(Op.POP, [], [carried[k].type], {"stack": site, "pair": pairs[k]}, hint="pop").result
@@ -406,11 +412,12 @@ def _trip_count(b: Builder, start: Value, stop: Value, step: Value) -> Value:
     return b.prim("max", n, zero)
 
 
-def _mark_atomic_uses(fn: Function) -> None:
+def _unused_atomics(fn: Function) -> set[int]:
+    """Result ids of the atomics whose returned old value nothing uses: the replay skips them (their
+    effect is on memory, which the replay does not redo). Atomics of inlined callee bodies, made later,
+    are not in it and are replayed."""
     used = used_ids(fn)
-    for ins in fn.walk():
-        if ins.op == Op.ATOMIC:
-            ins.attrs["_result_used"] = ins.result.id in used
+    return {ins.result.id for ins in fn.walk() if ins.op == Op.ATOMIC and ins.result.id not in used}
 
 
 def _prune_stack(fn: Function) -> None:
@@ -470,7 +477,6 @@ def _settle_exclusive(fn: Function) -> None:
 def adjoint_function(fwd: Function) -> Function:
     """The adjoint of a lowered kernel: forward params + one `adj_<name>` array per float array param."""
     fwd = copy_function(fwd)
-    _mark_atomic_uses(fwd)
     params = [Param(p.name, p.type) for p in fwd.params]
     adj_params, adj_of = [], []
     for k, p in enumerate(fwd.params):
