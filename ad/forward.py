@@ -15,6 +15,7 @@ from ..core.errors import CompileError, compile_error
 from ..core.ir import Builder, Function, Instr, Param, Region, Value, copy_function
 from ..core.ops import STRUCTURED, WRITES, Op
 from ..core.passes.simplify import simplify
+from .derived import derived_kernel
 
 
 def _is_float(v: Value) -> bool:
@@ -22,6 +23,8 @@ def _is_float(v: Value) -> bool:
 
 
 class Tangent:
+    """One tangent function under construction: each forward value's new primal and its tangent."""
+
     def __init__(self, duals: dict[int, Value], name: str = ""):
         self.name = name                   # the kernel's name, for errors
         self.duals = duals                 # array param value id -> dual array Value
@@ -140,24 +143,12 @@ class Tangent:
 
 def tangent_function(fwd: Function) -> Function:
     """The tangent (JVP) kernel: forward params + one `dual_<name>` array per float array param."""
-    fwd = copy_function(fwd)
-    params = [Param(p.name, p.type) for p in fwd.params]
-    duals, dual_of, dual_params = {}, [], []
-    for k, p in enumerate(fwd.params):
-        if p.type.is_array and p.type.scalar.is_float:
-            q = Param(f"dual_{p.name}", p.type)
-            dual_params.append(q)
-            dual_of.append(k)
-            duals[p.value.id] = q.value
-    fn = Function(f"{fwd.name}_tangent", params + dual_params, Region(), [], "kernel", fwd.loc)
-    fn.attrs = {k: v for k, v in fwd.attrs.items() if k != "pass_log"}
-    fn.attrs["dual_of"] = dual_of
-    tg = Tangent(duals, fwd.attrs.get("source_name", fwd.name))
-    for p, q in zip(fwd.params, params):
-        tg.map[p.value.id] = q.value
-    tg.region(fwd.body, fn.body)
-    simplify(fn)
-    return fn
+    d = derived_kernel(fwd, "tangent", "dual_", "dual_of")
+    tg = Tangent(d.extra, d.fwd.attrs.get("source_name", d.fwd.name))
+    tg.map.update(d.primal)
+    tg.region(d.fwd.body, d.fn.body)
+    simplify(d.fn)
+    return d.fn
 
 
 def tangent_of_func(fn: Function) -> tuple[Function, list[int]]:

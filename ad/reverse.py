@@ -26,11 +26,11 @@ import itertools
 from ..core import types as T
 from ..core.builtins import BUILTINS
 from ..core.errors import CompileError
-from ..core.ir import (Builder, Function, Instr, Param, Region, Value, copy_function, copy_instr, local_ids,
-                       used_ids)
+from ..core.ir import Builder, Function, Instr, Region, Value, copy_instr, local_ids, used_ids
 from ..core.ops import LOOPS, OPAQUE, STACK, WRITES, Op
 from ..core.passes import lower
 from ..core.passes.simplify import simplify
+from .derived import Derived, derived_kernel
 
 
 def _is_float(v: Value) -> bool:
@@ -42,16 +42,19 @@ class Reverse:
     notes its phases leave one another about forward instructions (side tables keyed by the instruction:
     the forward copy and the regions made from it live as long as this object)."""
 
-    def __init__(self, fwd: Function, adj_fn: Function, adj_arrays: dict[int, Value], tid_ids: list[int]):
-        self.fwd, self.fn = fwd, adj_fn
-        self.adj_arrays = adj_arrays        # forward array param id -> adjoint array Value
-        self.tid_ids = tid_ids              # ids of tid values (axis order) for exclusivity
-        self.primal: dict[int, Value] = {}  # forward value id -> value in the adjoint function
+    def __init__(self, d: Derived):
+        fwd = d.fwd
+        self.fwd, self.fn = fwd, d.fn
+        self.adj_arrays = d.extra           # forward array param id -> adjoint array Value
+        tids = sorted((i for i in fwd.body.body if i.op == Op.TID), key=lambda i: i.attrs["axis"])
+        ndim = fwd.attrs.get("tid_ndim", 1)
+        # the tid values' ids in axis order, for exclusivity ([-1]: the kernel does not read every axis)
+        self.tid_ids = [i.result.id for i in tids] if len(tids) == ndim else [-1]
+        self.primal: dict[int, Value] = dict(d.primal)  # forward value id -> value in the adjoint function
         self.adj: dict[int, Value] = {}     # forward value id -> accumulated adjoint
         self.sites = itertools.count()
         self.pairs = itertools.count()
-        fn_sites: dict = {}
-        adj_fn.attrs["stack_sites"] = fn_sites
+        d.fn.attrs["stack_sites"] = {}
         self.sole_writes = _sole_writes(fwd)  # arrays whose adjoint need not be zeroed after a store
         self.unused_atomics = _unused_atomics(fwd)   # result ids of atomics whose old value nobody reads
         self.virtuals: dict[Instr, Region] = {}     # call -> its callee's body in forward terms
@@ -476,26 +479,11 @@ def _settle_exclusive(fn: Function) -> None:
 
 def adjoint_function(fwd: Function) -> Function:
     """The adjoint of a lowered kernel: forward params + one `adj_<name>` array per float array param."""
-    fwd = copy_function(fwd)
-    params = [Param(p.name, p.type) for p in fwd.params]
-    adj_params, adj_of = [], []
-    for k, p in enumerate(fwd.params):
-        if p.type.is_array and p.type.scalar.is_float:
-            adj_params.append(Param(f"adj_{p.name}", p.type))
-            adj_of.append(k)
-    fn = Function(f"{fwd.name}_adjoint", params + adj_params, Region(), [], "kernel", fwd.loc)
-    fn.attrs = {k: v for k, v in fwd.attrs.items() if k != "pass_log"}
-    fn.attrs["adj_of"] = adj_of
-    tids = sorted((i for i in fwd.body.body if i.op == Op.TID), key=lambda i: i.attrs["axis"])
-    ndim = fwd.attrs.get("tid_ndim", 1)
-    tid_ids = [i.result.id for i in tids] if len(tids) == ndim else [-1]
-    adj_arrays = {fwd.params[k].value.id: a.value for k, a in zip(adj_of, adj_params)}
-    rev = Reverse(fwd, fn, adj_arrays, tid_ids)
-    for p, q in zip(fwd.params, params):
-        rev.primal[p.value.id] = q.value
+    rev = Reverse(derived_kernel(fwd, "adjoint", "adj_", "adj_of"))
+    fn = rev.fn
     b = Builder(fn.body)
-    rev.replay_region(fwd.body, b, True)
-    rev.reverse_region(fwd.body, b)
+    rev.replay_region(rev.fwd.body, b, True)
+    rev.reverse_region(rev.fwd.body, b)
     simplify(fn)
     _prune_stack(fn)
     _settle_exclusive(fn)
