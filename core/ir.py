@@ -39,8 +39,9 @@ import itertools
 from typing import Iterable, Iterator
 
 from .errors import SourceLoc
-from .ops import ALL as OPS, Op
+from .ops import Op
 from .types import ArrayType, Type
+from .verify import IRError, verify  # noqa: F401  (re-exported: passes and backends import them from here)
 
 _ids = itertools.count()
 
@@ -267,50 +268,7 @@ def fingerprint(fn: Function) -> str:
     return hashlib.sha256(format_function(fn, locs=False).encode()).hexdigest()
 
 
-# --------------------------------------------------------------------------- verification
-
-class IRError(AssertionError):
-    """The IR broke an invariant: a bug in a pass, never the user's fault."""
-
-
-def verify(fn: Function, scalar_only: bool = False) -> None:
-    """Check that every op is in the vocabulary, SSA dominance, region arity and (optionally) that every value
-    is scalar."""
-    defined: set[int] = {p.value.id for p in fn.params}
-
-    def check_use(v: Value, ins: Instr | None, visible: set[int]) -> None:
-        if v.id not in visible:
-            raise IRError(f"{fn.name}: {v} used before definition in {ins!r}")
-
-    def walk(region: Region, visible: set[int]) -> None:
-        visible = visible | {p.id for p in region.params}
-        for ins in region.body:
-            if ins.op not in OPS:
-                raise IRError(f"{fn.name}: unknown op {ins.op!r} in {ins!r}")
-            for a in ins.args:
-                check_use(a, ins, visible)
-            if ins.op == Op.IF:
-                if len(ins.regions) != 2 or any(len(r.yields) != len(ins.results) for r in ins.regions):
-                    raise IRError(f"{fn.name}: malformed if {ins!r}")
-            elif ins.op == Op.FOR:
-                (body,) = ins.regions
-                if len(body.params) != len(ins.results) + 1 or len(body.yields) != len(ins.results):
-                    raise IRError(f"{fn.name}: malformed for {ins!r}")
-            elif ins.op == Op.WHILE:
-                cond, body = ins.regions
-                if len(cond.yields) != 1 or len(body.yields) != len(ins.results):
-                    raise IRError(f"{fn.name}: malformed while {ins!r}")
-            for r in ins.regions:
-                walk(r, visible)
-            for res in ins.results:
-                if scalar_only and not res.type.is_scalar:
-                    raise IRError(f"{fn.name}: non-scalar value {res} after scalarize in {ins!r}")
-                visible.add(res.id)
-        for y in region.yields:
-            check_use(y, None, visible)
-
-    walk(fn.body, defined)
-
+# --------------------------------------------------------------------------- helpers
 
 def local_ids(ins: Instr) -> set[int]:
     """Ids of the values defined inside an instruction's regions (region parameters and results)."""
