@@ -88,7 +88,7 @@ class Reverse:
             return
         if op == Op.ATOMIC and ins.result.id in self.unused_atomics:
             return
-        if op in ("if",):
+        if op == Op.IF:
             regions = []
             for r in ins.regions:
                 nr = Region()
@@ -454,7 +454,7 @@ def _sole_writes(fn: Function) -> set:
         for ins in region.body:
             if ins.op == Op.STORE:
                 stores[ins.args[0].id] = stores.get(ins.args[0].id, 0) + (2 if in_loop else 1)
-            elif ins.op in ("load", "atomic"):
+            elif ins.op in (Op.LOAD, Op.ATOMIC):
                 other.add(ins.args[0].id)
             elif ins.op in OPAQUE:
                 other.update(a.id for a in ins.args)
@@ -470,7 +470,7 @@ def _settle_exclusive(fn: Function) -> None:
     in the kernel is an exclusive atomic: a thread adding into its own element while neighbours add into the
     same element atomically (a stencil's adjoint) would otherwise lose their updates."""
     shared = {ins.args[0].id for ins in fn.walk()
-              if ins.op in ("load", "store") or (ins.op == Op.ATOMIC and not ins.attrs.get("exclusive"))}
+              if ins.op in (Op.LOAD, Op.STORE) or (ins.op == Op.ATOMIC and not ins.attrs.get("exclusive"))}
     shared.update(a.id for ins in fn.walk() if ins.op == Op.NATIVE for a in ins.args)
     for ins in fn.walk():
         if ins.op == Op.ATOMIC and ins.attrs.get("exclusive") and ins.args[0].id in shared:

@@ -4,7 +4,8 @@ A kernel or function is a `Function` whose body is a `Region` (a list of
 `Instr`). Control flow is structured (MLIR `scf` style), loop-carried values
 are explicit region parameters, and every instruction keeps its `SourceLoc`.
 
-Instruction ops (the whole vocabulary; `prim` names come from core/builtins.py):
+Instruction ops (the vocabulary is `Op` in core/ops.py, with its trait groups; `prim` names are the
+entries of core/builtins/, expanded ones such as `floordiv` rewritten by core/passes/expand.py):
 
     const                      attrs{value}                    -> scalar
     prim   *args               attrs{name}                     -> one value
@@ -22,6 +23,7 @@ Instruction ops (the whole vocabulary; `prim` names come from core/builtins.py):
     call   *args               attrs{func: Function}           -> func's results (removed by inlining)
     push   value               attrs{stack}                    -> ()   reverse-pass value stack
     pop                        attrs{stack}                    -> value (LIFO partner of push)
+    native *args               attrs{native, variant}          -> results of a user's @gk.func_native code
 
 `final` on a load (adjoint kernels only) marks a read of the forward launch's result rather than of
 the values it started from (atomic_min/max's winner test), so a tape knows which copy it needs.

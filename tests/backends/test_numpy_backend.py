@@ -67,8 +67,8 @@ def test_compile_keeps_ir_and_rejects_what_is_not_lowered_ir():
     k2.b.emit("call", [], [], {"func": fn})
     with pytest.raises(CompileError, match="'call' is not part of lowered IR"):
         BE.compile(DEV, k2.fn(), CompileOptions())
-    k3 = K(x=arr(T.vec3))
-    k3.b.load(k3.x, [tid(k3.b)], comp=None, type=F32)
+    k3 = K(x=arr(F32))                   # well typed, but lowered IR always names the component
+    k3.b.load(k3.x, [tid(k3.b)])
     with pytest.raises(CompileError, match="without a component index"):
         BE.compile(DEV, k3.fn(), CompileOptions())
 

@@ -130,6 +130,15 @@ def test_recipe_a_pass_is_named_verified_and_logged():
     with pytest.raises(ir.IRError, match="after pass 'broken'"):
         run_passes(_saxpy.typed_ir, LOWER + (Pass("broken", broken),))
 
+    def mistyped(fn):                    # leaves a value of the wrong type behind
+        for ins in fn.walk():
+            if ins.op == "prim" and ins.attrs["name"] == "mul":
+                ins.results[0].type = gk.int32
+        return fn
+
+    with pytest.raises(ir.IRError, match="after pass 'mistyped'"):
+        run_passes(_saxpy.typed_ir, LOWER + (Pass("mistyped", mistyped),))
+
 
 def test_recipe_table_entry_needs_no_backend_edit():
     """Every builtin naming a C function is callable on every backend without a backend edit: the CPU
