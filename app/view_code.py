@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from . import data
+from . import data, pass_data
 
 
 def render(bundle, name: str) -> None:
@@ -39,8 +39,8 @@ def render(bundle, name: str) -> None:
 
 def _passes(bundle, kernel: str) -> None:
     """Pick a variant and a pass: the IR before and after it side by side, their unified diff below."""
-    variant = st.selectbox("Variant", data.PASS_VARIANTS, key="passes_variant")
-    steps = data.pass_steps(bundle, kernel, variant)
+    variant = st.selectbox("Variant", pass_data.PASS_VARIANTS, key="passes_variant")
+    steps = pass_data.pass_steps(bundle, kernel, variant)
     if steps is None:
         st.info("This bundle predates pass logs: it stores no IR per pass. Record it again with this gradkit "
                 "to see each pass.")
@@ -50,7 +50,7 @@ def _passes(bundle, kernel: str) -> None:
                 + (": it was declared with enable_backward=False, or building its adjoint failed (see the "
                    "Adjoint IR tab and the bundle's notes)." if variant == "adjoint" else "."))
         return
-    device = data.pass_device(bundle, kernel)
+    device = pass_data.pass_device(bundle, kernel)
     backend = ""
     if device and any(s["name"].startswith("expand") for s in steps):
         backend = f", then {device}'s backend stage"
@@ -61,7 +61,7 @@ def _passes(bundle, kernel: str) -> None:
               for s in steps]
     index = st.selectbox("Pass", range(len(steps)), index=len(steps) - 1, format_func=labels.__getitem__,
                          key=f"passes_step_{kernel}_{variant}")
-    step = data.pass_step(bundle, kernel, variant, index)
+    step = pass_data.pass_step(bundle, kernel, variant, index)
     if step["truncated"]:
         st.warning("Long IR was truncated to keep the bundle small (see the bundle's notes).")
     before, after = st.columns(2)

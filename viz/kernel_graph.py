@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 
+from ..core.ops import Op
 from .dot import attrs, quote, write
 
 
@@ -29,7 +30,7 @@ def kernel_graph(kernel, adjoint: bool = False, filename=None) -> str:
             node = f"n{next(ids)}"
             line = f" @{ins.loc.line}" if ins.loc is not None else ""
             rtype = ", ".join(x.type.name for x in ins.results)
-            label = f"{ins.name}" + (f" {ins.attrs['value']!r}" if ins.op == "const" else "") + \
+            label = f"{ins.name}" + (f" {ins.attrs['value']!r}" if ins.op == Op.CONST else "") + \
                     (f"\n{rtype}" if rtype else "") + line
             shape = {"load": "box", "store": "box", "atomic": "box", "const": "plaintext"}.get(ins.op, "ellipse")
             lines.append(f"{pad}{node}{attrs(label=label, shape=shape)};")

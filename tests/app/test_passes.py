@@ -14,7 +14,7 @@ import pytest
 
 import gradkit as gk
 from gradkit.ad.pipeline import REVERSE
-from gradkit.app import data
+from gradkit.app import data, pass_data
 from gradkit.core.passes import LOWER
 from gradkit.viz import bundle as bundle_mod
 from gradkit.viz.bundle import BundleError
@@ -52,8 +52,8 @@ def wave_bundle(tmp_path_factory):
 def test_bundle_holds_forward_and_adjoint_pass_logs_in_pipeline_order(wave_bundle):
     meta = wave_bundle.manifest["kernels"]["wave"]
     assert meta["passes_device"] == "cpu"
-    forward = data.pass_steps(wave_bundle, "wave", "forward")
-    adjoint = data.pass_steps(wave_bundle, "wave", "adjoint")
+    forward = pass_data.pass_steps(wave_bundle, "wave", "forward")
+    adjoint = pass_data.pass_steps(wave_bundle, "wave", "adjoint")
     assert [s["name"] for s in forward] == LOWERED
     assert [s["name"] for s in adjoint] == LOWERED + [REVERSE.name]
     assert adjoint[-1]["name"] == "reverse"
@@ -67,8 +67,8 @@ def test_kernel_without_backward_has_no_adjoint_log(tmp_path):
     x, _ = _inputs()
     b = data.open_bundle(record_bundle(tmp_path / "b", doubled, [x], [gk.zeros(8)]))
     assert set(b.manifest["kernels"]["doubled"]["passes"]) == {"forward"}
-    assert data.pass_steps(b, "doubled", "adjoint") == []
-    assert [s["name"] for s in data.pass_steps(b, "doubled", "forward")] == LOWERED
+    assert pass_data.pass_steps(b, "doubled", "adjoint") == []
+    assert [s["name"] for s in pass_data.pass_steps(b, "doubled", "forward")] == LOWERED
     assert not any("pass log" in n for n in b.manifest["notes"])
 
 
@@ -82,31 +82,31 @@ def test_bundle_without_pass_logs_still_loads(wave_bundle, tmp_path):
     (b / "manifest.json").write_text(json.dumps(m))
     (b / "arrays.npz").write_bytes((wave_bundle.path / "arrays.npz").read_bytes())
     old = data.open_bundle(b)
-    assert data.pass_steps(old, "wave", "adjoint") is None
-    assert data.pass_device(old, "wave") is None
+    assert pass_data.pass_steps(old, "wave", "adjoint") is None
+    assert pass_data.pass_device(old, "wave") is None
 
 
 def test_diff_shows_the_lines_a_pass_changed(wave_bundle):
-    names = [s["name"] for s in data.pass_steps(wave_bundle, "wave", "adjoint")]
+    names = [s["name"] for s in pass_data.pass_steps(wave_bundle, "wave", "adjoint")]
     scalarize = names.index("scalarize")
-    step = data.pass_step(wave_bundle, "wave", "adjoint", scalarize)
+    step = pass_data.pass_step(wave_bundle, "wave", "adjoint", scalarize)
     assert step["before_name"] == "inline" and step["changed"]
     lines = step["diff"].splitlines()
     assert lines[0] == "--- 1. inline" and lines[1] == "+++ 2. scalarize"
     assert any(ln.startswith("-") and "load %x" in ln for ln in lines)            # scalarize adds comp=0
     assert any(ln.startswith("+") and "load[comp=0] %x" in ln for ln in lines)
-    rev = data.pass_step(wave_bundle, "wave", "adjoint", len(names) - 1)
+    rev = pass_data.pass_step(wave_bundle, "wave", "adjoint", len(names) - 1)
     assert "+kernel wave_adjoint(" in rev["diff"]
-    first = data.pass_step(wave_bundle, "wave", "adjoint", 0)
+    first = pass_data.pass_step(wave_bundle, "wave", "adjoint", 0)
     assert first["before"] is None and first["diff"] == ""
-    assert data.pass_diff("a\nb\n", "a\nb\n") == ""
-    assert data.pass_diff("a\nb", "a\nc", "x", "y").splitlines()[-2:] == ["-b", "+c"]
+    assert pass_data.pass_diff("a\nb\n", "a\nb\n") == ""
+    assert pass_data.pass_diff("a\nb", "a\nc", "x", "y").splitlines()[-2:] == ["-b", "+c"]
 
 
 def test_unchanged_pass_has_no_diff(wave_bundle):
-    steps = data.pass_steps(wave_bundle, "wave", "adjoint")
+    steps = pass_data.pass_steps(wave_bundle, "wave", "adjoint")
     same = next(s for s in steps if not s["changed"])           # promote changes nothing in this kernel
-    step = data.pass_step(wave_bundle, "wave", "adjoint", same["index"])
+    step = pass_data.pass_step(wave_bundle, "wave", "adjoint", same["index"])
     assert step["diff"] == "" and step["before"] == step["after"] and not step["truncated"]
 
 
@@ -163,7 +163,7 @@ def test_fit_folds_unchanged_steps_then_truncates_at_the_real_cap():
     assert sum(len(t) for steps in fitted.values() for _, t in steps) <= PASS_LOG_MAX_CHARS
     assert [n for n, _ in fitted["adjoint"]] == ["input", "inline", "scalarize",
                                                  "simplify (then promote, simplify: no change)", "reverse"]
-    assert all(data.TRUNCATED in t for _, t in fitted["adjoint"])
+    assert all(pass_data.TRUNCATED in t for _, t in fitted["adjoint"])
     assert fitted["adjoint"][0][1].startswith("kernel k0\n")
     assert "folded" in note and "truncated" in note
 
@@ -190,11 +190,11 @@ def test_cap_is_honoured_on_a_big_kernel(tmp_path, monkeypatch):
     b = data.open_bundle(record_bundle(tmp_path / "big", big, [x, 0.5], [y], seed=True))
     passes = b.manifest["kernels"]["big"]["passes"]
     assert sum(len(t) for steps in passes.values() for _, t in steps) <= cap
-    adjoint = data.pass_steps(b, "big", "adjoint")
-    assert adjoint[-1]["name"] == "reverse" and data.TRUNCATED in adjoint[-1]["text"]
+    adjoint = pass_data.pass_steps(b, "big", "adjoint")
+    assert adjoint[-1]["name"] == "reverse" and pass_data.TRUNCATED in adjoint[-1]["text"]
     assert adjoint[-1]["text"].startswith("kernel big_adjoint(")
     assert any("no change" in s["name"] for s in adjoint)
-    assert data.pass_step(b, "big", "adjoint", len(adjoint) - 1)["truncated"]
+    assert pass_data.pass_step(b, "big", "adjoint", len(adjoint) - 1)["truncated"]
     assert any(f"over the {cap}-character cap" in n and "'big'" in n for n in b.manifest["notes"])
 
 
