@@ -30,6 +30,7 @@ UNARY = {
     "ceil": (gk.ceil, np.ceil, lambda x: 0 * x, (-3, 3)),
     "round": (gk.round, lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5), lambda x: 0 * x, (-3, 3)),
     "sign": (gk.sign, np.sign, lambda x: 0 * x, (-3, 3)),
+    "rsqrt": (gk.rsqrt, lambda x: 1 / np.sqrt(x), lambda x: -0.5 * x ** -1.5, (0.1, 10)),
     "erf": (gk.erf, np.vectorize(math.erf), lambda x: 2 / np.sqrt(np.pi) * np.exp(-x * x), (-2.5, 2.5)),
 }
 

@@ -274,6 +274,11 @@ register(Builtin("sqrt", _elementwise("sqrt", float_only=True), eval=lambda x, s
                  partials=lambda b, a, out, at: [_d_sqrt(b, a[0], out, at)], decompose=_decomposer("sqrt"),
                  public=True, float_only=True, cmath="sqrt",
                  doc="square root (gradient at 0 is inf; with subgrad=True it is 0)"))
+register(Builtin("rsqrt", _elementwise("rsqrt", float_only=True), eval=lambda x: 1 / np.sqrt(x), arity=1,
+                 partials=lambda b, a, out, at: [b.mul(_c(b, out, -0.5), b.mul(out, b.mul(out, out)))],
+                 decompose=_decomposer("rsqrt"), public=True, float_only=True,
+                 expand=lambda b, a, at: b.div(_c(b, a[0], 1), b.prim("sqrt", a[0])),
+                 doc="1 / sqrt(x) (Warp's rsqrt; d/dx = -y³/2)"))
 unary_math("exp", np.exp, lambda b, x, y: y)
 unary_math("log", np.log, lambda b, x, y: b.div(_c(b, x, 1), x))
 unary_math("log2", np.log2, lambda b, x, y: b.div(_c(b, x, 1), b.mul(x, _c(b, x, LN2))))
