@@ -186,12 +186,12 @@ def _expand_floored(want: str):
 
 
 def _expand_sign(b, args, attrs):
-    """-1, 0 or 1 in the operand's type; a float zero or NaN passes through (as NumPy's sign)."""
+    """-1, 0 or 1 in the operand's type, as NumPy's sign: NaN stays NaN and -0.0 gives +0.0."""
     (x,) = args
     zero, one = _c(b, x, 0), _c(b, x, 1)
     if x.type is uint32:
         return b.select(b.prim("gt", x, zero), one, zero)
-    rest = x if x.type.is_float else zero
+    rest = b.select(b.prim("ne", x, x), x, zero) if x.type.is_float else zero
     return b.select(b.prim("gt", x, zero), one, b.select(b.prim("lt", x, zero), _c(b, x, -1), rest))
 
 

@@ -32,10 +32,7 @@ def _region(region: Region, keep: frozenset, mapping: dict[int, Value]) -> bool:
             tmp = Region()
             attrs = {k: v for k, v in ins.attrs.items() if k != "name"}
             value = entry.expand(Builder(tmp, ins.loc), ins.args, attrs)
-            if value is not None:
-                if value.type is not ins.result.type:
-                    raise AssertionError(f"expansion of {ins.attrs['name']} gave {value.type}, "
-                                         f"expected {ins.result.type}")
+            if value is not None:                # (a mistyped expansion fails verify after this pass)
                 out.extend(tmp.body)
                 mapping[ins.result.id] = value
                 value.hint = value.hint or ins.result.hint

@@ -141,3 +141,43 @@ def test_python_math_functions_are_the_builtins(device, rng):
     gk.launch(_python_math, 65, inputs=[gk.array(x, device=device)], outputs=[y], device=device)
     erf = np.vectorize(math.erf)
     np.testing.assert_allclose(y.numpy(), erf(x) + np.tanh(x) * np.log2(x + 3) + np.arcsin(x / 2), rtol=1e-12)
+
+
+@gk.kernel
+def _int_edges(a: gk.array(dtype=gk.int32), b: gk.array(dtype=gk.int32), q: gk.array(dtype=gk.int32),
+               r: gk.array(dtype=gk.int32), s: gk.array(dtype=gk.int32)):
+    i = gk.tid()
+    q[i] = a[i] // b[i]
+    r[i] = a[i] % b[i]
+    s[i] = gk.abs(a[i]) + gk.sign(b[i]) + gk.clamp(a[i], -5, 5)
+
+
+@gk.kernel
+def _float_edges(x: gk.array(dtype=gk.float64), y: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    y[i] = gk.sign(x[i])
+
+
+def test_expanded_primitives_at_their_edges(device):
+    """The expand pass's floored // and %, abs, sign and clamp at the edges every backend must agree on:
+    division by 0 gives 0, MIN // -1 wraps, signs of the remainder follow the divisor, abs(MIN) wraps, and a
+    float sign is NumPy's (NaN stays NaN, ±0 gives +0; before the expand pass the CPU gave 0 for NaN and
+    OpenCL -0.0 for -0.0)."""
+    lo = np.iinfo(np.int32).min
+    a = np.array([7, -7, 7, -7, 7, lo, lo, 0, 5, -9, lo, 3], np.int32)
+    b = np.array([3, 3, -3, -3, 0, -1, 1, 4, -1, 2, 7, 0], np.int32)
+    out = [gk.zeros(len(a), dtype=gk.int32, device=device) for _ in range(3)]
+    gk.launch(_int_edges, len(a), inputs=[gk.array(a, device=device), gk.array(b, device=device)], outputs=out,
+              device=device)
+    a64, b64 = a.astype(np.int64), b.astype(np.int64)
+    safe = np.where(b64 == 0, 1, b64)
+    wrap = lambda v: ((v + 2**31) % 2**32 - 2**31).astype(np.int32)
+    np.testing.assert_array_equal(out[0].numpy(), wrap(np.where(b64 == 0, 0, a64 // safe)))
+    np.testing.assert_array_equal(out[1].numpy(), wrap(np.where(b64 == 0, 0, a64 % safe)))
+    np.testing.assert_array_equal(out[2].numpy(), wrap(np.abs(a64) + np.sign(b64) + np.clip(a64, -5, 5)))
+    x = np.array([np.nan, 0.0, -0.0, 2.5, -1e-300, np.inf, -np.inf])
+    y = gk.zeros(len(x), dtype=gk.float64, device=device)
+    gk.launch(_float_edges, len(x), inputs=[gk.array(x, device=device)], outputs=[y], device=device)
+    got = y.numpy()
+    np.testing.assert_array_equal(got, np.sign(x))
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(np.sign(x)))

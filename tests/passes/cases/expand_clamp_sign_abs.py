@@ -1,4 +1,4 @@
-"""Expand: clamp is min(max(x, lo), hi); sign is a where-chain (a float's 0 or NaN passes through, a uint
+"""Expand: clamp is min(max(x, lo), hi); sign is a where-chain (NumPy's: a float NaN stays NaN, ±0 gives +0; a uint
 is 0 or 1); integer abs is where(x < 0, -x, x) while float abs stays a native call (it clears -0.0's
 sign bit, which a where-chain would not)."""
 import gradkit as gk
