@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import math
 
 import numpy as np
 
@@ -150,6 +151,8 @@ sin, cos, tan, asin, acos, atan, atan2 = map(_ew, (np.sin, np.cos, np.tan, np.ar
 sinh, cosh, tanh, exp, log, log2, log10, sqrt = map(_ew, (np.sinh, np.cosh, np.tanh, np.exp, np.log, np.log2,
                                                           np.log10, np.sqrt))
 pow, floor, ceil = _ew(np.power), _ew(np.floor), _ew(np.ceil)
+erf = _ew(np.vectorize(math.erf, otypes=[float]))
+rsqrt = _ew(lambda x: 1.0 / np.sqrt(x))
 
 
 def _is_int(*a):

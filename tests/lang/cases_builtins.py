@@ -1,6 +1,8 @@
 """Every scalar builtin of API.md, one construct each. The builtins share two kernels (one compile per
 device); each construct checks and seeds only its own output column, so a failing builtin is named."""
 
+import math
+
 import numpy as np
 
 import gradkit as gk
@@ -18,6 +20,7 @@ UNARY = {
     "log10": (np.log10, (0.1, 5)), "sqrt": (np.sqrt, (0.1, 5)), "abs": (np.abs, (-3, 3)),
     "floor": (np.floor, (-3, 3)), "ceil": (np.ceil, (-3, 3)),
     "round": (lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5), (-3, 3)), "sign": (np.sign, (-3, 3)),
+    "erf": (np.vectorize(math.erf), (-2, 2)), "rsqrt": (lambda x: 1 / np.sqrt(x), (0.1, 5)),
 }
 
 
@@ -43,6 +46,8 @@ def unary(x: gk.array(dtype=gk.float64, ndim=2), y: gk.array(dtype=gk.float64, n
     y[i, 16] = gk.ceil(x[i, 16])
     y[i, 17] = gk.round(x[i, 17])
     y[i, 18] = gk.sign(x[i, 18])
+    y[i, 19] = gk.erf(x[i, 19])
+    y[i, 20] = gk.rsqrt(x[i, 20])
 
 
 def _unary_ref(x, y):
