@@ -31,14 +31,27 @@ class Func:
         self.custom_replay = None   # a Func set by @gk.func_replay
         self.native = None          # snippets set by @gk.func_native
 
-    def ir_function(self, building: tuple = ()):
-        """The typed IR of this function (built once, then cached)."""
+    def ir_function(self, building: tuple = (), views: tuple = ()):
+        """The typed IR of this function (built once, then cached). `views` ((param index, base array
+        type, number of leading indices), ...) asks for the variant whose array parameters at those indices
+        receive sub-array views: the base array, its leading indices appended as trailing int32 params."""
+        if views:
+            return self._view_variant(building, views)
         if self._ir is None:
             from .frontend import lower_function
             with COMPILING:
                 if self._ir is None:
                     self._ir = lower_function(self.pyfunc, "func", building + (self,), **self.options)
         return self._ir
+
+    def _view_variant(self, building: tuple, views: tuple):
+        from .frontend import lower_function
+        with COMPILING:
+            variants = self.__dict__.setdefault("_view_variants", {})
+            if views not in variants:
+                variants[views] = lower_function(self.pyfunc, "func", building + (self,), views=views,
+                                                 **self.options)
+            return variants[views]
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"@gk.func '{self.__name__}' can only be called inside a kernel or another @gk.func")

@@ -17,7 +17,8 @@ from ..ir import Function, Param, Value, verify
 from ..ops import Op
 from .calls import CallLowering
 from .components import ComponentWrites
-from .context import LoweringContext
+from ..func import Func
+from .context import ArrayView, LoweringContext
 from .exprs import ExprLowering
 from .loops import LoopLowering
 from .source import SourceInfo
@@ -27,9 +28,11 @@ from .stmts import StmtLowering, _contains
 class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLowering, ComponentWrites):
     """Lowers one kernel or @gk.func to IR."""
 
-    def __init__(self, pyfunc, kind: str, building: tuple = (), max_unroll: int | None = None, grad_of=None):
+    def __init__(self, pyfunc, kind: str, building: tuple = (), max_unroll: int | None = None, grad_of=None,
+                 views: tuple = ()):
         super().__init__(pyfunc, SourceInfo(pyfunc), kind, building)
         self.building = building
+        self.views = views                      # (param index, base array type): see Func.ir_function
         self.grad_of = grad_of                  # the Func this function is the custom gradient of
         self.grad_params: list[str] = []
         self.max_unroll = max_unroll
@@ -41,17 +44,25 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
         if func in self.building:
             chain = " -> ".join(f.__name__ for f in (*self.building[self.building.index(func):], func))
             raise self.error(node, f"recursion is not supported ({chain})")
+        args = self.call_args(node, None, func.__name__)
+        views = tuple((k, a.arr.type, len(a.prefix)) for k, a in enumerate(args) if isinstance(a, ArrayView) and a.prefix)
+        if views and (not isinstance(func, Func) or func.custom_grad or func.custom_replay or func.native):
+            raise self.error(node, f"{func.__name__}() cannot take a sub-array view (it has a custom gradient, "
+                                   "replay or native code); pass the whole array and its indices")
         try:
-            callee = func.ir_function(self.building)
+            callee = func.ir_function(self.building, views) if views else func.ir_function(self.building)
         except CompileError as exc:
             loc = self.src.loc(node)
             raise CompileError(f"{exc}\n  (called from '{self.name}' at {loc.file}:{loc.line})") from None
-        args = self.call_args(node, None, func.__name__)
-        if len(args) != len(callee.params):
-            raise self.error(node, f"{func.__name__}() takes {len(callee.params)} argument"
-                                   f"{'s' * (len(callee.params) != 1)}, got {len(args)}")
+        extra = [i if i.type is T.int32 else self.prim("cast", i, to=T.int32)
+                 for a in args if isinstance(a, ArrayView) for i in a.prefix]
+        args = [a.arr if isinstance(a, ArrayView) and a.prefix else a for a in args]
+        n_params = len(callee.params) - len(extra)
+        if len(args) != n_params:
+            raise self.error(node, f"{func.__name__}() takes {n_params} argument"
+                                   f"{'s' * (n_params != 1)}, got {len(args)}")
         vals = [self.coerce(a, p.type, node, f"argument '{p.name}' of {func.__name__}()")
-                for a, p in zip(args, callee.params)]
+                for a, p in zip(args, callee.params)] + extra
         ins = self.b.emit(Op.CALL, vals, callee.ret_types, {"func": callee, "callee": func})
         if not ins.results:
             return None
@@ -106,13 +117,23 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
     def run(self) -> Function:
         tree = self.src.tree
         sig = inspect.signature(self.pyfunc)
-        params = []
-        for arg_node, (name, p) in zip(tree.args.args, sig.parameters.items()):
+        params, view_params = [], []
+        views = {k: (base, n) for k, base, n in self.views}
+        for k, (arg_node, (name, p)) in enumerate(zip(tree.args.args, sig.parameters.items())):
             t = self.param_type(name, p.annotation, arg_node)
-            param = Param(name, t)
+            base, n_at = views.get(k, (t, 0))
+            param = Param(name, base)
             params.append(param)
             self.params[name] = param
             self.env[name] = param.value
+            if n_at:       # a sub-array view: the base array and its leading indices
+                if not (t.is_array and t.dtype is base.dtype and t.ndim == base.ndim - n_at):
+                    raise self.error(arg_node, f"parameter '{name}' is {t.name} but is given a "
+                                               f"{base.ndim - n_at}-D sub-array view of a {base.name}")
+                at = [Param(f"{name}_at{m}", T.int32) for m in range(n_at)]
+                view_params += at
+                self.env[name] = ArrayView(param.value, [q.value for q in at], name)
+        params += view_params
         if tree.args.vararg or tree.args.kwarg or tree.args.kwonlyargs:
             raise self.error(tree, "star-arguments and keyword-only parameters are not supported in kernels")
         if self.kind == "func":
@@ -156,7 +177,7 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
 def lower_function(pyfunc, kind: str = "kernel", building: tuple = (), **options) -> Function:
     """Parse `pyfunc` and build its typed IR (kind 'kernel' or 'func')."""
     lowerer = Lowerer(pyfunc, kind, building, max_unroll=options.get("max_unroll"),
-                      grad_of=options.get("grad_of"))
+                      grad_of=options.get("grad_of"), views=options.get("views", ()))
     if building:
         return lowerer.run()
     try:

@@ -11,7 +11,7 @@ from ..builtins import BUILTINS
 from ..ir import Value
 from ..lang import LangFunction, NAMES
 from ..ops import Op
-from .context import NUMBER, TidCall
+from .context import NUMBER, ArrayView, TidCall
 from .exprs import PY_ALIASES, UNSUPPORTED_EXPR, _callee_name, _name, _with_scalar
 
 class CallLowering:
@@ -31,10 +31,10 @@ class CallLowering:
         if callee is py_builtins.float or callee is py_builtins.int or callee is py_builtins.bool:
             return self.call_type(T.as_type(callee), node)
         if callee is py_builtins.len:
-            (arg,) = self.call_args(node, 1, "len")
-            if not (isinstance(arg, Value) and arg.type.is_array):
+            view = ArrayView.of(*self.call_args(node, 1, "len"))
+            if view is None:
                 raise self.error(node, "len() needs an array")
-            return self.b.emit(Op.SHAPE, [arg], [T.int32], {"axis": 0}).result
+            return self.b.emit(Op.SHAPE, [view.arr], [T.int32], {"axis": len(view.prefix)}).result
         if callee is py_builtins.range or callee is py_builtins.reversed:
             raise self.error(node, f"{callee.__name__}() can only be used as the iterable of a for loop")
         if getattr(callee, "_gk_func", False):
@@ -65,15 +65,16 @@ class CallLowering:
             return TidCall()
         if fn.kind == "atomic":
             args = self.call_args(node, None, fn.name)
-            if len(args) < 3 or not (isinstance(args[0], Value) and args[0].type.is_array):
+            view = ArrayView.of(args[0]) if args else None
+            if len(args) < 3 or view is None:
                 raise self.error(node, f"{fn.name}(array, index..., value) needs an array, its indices and a value")
-            arr, idx_nodes = args[0], node.args[1:-1]
-            if len(idx_nodes) != arr.type.ndim:
-                raise self.error(node, f"{fn.name}: array '{arr.hint}' has {arr.type.ndim} dimensions but "
+            idx_nodes = node.args[1:-1]
+            if len(idx_nodes) != view.type.ndim:
+                raise self.error(node, f"{fn.name}: array '{view.hint}' has {view.type.ndim} dimensions but "
                                        f"{len(idx_nodes)} indices were given")
-            idx = [self.index(n) for n in idx_nodes]
-            val = self.coerce(args[-1], arr.type.dtype, node.args[-1], f"{fn.name} value for array '{arr.hint}'")
-            return self.atomic(fn.prim, arr, idx, val, node)
+            idx = view.indices([self.index(n) for n in idx_nodes])
+            val = self.coerce(args[-1], view.type.dtype, node.args[-1], f"{fn.name} value for array '{view.hint}'")
+            return self.atomic(fn.prim, view.arr, idx, val, node)
         kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
         args = self.call_args(node, None, fn.name)
         if fn.prim == "identity":

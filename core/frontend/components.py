@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from .. import types as T
 from ..ir import Region, Value
 from ..ops import Op
+from .context import ArrayView
 from .exprs import SWIZZLE
 
 
@@ -53,17 +54,17 @@ class ComponentWrites:
         inner = target.value if isinstance(target, (ast.Subscript, ast.Attribute)) else None
         if not isinstance(inner, ast.Subscript):
             return None
-        arr = self.expr(inner.value)
-        if not (isinstance(arr, Value) and arr.type.is_array):
+        view = ArrayView.of(self.expr(inner.value))
+        if view is None:
             return None
         items = _items(inner.slice)
-        if len(items) != arr.type.ndim:
+        if len(items) != view.type.ndim:
             return None
-        dt = arr.type.dtype
+        arr, dt = view.arr, view.type.dtype
         if not (dt.is_vector or dt.is_matrix):
-            raise self.error(target, f"elements of array '{arr.hint}' are {dt.name} scalars; they have no "
+            raise self.error(target, f"elements of array '{view.hint}' are {dt.name} scalars; they have no "
                                      f"components to assign")
-        idx = [self.index(i) for i in items]
+        idx = view.indices([self.index(i) for i in items])
         if isinstance(target, ast.Attribute):
             if not (dt.is_vector and target.attr in SWIZZLE and SWIZZLE[target.attr] < dt.length):
                 raise self.error(target, f"cannot assign to attribute '{target.attr}' of a {dt.name} element "

@@ -19,10 +19,40 @@ NUMBER = (bool, int, float)
 
 
 class ShapeOf:
-    """`arr.shape` inside a kernel: indexing it gives the extent."""
+    """`arr.shape` inside a kernel: indexing it gives the extent (`axis0` skips a view's leading axes)."""
 
-    def __init__(self, arr: Value):
-        self.arr = arr
+    def __init__(self, arr: Value, axis0: int = 0):
+        self.arr, self.axis0 = arr, axis0
+
+    @property
+    def ndim(self) -> int:
+        return self.arr.type.ndim - self.axis0
+
+
+class ArrayView:
+    """`x[i]` of an n-D array inside a kernel: the (n-k)-D sub-array at the leading indices `prefix`.
+
+    A compile-time object, as Warp's array views are at run time: indexing, writing and atomics on it
+    index `arr` at `prefix` + the new indices, so a view costs nothing and differentiates like `arr`."""
+
+    def __init__(self, arr: Value, prefix: list, hint: str):
+        self.arr, self.prefix, self.hint = arr, list(prefix), hint
+        self.type = T.array_type(arr.type.dtype, arr.type.ndim - len(self.prefix))
+
+    @staticmethod
+    def of(x) -> "ArrayView | None":
+        """x as a view (a whole array is the view with no leading indices), or None if x is no array."""
+        if isinstance(x, ArrayView):
+            return x
+        if isinstance(x, Value) and x.type.is_array:
+            return ArrayView(x, [], x.hint)
+        return None
+
+    def indices(self, idx: list) -> list:
+        return self.prefix + list(idx)
+
+    def describe(self) -> str:
+        return f"'{self.hint}', a {self.type.ndim}-D sub-array of the {self.arr.type.ndim}-D array '{self.arr.hint}'"
 
 
 class TidCall:
@@ -131,6 +161,9 @@ class LoweringContext:
             return self.tid_values(1, node)[0]
         if isinstance(x, tuple):
             raise self.error(node, "a tuple cannot be used as a value here")
+        if isinstance(x, ArrayView):
+            raise self.error(node, f"{x.describe()} is not a value; index all {x.arr.type.ndim} dimensions "
+                                   f"of '{x.arr.hint}' (e.g. {x.hint}[j]) to read an element")
         raise self.error(node, f"{_describe(x)} is not a value usable in a kernel")
 
     def range_error(self, x, t: T.ScalarType, node):

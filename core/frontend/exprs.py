@@ -12,7 +12,7 @@ from ..builtins import BUILTINS
 from ..ir import Region, Value
 from ..lang import LangFunction
 from ..ops import VALUE, Op
-from .context import NUMBER, ShapeOf, TidCall
+from .context import NUMBER, ArrayView, ShapeOf, TidCall
 
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
           ast.Mod: "mod", ast.Pow: "pow", ast.MatMult: "matmul"}
@@ -81,6 +81,10 @@ class ExprLowering:
 
     def expr_Attribute(self, node):
         base = self.expr(node.value)
+        if isinstance(base, ArrayView):
+            if node.attr == "shape":
+                return ShapeOf(base.arr, len(base.prefix))
+            raise self.error(node, f"{base.describe()} has no attribute '{node.attr}'")
         if isinstance(base, Value):
             t = base.type
             if t.is_array and node.attr == "shape":
@@ -101,21 +105,28 @@ class ExprLowering:
             return self.env[self.adjoint_key(idx_node)]
         if isinstance(base, ShapeOf):
             k = self.static_int(idx_node)
-            if not 0 <= k < base.arr.type.ndim:
-                raise self.error(idx_node, f"shape index {k} out of range for a {base.arr.type.ndim}-D array")
-            return self.b.emit(Op.SHAPE, [base.arr], [T.int32], {"axis": k}).result
+            if not 0 <= k < base.ndim:
+                raise self.error(idx_node, f"shape index {k} out of range for a {base.ndim}-D array")
+            return self.b.emit(Op.SHAPE, [base.arr], [T.int32], {"axis": base.axis0 + k}).result
         if isinstance(base, tuple):
             return base[self.static_int(idx_node)]
-        if not isinstance(base, Value):
+        view = ArrayView.of(base)
+        if view is None and not isinstance(base, Value):
             raise self.error(node, f"cannot index {_name(base)}")
         idx = [self.index(e) for e in items]
-        t = base.type
-        if t.is_array:
-            if len(idx) != t.ndim:
-                raise self.error(node, f"array '{base.hint}' has {t.ndim} dimensions but is indexed with {len(idx)}"
-                                       + (f"; write {base.hint}[i, j]" if t.ndim > 1 and len(idx) == 1 else ""))
-            return self.b.load(base, idx)
+        if view is not None:
+            self.check_rank(view, len(idx), node)
+            if len(idx) < view.type.ndim:      # x[i] of an n-D array: an (n-1)-D sub-array
+                return ArrayView(view.arr, view.indices(idx), ast.unparse(node))
+            return self.b.load(view.arr, view.indices(idx))
         return self.prim("extract", base, *idx, node=node)
+
+    def check_rank(self, view: ArrayView, n: int, node, exact: bool = False) -> None:
+        """Too many indices for an array or view (or, with `exact`, too few) is an error naming it."""
+        ndim = view.type.ndim
+        if n > ndim or exact and n != ndim:
+            what = f"array '{view.hint}'" if not view.prefix else view.describe()
+            raise self.error(node, f"{what} has {ndim} dimension{'s' * (ndim != 1)} but is indexed with {n}")
 
     def adjoint_key(self, node) -> str:
         """The local holding gk.adjoint[x] in a @gk.func_grad function."""
@@ -374,6 +385,8 @@ def _callee_name(node) -> str | None:
 
 
 def _name(x) -> str:
+    if isinstance(x, ArrayView):
+        return x.describe()
     if isinstance(x, Value):
         return f"a {x.type.name} value"
     n = getattr(x, "__name__", None)

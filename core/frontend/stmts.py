@@ -14,7 +14,7 @@ from .. import types as T
 from ..ir import Value
 from ..lang import LangFunction
 from ..ops import Op
-from .context import NUMBER, TidCall
+from .context import NUMBER, ArrayView, TidCall
 from .exprs import BINOPS, SWIZZLE
 
 MISSING = object()
@@ -183,13 +183,12 @@ class StmtLowering:
             self.env[self.adjoint_key(target.slice)] = value
             return
         items = target.slice.elts if isinstance(target.slice, ast.Tuple) else [target.slice]
-        if isinstance(base, Value) and base.type.is_array:
-            if len(items) != base.type.ndim:
-                raise self.error(target, f"array '{base.hint}' has {base.type.ndim} dimensions but is indexed "
-                                         f"with {len(items)}")
-            idx = [self.index(i) for i in items]
-            v = self.coerce(value, base.type.dtype, node, f"store into array '{base.hint}'")
-            self.b.store(base, idx, v)
+        view = ArrayView.of(base)
+        if view is not None:
+            self.check_rank(view, len(items), target, exact=True)
+            idx = view.indices([self.index(i) for i in items])
+            v = self.coerce(value, view.type.dtype, node, f"store into array '{view.hint}'")
+            self.b.store(view.arr, idx, v)
             return
         if isinstance(base, Value) and isinstance(target.value, ast.Name) and (base.type.is_vector or base.type.is_matrix):
             idx = [self.index(i) for i in items]
@@ -227,21 +226,20 @@ class StmtLowering:
             self.write_components(ref, op, self.expr(node.value), node)
             return
         if isinstance(target, ast.Subscript):
-            base = self.expr(target.value)
-            if isinstance(base, Value) and base.type.is_array:
+            view = ArrayView.of(self.expr(target.value))
+            if view is not None:
                 items = target.slice.elts if isinstance(target.slice, ast.Tuple) else [target.slice]
-                if len(items) != base.type.ndim:
-                    raise self.error(target, f"array '{base.hint}' has {base.type.ndim} dimensions but is "
-                                             f"indexed with {len(items)}")
-                idx = [self.index(i) for i in items]
+                self.check_rank(view, len(items), target, exact=True)
+                idx = view.indices([self.index(i) for i in items])
                 rhs = self.expr(node.value)
+                arr, dtype = view.arr, view.type.dtype
                 if op in ("add", "sub"):
-                    v = self.coerce(rhs, base.type.dtype, node, f"'{op}=' into array '{base.hint}'")
-                    self.atomic(op, base, idx, v, node)
+                    v = self.coerce(rhs, dtype, node, f"'{op}=' into array '{view.hint}'")
+                    self.atomic(op, arr, idx, v, node)
                 else:
-                    old = self.b.load(base, idx)
+                    old = self.b.load(arr, idx)
                     new = self.binop(op, old, rhs, node)
-                    self.b.store(base, idx, self.coerce(new, base.type.dtype, node, f"store into '{base.hint}'"))
+                    self.b.store(arr, idx, self.coerce(new, dtype, node, f"store into '{view.hint}'"))
                 return
         current = self.expr(target)
         self.assign(target, self.binop(op, current, self.expr(node.value), node), node)
@@ -335,6 +333,8 @@ class StmtLowering:
     def describe(self, x) -> str:
         if isinstance(x, Value):
             return f"a {x.type.name} value"
+        if isinstance(x, ArrayView):
+            return f"a sub-array view ({x.describe()})"
         return f"a {type(x).__name__}"
 
 

@@ -87,7 +87,6 @@ def check_program(prog: Program, device: str, folder) -> None:
 # of its message. They count as "refused", not as failures, and the rest of the program is still checked
 # where it can be; once gradkit supports the construct the same programs are checked in full.
 REFUSALS = [
-    ("view", None, gk.CompileError, "dimensions but is indexed with"),          # sub-array views: issue 20
     ("atomic_minmax", "jvp", gk.CompileError, "forward mode cannot differentiate atomic_m"),
     ("mul_alias", "backward", gk.GradientRuleError, "that it overwrites later"),  # *=: indices may coincide
     ("static_jump", None, gk.CompileError, "break/continue are not supported in unrolled"),

@@ -16,7 +16,7 @@ GK_TYPE = {"f": "gk.float64", "i": "int", "v2": "gk.vec2d", "v3": "gk.vec3d", "v
            "m2": "gk.mat22d", "m3": "gk.mat33d", "m4": "gk.mat44d",
            "arr": "gk.array(dtype=gk.float64)", "acc": "gk.array(dtype=gk.float64)", "row": "int"}
 VECS, MATS = ("v2", "v3", "v4"), ("m2", "m3", "m4")
-VIEWS = 0.015     # share of n-D accesses written through a sub-array view x[i][k] (issue 20: refused for now)
+VIEWS = 0.05      # share of n-D accesses written through a sub-array view x[i][k]
 CONSTS = ["0.5", "-1.25", "2.0", "0.1", "-0.75", "3.0"]
 
 # Domains are guarded so that every value stays finite, and atan2 never meets a signed zero (whether max(0.0,

@@ -65,7 +65,7 @@ class Program:
         self.kernels: list = []                  # KernelSrc
         self.steps: list = []                    # ("launch", k) | ("copy"/"assign", dst, src)
         self.fwd_only = fwd_only                 # breaks reverse-mode rules on purpose: values and JVPs only
-        self.features: set = set()               # constructs with a documented refusal ("view", ...)
+        self.features: set = set()               # constructs used that have documented refusals
         self.consts: dict = {}                   # module-level constants: SCALE, KN (int), OFFS (tuple)
 
     def body(self) -> str:

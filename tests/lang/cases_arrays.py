@@ -77,6 +77,27 @@ def _views_ref(x, y, s):
     return x * x, x @ np.arange(x.shape[1], dtype=float)
 
 
+@gk.func
+def _row_energy(r: A1, scale: gk.float64) -> gk.float64:
+    acc = 0.0
+    for k in range(len(r)):
+        acc += gk.sin(r[k]) * scale
+    return acc
+
+
+@gk.kernel
+def views_3d(x: A3, y: A2, t: A1):
+    i = gk.tid()
+    plane = x[i]
+    for j in range(plane.shape[0]):
+        y[i][j] = _row_energy(plane[j], 2.0) + _row_energy(x[i, j], 1.0)
+        gk.atomic_add(t, j, plane[j][0] * plane[j][1])
+
+
+def _views3_ref(x, y, t):
+    return 3 * np.sin(x).sum(-1), t + (x[:, :, 0] * x[:, :, 1]).sum(0)
+
+
 CASES = collect("arrays", [
     Case("shape_and_len", "`a.shape[k]` and `len(a)` in a kernel (loop bound, values)", shape_len, 5,
          [In((5, 3)), Out((5,)), Out((5,), gk.int32)], _shape_ref),
@@ -87,8 +108,9 @@ CASES = collect("arrays", [
          (2, 3, 2), [In((2, 3, 2)), Out((2, 3, 2)), Out((3, 2))], _launch3_ref),
     Case("index_arrays", "indices read from an int array (gather, repeated elements)", gather, 6,
          [In((4,)), Const(lambda r: r.integers(0, 4, 6)), Out((6,))], _gather_ref),
-    # Not in the language yet (issue 20): a clear CompileError in every mode until it is.
     Case("subarray_view", "`row = x[i]` of a 2-D array: read, written (`out[j] = `) and `len(row)`", views, 3,
-         [In((3, 4)), Out((3, 4)), Out((3,))], _views_ref,
-         refuses={m: "has 2 dimensions but is indexed with 1" for m in ("forward", "reverse", "fwdmode")}),
+         [In((3, 4)), Out((3, 4)), Out((3,))], _views_ref),
+    Case("subarray_view_3d", "views of a 3-D array and of a view (`x[i]`, `plane[j]`, `x[i, j]`) passed to a "
+         "@gk.func and to `atomic_add`", views_3d, 3,
+         [In((3, 2, 4)), Out((3, 2)), Out((2,), init=lambda r: r.normal(size=2))], _views3_ref),
 ])

@@ -81,7 +81,7 @@ def render(results: dict, commit: str = "unknown") -> str:
         "✓ passes, ✗ fails (defects and minimal repros: tests/lang/FOUND.md), n/a not differentiable "
         "(int-only construct, forward only), refused: the mode raises a documented `gk.CompileError` or "
         "`gk.GradientRuleError` instead of a wrong result (docs/errors.md: forward mode through "
-        "`atomic_min`/`atomic_max`; sub-array views, not in the language yet; elements re-read after a "
+        "`atomic_min`/`atomic_max`; elements re-read after a "
         "loop overwrote them), – not run.",
         "",
         "Devices:",
