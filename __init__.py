@@ -24,7 +24,7 @@ from .core.native import func_native
 from .runtime.launch import launch
 from .runtime.tape import LaunchRecord, ScopedTimer, Tape
 from .runtime.forward_mode import ForwardMode
-from .runtime.checkpoint import checkpoint, grad_for, grad_replaced
+from .runtime.checkpoint import checkpoint, grad_for, grad_replaced, no_grad
 from .ad.transforms import grad, jvp
 from . import backends  # noqa: E402  (gk.backends.available())
 from .runtime import autograd  # noqa: E402  (gk.autograd.jacobian, gradcheck, ...)
@@ -37,5 +37,5 @@ __all__ = [
     "mat22d", "mat33d", "mat44d", "vector", "matrix", "array", "array1d", "array2d", "array3d", "array4d",
     "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "copy", "from_numpy", "from_dlpack", "Device",
     "ScopedDevice", "get_device", "get_devices", "set_device", "synchronize", "Kernel", "kernel", "func",
-    "func_grad", "func_replay", "func_native", "launch", "Tape", "LaunchRecord", "ScopedTimer", "ForwardMode", "checkpoint", "grad_replaced", "grad_for", "grad", "jvp", "backends", "autograd", "viz", *_LANG_NAMES,
+    "func_grad", "func_replay", "func_native", "launch", "Tape", "LaunchRecord", "ScopedTimer", "ForwardMode", "checkpoint", "grad_replaced", "grad_for", "no_grad", "grad", "jvp", "backends", "autograd", "viz", *_LANG_NAMES,
 ]

@@ -1,8 +1,10 @@
-"""Python-level gradient plumbing: `gk.checkpoint` (recompute instead of store) and Taichi's
-`@gk.grad_replaced` / `@gk.grad_for` (a hand-written backward for a function that launches kernels)."""
+"""Python-level gradient plumbing: `gk.no_grad` (launches not recorded), `gk.checkpoint` (recompute
+instead of store) and Taichi's `@gk.grad_replaced` / `@gk.grad_for` (a hand-written backward for a
+function that launches kernels)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 from .state import current as state
@@ -12,13 +14,21 @@ def _arrays(values) -> list:
     return [v for v in values if hasattr(v, "buffer")]
 
 
-def _untaped(fn, args, kwargs):
-    """Run fn with no tape recording (its launches are not kept)."""
+@contextlib.contextmanager
+def no_grad():
+    """`with gk.no_grad():` launches and host copies inside are not recorded on this thread's active
+    tape (PyTorch's `torch.no_grad`); writes to arrays the tape recorded are still caught at backward."""
     tape, state.tape = state.tape, None
     try:
-        return fn(*args, **kwargs)
+        yield
     finally:
         state.tape = tape
+
+
+def _untaped(fn, args, kwargs):
+    """Run fn with no tape recording (its launches are not kept)."""
+    with no_grad():
+        return fn(*args, **kwargs)
 
 
 def checkpoint(fn, *args, **kwargs):
@@ -61,7 +71,14 @@ def grad_replaced(fn):
         tape.record_func(lambda: _untaped(backward, args, kwargs), _arrays([*args, *kwargs.values()]))
         return result
 
+    def grad(*args, **kwargs):
+        """`f.grad(...)` (Taichi): run the `@gk.grad_for(f)` function directly, recording nothing."""
+        if wrapper.backward is None:
+            raise RuntimeError(f"'{fn.__name__}.grad' needs a @gk.grad_for({fn.__name__}) function")
+        return _untaped(wrapper.backward, args, kwargs)
+
     wrapper.backward = None
+    wrapper.grad = grad
     wrapper._gk_grad_replaced = True
     return wrapper
 
