@@ -20,6 +20,7 @@ from .runtime.host_ops import copy
 from .runtime.device import Device, ScopedDevice, get_device, get_devices, set_device, synchronize
 from .runtime.kernel import Kernel, func, kernel
 from .core.func import func_grad, func_replay
+from .core.struct import struct
 from .core.native import func_native
 from .runtime.launch import launch
 from .runtime.tape import LaunchRecord, ScopedTimer, Tape
@@ -37,5 +38,5 @@ __all__ = [
     "mat22d", "mat33d", "mat44d", "vector", "matrix", "array", "array1d", "array2d", "array3d", "array4d",
     "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "copy", "from_numpy", "from_dlpack", "Device",
     "ScopedDevice", "get_device", "get_devices", "set_device", "synchronize", "Kernel", "kernel", "func",
-    "func_grad", "func_replay", "func_native", "launch", "Tape", "LaunchRecord", "ScopedTimer", "ForwardMode", "checkpoint", "grad_replaced", "grad_for", "no_grad", "grad", "jvp", "backends", "autograd", "viz", *_LANG_NAMES,
+    "func_grad", "func_replay", "struct", "func_native", "launch", "Tape", "LaunchRecord", "ScopedTimer", "ForwardMode", "checkpoint", "grad_replaced", "grad_for", "no_grad", "grad", "jvp", "backends", "autograd", "viz", *_LANG_NAMES,
 ]

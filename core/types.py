@@ -15,7 +15,7 @@ import numpy as np
 class Type:
     """Base of all gradkit types."""
 
-    is_scalar = is_vector = is_matrix = is_array = False
+    is_scalar = is_vector = is_matrix = is_array = is_struct = False
 
 
 class ScalarType(Type):
@@ -177,6 +177,29 @@ class ArrayType(Type):
         return self.name
 
 
+class StructType(Type):
+    """The type of a `@gk.struct` class: named fields of scalar, vector, matrix, array or struct types.
+    Kernels see a struct as its fields (kernel and @gk.func parameters are flattened into one parameter
+    per field, named `s.field`), so the IR, the passes and the backends never meet a struct."""
+
+    is_struct = True
+
+    def __init__(self, cls, fields: dict):
+        self.cls, self.fields = cls, dict(fields)
+        self.name = cls.__qualname__
+
+    def flat(self, prefix: str) -> list[tuple[str, Type]]:
+        """(`prefix.field[.subfield]`, type) of every non-struct field, depth first in declaration order."""
+        out = []
+        for name, t in self.fields.items():
+            path = f"{prefix}.{name}"
+            out += t.flat(path) if t.is_struct else [(path, t)]
+        return out
+
+    def __repr__(self) -> str:
+        return self.name
+
+
 _vectors: dict = {}
 _matrices: dict = {}
 _arrays: dict = {}
@@ -212,6 +235,8 @@ def array_type(dtype, ndim: int = 1) -> ArrayType:
     dt = as_type(dtype)
     if dt.is_array:
         raise TypeError("array dtype cannot itself be an array type")
+    if dt.is_struct:
+        raise TypeError(f"arrays of @gk.struct '{dt.name}' are not supported yet; use one array per field")
     if not isinstance(ndim, int) or not 1 <= ndim <= 4:
         raise ValueError(f"ndim must be 1..4, got {ndim!r}")
     key = (dt, ndim)
@@ -227,6 +252,9 @@ def as_type(obj) -> Type:
     """Turn a user-given dtype (gk type, Python float/int/bool, NumPy dtype) into a gradkit Type."""
     if isinstance(obj, Type):
         return obj
+    struct = getattr(obj, "_gk_struct", None)
+    if isinstance(struct, StructType):
+        return struct
     if obj is float:
         return float32
     if obj is int:

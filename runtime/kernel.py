@@ -101,6 +101,11 @@ class Kernel:
     def params(self) -> list[tuple[str, object]]:
         return [(p.name, p.type) for p in self.typed_ir.params]
 
+    @property
+    def struct_params(self) -> tuple:
+        """((parameter index, name, StructType), ...) of the struct parameters (compiled one per field)."""
+        return self.typed_ir.attrs.get("param_structs", ())
+
     def lowered(self, variant: str = "forward") -> Function:
         fn = self._lowered.get(variant)
         if fn is not None and self._rules_generation == _func.rules_generation:

@@ -13,6 +13,7 @@ from .state import current as state
 from .adjoint_args import _source_params, adjoint_arguments, tangent_arguments
 from .device import get_device
 from .nan_check import check_after_launch, snapshot
+from .struct_args import flatten_struct_args
 
 MAX_THREADS = 2**31 - 1    # thread ids are 32-bit in generated code: a larger grid would wrap them
 
@@ -66,6 +67,9 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     if not getattr(kernel, "_gk_kernel", False):
         raise TypeError(f"gk.launch needs a @gk.kernel, got {type(kernel).__name__}")
     dims = normalize_dim(dim)
+    if kernel.struct_params:
+        inputs, outputs, adj_inputs, adj_outputs = flatten_struct_args(
+            kernel.struct_params, len(kernel.params), inputs, outputs, adj_inputs, adj_outputs)
     args = [*inputs, *outputs]
     dev = _pick_device(device, args)
     bound = kernel.binder()(args, dev)

@@ -18,8 +18,8 @@ from ..ops import Op
 from .calls import CallLowering
 from .components import ComponentWrites
 from ..func import Func
-from .context import ArrayView, LoweringContext
-from .exprs import ExprLowering
+from .context import ArrayView, LoweringContext, StructValue
+from .exprs import ExprLowering, _name
 from .loops import LoopLowering
 from .source import SourceInfo
 from .stmts import StmtLowering, _contains
@@ -39,6 +39,9 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
         self.ret_flag: str | None = None
         self.retval_names: list[str] = []
         self.final_returns: list[Value] | None = None
+        self.ret_struct = None                  # the StructType a @gk.func returns (its fields flattened)
+        self.ret_array_params: list | None = None   # per array field of it: the parameter it passes back
+        self.param_values: list[Value] = []
 
     def call_func(self, func, node):
         if func in self.building:
@@ -56,14 +59,29 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
             raise CompileError(f"{exc}\n  (called from '{self.name}' at {loc.file}:{loc.line})") from None
         extra = [i if i.type is T.int32 else self.prim("cast", i, to=T.int32)
                  for a in args if isinstance(a, ArrayView) for i in a.prefix]
-        args = [a.arr if isinstance(a, ArrayView) and a.prefix else a for a in args]
-        n_params = len(callee.params) - len(extra)
+        n_params = callee.attrs.get("n_user_params", len(callee.params) - len(extra))
         if len(args) != n_params:
             raise self.error(node, f"{func.__name__}() takes {n_params} argument"
                                    f"{'s' * (n_params != 1)}, got {len(args)}")
+        structs = {k: (name, t) for k, name, t in callee.attrs.get("param_structs", ())}
+        flat = []
+        for k, a in enumerate(args):
+            name, st = structs.get(k, (None, None))
+            if st is not None or isinstance(a, StructValue):
+                if not (isinstance(a, StructValue) and a.type is st):
+                    want = f"parameter '{name}' is a {st.name} struct" if st else f"argument {k + 1} is not a struct"
+                    raise self.error(node.args[k], f"{func.__name__}(): {want}, got {_name(a)}")
+                flat += a.flat()
+            else:
+                flat.append(a.arr if isinstance(a, ArrayView) and a.prefix else a)
         vals = [self.coerce(a, p.type, node, f"argument '{p.name}' of {func.__name__}()")
-                for a, p in zip(args, callee.params)] + extra
+                for a, p in zip(flat, callee.params)] + extra
         ins = self.b.emit(Op.CALL, vals, callee.ret_types, {"func": callee, "callee": func})
+        if "ret_struct" in callee.attrs:      # array fields are arguments passed back: the caller's arrays
+            results, passed = iter(ins.results), iter(callee.attrs["ret_array_params"])
+            return self.struct_from_flat(callee.attrs["ret_struct"],
+                                         [vals[next(passed)] if t.is_array else next(results)
+                                          for _, t in callee.attrs["ret_struct"].flat("")])
         if not ins.results:
             return None
         return ins.results[0] if len(ins.results) == 1 else tuple(ins.results)
@@ -83,6 +101,7 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
             raise self.error(tree, f"custom gradient '{self.name}' updates gk.adjoint[x] instead of returning")
         floats = [p for p in params[:n_in] if not p.type.is_array and p.type.scalar.is_float]
         self.grad_params = [p.name for p in floats]
+        self.grad_types = {p.name: p.type for p in floats}
         for p in floats:     # scalars start as a weak 0.0; vectors and matrices as typed zeros
             self.env[f"__adj_{p.name}"] = 0.0 if p.type.is_scalar else self.materialize(0.0, p.type, tree)
 
@@ -117,10 +136,16 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
     def run(self) -> Function:
         tree = self.src.tree
         sig = inspect.signature(self.pyfunc)
-        params, view_params = [], []
+        params, view_params, param_structs = [], [], []
         views = {k: (base, n) for k, base, n in self.views}
         for k, (arg_node, (name, p)) in enumerate(zip(tree.args.args, sig.parameters.items())):
             t = self.param_type(name, p.annotation, arg_node)
+            if t.is_struct:      # one parameter per field, named `name.field`
+                flat = [Param(path, ft) for path, ft in t.flat(name)]
+                params += flat
+                param_structs.append((k, name, t))
+                self.bind_struct(name, self.struct_from_flat(t, [q.value for q in flat]))
+                continue
             base, n_at = views.get(k, (t, 0))
             param = Param(name, base)
             params.append(param)
@@ -134,10 +159,14 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
                 view_params += at
                 self.env[name] = ArrayView(param.value, [q.value for q in at], name)
         params += view_params
+        self.param_values = [q.value for q in params]
         if tree.args.vararg or tree.args.kwarg or tree.args.kwonlyargs:
             raise self.error(tree, "star-arguments and keyword-only parameters are not supported in kernels")
         if self.kind == "func":
             self.ret_types = self.return_types(sig.return_annotation, tree)
+            if self.ret_types and len(self.ret_types) == 1 and self.ret_types[0].is_struct:
+                self.ret_struct = self.ret_types[0]
+                self.ret_types = [ft for _, ft in self.ret_struct.flat("") if not ft.is_array]
         if self.grad_of is not None:
             self.start_grad_function(params, tree)
         body = tree.body
@@ -156,7 +185,7 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
         self.block(body)
         fn = Function(self.name, params, self.body, [], self.kind, self.src.loc(tree))
         if self.grad_of is not None:
-            fn.body.yields = [self.materialize(self.env[f"__adj_{n}"], self.params[n].type, tree)
+            fn.body.yields = [self.materialize(self.env[f"__adj_{n}"], self.grad_types[n], tree)
                               for n in self.grad_params]
             fn.ret_types = [y.type for y in fn.body.yields]
         elif self.kind == "func":
@@ -168,6 +197,12 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
                 if self.ret_types and not self.final_returns:
                     raise self.error(tree, f"function '{self.name}' is declared to return a value but does not")
             fn.ret_types = list(self.ret_types or [])
+        fn.attrs["n_user_params"] = len(tree.args.args)
+        if param_structs:
+            fn.attrs["param_structs"] = tuple(param_structs)
+        if self.ret_struct is not None:
+            fn.attrs["ret_struct"] = self.ret_struct
+            fn.attrs["ret_array_params"] = tuple(self.ret_array_params)
         fn.attrs["tid_ndim"] = self.tid_ndim or 1
         fn.attrs["source_name"] = self.name
         verify(fn)

@@ -11,7 +11,7 @@ from ..builtins import BUILTINS
 from ..ir import Value
 from ..lang import LangFunction, NAMES
 from ..ops import Op
-from .context import NUMBER, ArrayView, TidCall
+from .context import NUMBER, ArrayView, StructValue, TidCall
 from .exprs import PY_ALIASES, UNSUPPORTED_EXPR, _callee_name, _name, _with_scalar
 
 class CallLowering:
@@ -22,6 +22,8 @@ class CallLowering:
             if type(a) in UNSUPPORTED_EXPR:
                 raise self.error(a, f"{UNSUPPORTED_EXPR[type(a)]} are not supported in kernels")
         callee = self.expr(node.func)
+        if isinstance(getattr(callee, "_gk_struct", None), T.StructType):
+            return self.construct_struct(callee._gk_struct, node)
         if isinstance(callee, LangFunction):
             return self.call_lang(callee, node)
         if isinstance(callee, T.Type):
@@ -49,6 +51,37 @@ class CallLowering:
             raise self.error(node, f"cannot call kernel '{callee.key}' from a kernel; make it a @gk.func")
         raise self.error(node, f"cannot call {_name(callee)} inside a kernel; "
                                "only gradkit builtins, types and @gk.func functions can be called")
+
+    def construct_struct(self, stype: T.StructType, node) -> StructValue:
+        """`Body(pos, vel=v)` in a kernel: fields given by position or keyword; the rest are zero."""
+        args = self.call_args(node, None, stype.name)
+        names = list(stype.fields)
+        if len(args) > len(names):
+            raise self.error(node, f"{stype.name}() takes at most {len(names)} field values, got {len(args)}")
+        given = dict(zip(names, args))
+        for k in node.keywords:
+            if k.arg not in stype.fields or k.arg in given:
+                why = "has no field" if k.arg not in stype.fields else "got twice the field"
+                raise self.error(k, f"{stype.name}() {why} '{k.arg}'")
+            given[k.arg] = self.expr(k.value)
+        return self.struct_value(stype, given, node)
+
+    def struct_value(self, stype: T.StructType, given: dict, node) -> StructValue:
+        fields = {}
+        for name, t in stype.fields.items():
+            v = given.get(name)
+            if t.is_struct:
+                if v is not None and not (isinstance(v, StructValue) and v.type is t):
+                    raise self.error(node, f"{stype.name}() field '{name}' is a {t.name} struct, got {_name(v)}")
+                fields[name] = v if v is not None else self.struct_value(t, {}, node)
+            elif t.is_array:
+                if v is None or ArrayView.of(v) is None:
+                    raise self.error(node, f"{stype.name}() needs its array field '{name}' ({t.name}): arrays "
+                                           "cannot be created inside kernels")
+                fields[name] = v
+            else:
+                fields[name] = self.coerce(0 if v is None else v, t, node, f"{stype.name} field '{name}'")
+        return StructValue(stype, fields)
 
     def call_args(self, node, arity: int | None, name: str) -> list:
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):

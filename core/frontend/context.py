@@ -55,6 +55,39 @@ class ArrayView:
         return f"'{self.hint}', a {self.type.ndim}-D sub-array of the {self.arr.type.ndim}-D array '{self.arr.hint}'"
 
 
+class StructValue:
+    """A struct inside a kernel: a compile-time aggregate of its field values (Values, arrays, views,
+    nested StructValues). A struct held by a local lives in the environment field by field (`s.pos`,
+    `s.inner.x`) under the local's StructSlot, so branches and loops merge and carry its fields as locals."""
+
+    def __init__(self, stype: T.StructType, fields: dict):
+        self.type, self.fields = stype, fields
+
+    def flat(self) -> list:
+        out = []
+        for name in self.type.fields:
+            v = self.fields[name]
+            out += v.flat() if isinstance(v, StructValue) else [v]
+        return out
+
+    def describe(self) -> str:
+        return f"a {self.type.name} struct"
+
+
+class StructSlot:
+    """The environment entry of a local (or parameter) holding a struct; one per struct type, so the same
+    struct type on both paths of a branch merges field by field."""
+
+    _slots: dict = {}
+
+    def __new__(cls, stype: T.StructType):
+        slot = cls._slots.get(stype)
+        if slot is None:
+            slot = cls._slots[stype] = super().__new__(cls)
+            slot.type = stype
+        return slot
+
+
 class TidCall:
     """The result of `gk.tid()` before it is unpacked into coordinates."""
 
@@ -120,7 +153,8 @@ class LoweringContext:
     # ------------------------------------------------------------------ names
     def lookup(self, name: str, node: ast.AST):
         if name in self.env:
-            return self.env[name]
+            v = self.env[name]
+            return self.struct_at(name, v.type) if isinstance(v, StructSlot) else v
         if name in self.maybe_undefined:
             raise self.error(node, f"local '{name}' may be undefined here (assigned only on some paths, "
                                    "or only inside a loop body); assign it before the branch or loop")
@@ -129,6 +163,31 @@ class LoweringContext:
         if hasattr(py_builtins, name):
             return getattr(py_builtins, name)
         raise self.error(node, f"unknown name '{name}'")
+
+    # ------------------------------------------------------------------ structs
+    def struct_at(self, path: str, stype: T.StructType) -> StructValue:
+        """The struct a local holds, read field by field from the environment."""
+        return StructValue(stype, {f: self.struct_at(f"{path}.{f}", t) if t.is_struct else self.env[f"{path}.{f}"]
+                                   for f, t in stype.fields.items()})
+
+    def bind_struct(self, path: str, value: StructValue) -> None:
+        """Make local `path` hold `value`: its slot, then every field as a local of its own."""
+        self.env[path] = StructSlot(value.type)
+        for f, v in value.fields.items():
+            if isinstance(v, StructValue):
+                self.bind_struct(f"{path}.{f}", v)
+            else:
+                self.env[f"{path}.{f}"] = v
+                if isinstance(v, Value) and not v.hint:
+                    v.hint = f"{path}.{f}"
+
+    def struct_from_flat(self, stype: T.StructType, values: list) -> StructValue:
+        """A StructValue from values in StructType.flat order (a call's results, flattened parameters)."""
+        it = iter(values)
+
+        def build(t):
+            return StructValue(t, {f: build(ft) if ft.is_struct else next(it) for f, ft in t.fields.items()})
+        return build(stype)
 
     def new_flag(self, what: str) -> str:
         self.flag_count += 1
@@ -161,6 +220,9 @@ class LoweringContext:
             return self.tid_values(1, node)[0]
         if isinstance(x, tuple):
             raise self.error(node, "a tuple cannot be used as a value here")
+        if isinstance(x, StructValue):
+            raise self.error(node, f"{x.describe()} is not a value here; use one of its fields "
+                                   f"({', '.join(x.type.fields)})")
         if isinstance(x, ArrayView):
             raise self.error(node, f"{x.describe()} is not a value; index all {x.arr.type.ndim} dimensions "
                                    f"of '{x.arr.hint}' (e.g. {x.hint}[j]) to read an element")

@@ -12,7 +12,7 @@ from ..builtins import BUILTINS
 from ..ir import Region, Value
 from ..lang import LangFunction
 from ..ops import VALUE, Op
-from .context import NUMBER, ArrayView, ShapeOf, TidCall
+from .context import NUMBER, ArrayView, ShapeOf, StructValue, TidCall
 
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
           ast.Mod: "mod", ast.Pow: "pow", ast.MatMult: "matmul"}
@@ -81,6 +81,11 @@ class ExprLowering:
 
     def expr_Attribute(self, node):
         base = self.expr(node.value)
+        if isinstance(base, StructValue):
+            if node.attr not in base.fields:
+                raise self.error(node, f"{base.describe()} has no field '{node.attr}' "
+                                       f"(fields: {', '.join(base.type.fields)})")
+            return base.fields[node.attr]
         if isinstance(base, ArrayView):
             if node.attr == "shape":
                 return ShapeOf(base.arr, len(base.prefix))
@@ -130,10 +135,11 @@ class ExprLowering:
 
     def adjoint_key(self, node) -> str:
         """The local holding gk.adjoint[x] in a @gk.func_grad function."""
-        if not self.grad_params or not isinstance(node, ast.Name) or node.id not in self.grad_params:
+        name = self.local_name(node)        # x, or s.field of a struct input
+        if not self.grad_params or name not in self.grad_params:
             raise self.error(node, "gk.adjoint[x] is only usable in a @gk.func_grad function, with x a float "
-                                   "input of the function it differentiates")
-        return f"__adj_{node.id}"
+                                   "input of the function it differentiates (or a float field of a struct input)")
+        return f"__adj_{name}"
 
     def index(self, node) -> Value:
         if isinstance(node, ast.Constant) and node.value is None:
@@ -385,6 +391,8 @@ def _callee_name(node) -> str | None:
 
 
 def _name(x) -> str:
+    if isinstance(x, StructValue):
+        return x.describe()
     if isinstance(x, ArrayView):
         return x.describe()
     if isinstance(x, Value):

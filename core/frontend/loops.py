@@ -17,7 +17,7 @@ from .. import types as T
 from ..errors import CompileError
 from ..ir import Instr, Region, Value
 from ..lang import LangFunction
-from .context import NUMBER
+from .context import NUMBER, StructSlot
 from .stmts import MISSING, _contains, assigned_names
 
 def _is_array(v) -> bool:
@@ -177,6 +177,9 @@ class LoopLowering:
         if ctx["brk"]:
             self.env[ctx["brk"]] = False
         names = assigned_names(body_stmts)
+        for n in list(names):        # a struct local is carried field by field
+            if isinstance(self.env.get(n), StructSlot):
+                names |= {k for k in self.env if k.startswith(n + ".")}
         extra = {ctx["brk"], iv_flag} - {None}
         if self.ret_flag and _contains(body_stmts, (ast.Return,), False):
             extra |= {self.ret_flag, *self.retval_names}

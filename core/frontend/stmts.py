@@ -14,7 +14,7 @@ from .. import types as T
 from ..ir import Value
 from ..lang import LangFunction
 from ..ops import Op
-from .context import NUMBER, ArrayView, TidCall
+from .context import NUMBER, ArrayView, StructSlot, StructValue, TidCall
 from .exprs import BINOPS, SWIZZLE
 
 MISSING = object()
@@ -39,8 +39,12 @@ def assigned_names(stmts) -> set[str]:
         elif isinstance(t, (ast.Tuple, ast.List)):
             for e in t.elts:
                 targets(e)
-        elif isinstance(t, (ast.Subscript, ast.Attribute)) and isinstance(t.value, ast.Name):
-            out.add(t.value.id)   # v[0] = x / v.x = x rebinds a local vector
+        elif isinstance(t, (ast.Subscript, ast.Attribute)):
+            root = t.value         # v[0] = x / v.x = x / s.pos.x = x rebinds a local vector or struct field
+            while isinstance(root, (ast.Subscript, ast.Attribute)):
+                root = root.value
+            if isinstance(root, ast.Name):
+                out.add(root.id)
 
     for st in stmts:
         for node in ast.walk(st):
@@ -144,6 +148,10 @@ class StmtLowering:
     def assign(self, target, value, node) -> None:
         if isinstance(target, ast.Name):
             self.check_rebind(target.id, target)
+            if isinstance(value, StructValue):
+                self.bind_struct(target.id, value)
+                self.maybe_undefined.discard(target.id)
+                return
             if isinstance(value, TidCall):
                 value = self.tid_values(1, node)[0]
             if isinstance(value, Value) and not value.hint:
@@ -190,11 +198,12 @@ class StmtLowering:
             v = self.coerce(value, view.type.dtype, node, f"store into array '{view.hint}'")
             self.b.store(view.arr, idx, v)
             return
-        if isinstance(base, Value) and isinstance(target.value, ast.Name) and (base.type.is_vector or base.type.is_matrix):
+        local = self.local_name(target.value)
+        if isinstance(base, Value) and local and (base.type.is_vector or base.type.is_matrix):
             idx = [self.index(i) for i in items]
             want = _element_type(base.type, len(idx))
             v = self.coerce(value, want, node, f"component of {base.type.name}")
-            self.rebind(target.value.id, self.prim("insert", base, v, *idx, node=node))
+            self.rebind(local, self.prim("insert", base, v, *idx, node=node))
             return
         raise self.error(target, "only arrays and local vectors/matrices can be assigned by index")
 
@@ -203,14 +212,47 @@ class StmtLowering:
         if ref is not None:
             self.write_components(ref, None, value, node)
             return
+        path = self.local_name(target)
+        if path is not None and "." in path:
+            self.assign_field(path, target, value, node)
+            return
         base = self.expr(target.value)
-        if isinstance(base, Value) and base.type.is_vector and isinstance(target.value, ast.Name) \
+        if isinstance(base, StructValue):
+            raise self.error(target, f"{base.describe()} has no field '{target.attr}' "
+                                     f"(fields: {', '.join(base.type.fields)})")
+        local = self.local_name(target.value)
+        if isinstance(base, Value) and base.type.is_vector and local \
                 and target.attr in SWIZZLE and SWIZZLE[target.attr] < base.type.length:
             v = self.coerce(value, base.type.scalar, node, f"component of {base.type.name}")
             k = self.b.const(SWIZZLE[target.attr], T.int32)
-            self.rebind(target.value.id, self.prim("insert", base, v, k, node=node))
+            self.rebind(local, self.prim("insert", base, v, k, node=node))
             return
         raise self.error(target, f"cannot assign to attribute '{target.attr}'")
+
+    def local_name(self, node) -> str | None:
+        """The environment name `node` writes: a local's name, or `s.field[.sub]` for a field of a struct
+        local; None for anything else."""
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Attribute):
+            parent = self.local_name(node.value)
+            slot = self.env.get(parent) if parent is not None else None
+            if isinstance(slot, StructSlot) and node.attr in slot.type.fields:
+                return f"{parent}.{node.attr}"
+        return None
+
+    def assign_field(self, path: str, target, value, node) -> None:
+        """`s.field = value` on a struct local: the field is re-bound like a local of its own."""
+        parent, field = path.rsplit(".", 1)
+        t = self.env[parent].type.fields[field]
+        if t.is_struct:
+            if not (isinstance(value, StructValue) and value.type is t):
+                raise self.error(node, f"field '{path}' is a {t.name} struct, got {self.describe(value)}")
+            self.bind_struct(path, value)
+        elif t.is_array:
+            raise self.error(target, f"cannot re-bind array field '{path}' inside a kernel; write its elements")
+        else:
+            self.env[path] = self.coerce(value, t, node, f"field '{path}' ({t.name})")
 
     def rebind(self, name: str, value: Value) -> None:
         self.check_rebind(name, self.node)
@@ -316,6 +358,8 @@ class StmtLowering:
                 raise self.error(node, "kernels cannot return a value; write results into an output array")
         else:
             values = list(value) if isinstance(value, tuple) else [] if value is None else [value]
+            if isinstance(value, StructValue) or self.ret_struct is not None:
+                values = self.struct_return(value, node)
             if self.ret_types is None:
                 self.ret_types = [self.materialize(v, None, node).type for v in values]
             if len(values) != len(self.ret_types):
@@ -330,7 +374,33 @@ class StmtLowering:
         if self.ret_flag is not None:
             self.env[self.ret_flag] = True
 
+    def struct_return(self, value, node) -> list:
+        """A returned struct travels as its fields (flattened into the function's results)."""
+        if self.ret_struct is None and self.ret_types is None and isinstance(value, StructValue):
+            self.ret_struct = value.type
+            self.ret_types = [t for _, t in value.type.flat("") if not t.is_array]
+        if self.ret_struct is None or not (isinstance(value, StructValue) and value.type is self.ret_struct):
+            want = f"a {self.ret_struct.name} struct" if self.ret_struct else "values, not a struct"
+            raise self.error(node, f"function '{self.name}' returns {want}, not {self.describe(value)}")
+        passed, values = [], []
+        for (path, t), v in zip(value.type.flat(""), value.flat()):
+            if not t.is_array:
+                values.append(v)
+                continue
+            k = next((k for k, q in enumerate(self.param_values) if q is v), None)
+            if k is None:
+                raise self.error(node, f"array field '{path[1:]}' of the returned {value.type.name} must be an "
+                                       "array the function was given (arrays cannot be created in kernels)")
+            passed.append(k)
+        if self.ret_array_params is not None and passed != self.ret_array_params:
+            raise self.error(node, f"every return of '{self.name}' must pass back the same arrays in the "
+                                   f"{value.type.name}'s array fields")
+        self.ret_array_params = passed
+        return values
+
     def describe(self, x) -> str:
+        if isinstance(x, StructValue):
+            return x.describe()
         if isinstance(x, Value):
             return f"a {x.type.name} value"
         if isinstance(x, ArrayView):
