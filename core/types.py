@@ -235,8 +235,9 @@ def array_type(dtype, ndim: int = 1) -> ArrayType:
     dt = as_type(dtype)
     if dt.is_array:
         raise TypeError("array dtype cannot itself be an array type")
-    if dt.is_struct:
-        raise TypeError(f"arrays of @gk.struct '{dt.name}' are not supported yet; use one array per field")
+    if dt.is_struct and any(t.is_array for _, t in dt.flat("")):
+        raise TypeError(f"arrays of @gk.struct '{dt.name}': a struct with array fields cannot be an array's "
+                        "element type")
     if not isinstance(ndim, int) or not 1 <= ndim <= 4:
         raise ValueError(f"ndim must be 1..4, got {ndim!r}")
     key = (dt, ndim)

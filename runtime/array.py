@@ -66,6 +66,10 @@ class array:
         data, dtype = _split_dtype(data, dtype)
         if data is None and shape is None:
             return array_type(_as_dtype(float32 if dtype is None else dtype), 1 if ndim is None else ndim)
+        if dtype is not None and _as_dtype(dtype).is_struct:      # stored field by field
+            from .struct_array import StructArray
+            return StructArray.create(_as_dtype(dtype), (len(data),) if shape is None else shape, device,
+                                      requires_grad, data)
         return object.__new__(cls)
 
     def __init__(self, data=None, dtype=None, shape=None, device=None, requires_grad=False,

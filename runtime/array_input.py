@@ -25,8 +25,6 @@ def _as_dtype(dtype, arg: str = "dtype") -> Type:
         raise TypeError(f"{arg}: {exc}") from None
     if isinstance(dt, ArrayType):
         raise TypeError(f"{arg}: an array's element dtype cannot be an array type ({dt.name})")
-    if dt.is_struct:
-        raise TypeError(f"{arg}: arrays of @gk.struct '{dt.name}' are not supported yet; use one array per field")
     return dt
 
 

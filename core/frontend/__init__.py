@@ -18,7 +18,7 @@ from ..ops import Op
 from .calls import CallLowering
 from .components import ComponentWrites
 from ..func import Func
-from .context import ArrayView, LoweringContext, StructValue
+from .context import ArrayView, LoweringContext, StructArrayRef, StructElement, StructValue
 from .exprs import ExprLowering, _name
 from .loops import LoopLowering
 from .source import SourceInfo
@@ -65,6 +65,7 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
                                    f"{'s' * (n_params != 1)}, got {len(args)}")
         structs = {k: (name, t) for k, name, t in callee.attrs.get("param_structs", ())}
         flat = []
+        args = [self.struct_of(a) for a in args]
         for k, a in enumerate(args):
             name, st = structs.get(k, (None, None))
             if st is not None or isinstance(a, StructValue):
@@ -140,6 +141,17 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
         views = {k: (base, n) for k, base, n in self.views}
         for k, (arg_node, (name, p)) in enumerate(zip(tree.args.args, sig.parameters.items())):
             t = self.param_type(name, p.annotation, arg_node)
+            if t.is_array and t.dtype.is_struct:      # an array per field, named `name.field`
+                flat = [Param(path, T.array_type(ft, t.ndim)) for path, ft in t.dtype.flat(name)]
+                params += flat
+                param_structs.append((k, name, t))
+                leaves = iter(q.value for q in flat)
+
+                def build(st, path):
+                    return StructArrayRef(st, {f: build(ft, f"{path}.{f}") if ft.is_struct else next(leaves)
+                                               for f, ft in st.fields.items()}, path)
+                self.env[name] = build(t.dtype, name)
+                continue
             if t.is_struct:      # one parameter per field, named `name.field`
                 flat = [Param(path, ft) for path, ft in t.flat(name)]
                 params += flat

@@ -11,7 +11,7 @@ from ..builtins import BUILTINS
 from ..ir import Value
 from ..lang import LangFunction, NAMES
 from ..ops import Op
-from .context import NUMBER, ArrayView, StructValue, TidCall
+from .context import NUMBER, ArrayView, StructArrayRef, StructValue, TidCall
 from .exprs import PY_ALIASES, UNSUPPORTED_EXPR, _callee_name, _name, _with_scalar
 
 class CallLowering:
@@ -33,7 +33,10 @@ class CallLowering:
         if callee is py_builtins.float or callee is py_builtins.int or callee is py_builtins.bool:
             return self.call_type(T.as_type(callee), node)
         if callee is py_builtins.len:
-            view = ArrayView.of(*self.call_args(node, 1, "len"))
+            (arg,) = self.call_args(node, 1, "len")
+            if isinstance(arg, StructArrayRef):
+                arg = arg.leaves()[0]
+            view = ArrayView.of(arg)
             if view is None:
                 raise self.error(node, "len() needs an array")
             return self.b.emit(Op.SHAPE, [view.arr], [T.int32], {"axis": len(view.prefix)}).result
@@ -69,7 +72,7 @@ class CallLowering:
     def struct_value(self, stype: T.StructType, given: dict, node) -> StructValue:
         fields = {}
         for name, t in stype.fields.items():
-            v = given.get(name)
+            v = self.struct_of(given.get(name))
             if t.is_struct:
                 if v is not None and not (isinstance(v, StructValue) and v.type is t):
                     raise self.error(node, f"{stype.name}() field '{name}' is a {t.name} struct, got {_name(v)}")

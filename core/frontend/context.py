@@ -74,6 +74,34 @@ class StructValue:
         return f"a {self.type.name} struct"
 
 
+class StructArrayRef:
+    """An array of structs inside a kernel: one array Value per field (nested structs nest), as the
+    runtime stores it; `a.pos` is the field's array and `a[i]` one element (a StructElement)."""
+
+    def __init__(self, stype: T.StructType, fields: dict, hint: str):
+        self.stype, self.fields, self.hint = stype, fields, hint
+
+    def leaves(self) -> list:
+        out = []
+        for v in self.fields.values():
+            out += v.leaves() if isinstance(v, StructArrayRef) else [v]
+        return out
+
+    def describe(self) -> str:
+        return f"'{self.hint}', an array of {self.stype.name}"
+
+
+class StructElement:
+    """`a[i]` of an array of structs: its fields are loaded when read (`a[i].pos`), all of them when the
+    element is used whole (`p = a[i]`, a @gk.func argument); `a[i].pos = v` stores one field."""
+
+    def __init__(self, arr: StructArrayRef, idx: list):
+        self.arr, self.idx = arr, idx
+
+    def describe(self) -> str:
+        return f"an element of {self.arr.describe()}"
+
+
 class StructSlot:
     """The environment entry of a local (or parameter) holding a struct; one per struct type, so the same
     struct type on both paths of a branch merges field by field."""
@@ -181,6 +209,33 @@ class LoweringContext:
                 if isinstance(v, Value) and not v.hint:
                     v.hint = f"{path}.{f}"
 
+    def struct_of(self, x):
+        """x, with an element of an array of structs read whole (a StructValue)."""
+        if not isinstance(x, StructElement):
+            return x
+        it = iter(x.arr.leaves())
+        return self.struct_from_flat(x.arr.stype, [self.b.load(next(it), x.idx) for _ in x.arr.leaves()])
+
+    def element_field(self, el: StructElement, name: str, node):
+        """`a[i].name`: the loaded field, or the element of a nested struct field."""
+        f = el.arr.fields.get(name)
+        if f is None:
+            raise self.error(node, f"{el.arr.stype.name} has no field '{name}' "
+                                   f"(fields: {', '.join(el.arr.fields)})")
+        return StructElement(f, el.idx) if isinstance(f, StructArrayRef) else self.b.load(f, el.idx)
+
+    def store_element(self, arr, idx: list, value, node, what: str) -> None:
+        """Store `value` into element `idx` of a field array, or every field of a nested struct element."""
+        if isinstance(arr, StructArrayRef):
+            value = self.struct_of(value)
+            if not (isinstance(value, StructValue) and value.type is arr.stype):
+                got = value.describe() if hasattr(value, "describe") else "a value"
+                raise self.error(node, f"{what} is a {arr.stype.name}, got {got}")
+            for leaf, v in zip(arr.leaves(), value.flat()):
+                self.b.store(leaf, idx, self.coerce(v, leaf.type.dtype, node, f"{what} field"))
+            return
+        self.b.store(arr, idx, self.coerce(value, arr.type.dtype, node, what))
+
     def struct_from_flat(self, stype: T.StructType, values: list) -> StructValue:
         """A StructValue from values in StructType.flat order (a call's results, flattened parameters)."""
         it = iter(values)
@@ -220,6 +275,8 @@ class LoweringContext:
             return self.tid_values(1, node)[0]
         if isinstance(x, tuple):
             raise self.error(node, "a tuple cannot be used as a value here")
+        if isinstance(x, (StructArrayRef, StructElement)):
+            raise self.error(node, f"{x.describe()} is not a value here; use one of its fields")
         if isinstance(x, StructValue):
             raise self.error(node, f"{x.describe()} is not a value here; use one of its fields "
                                    f"({', '.join(x.type.fields)})")

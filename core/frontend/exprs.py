@@ -12,7 +12,7 @@ from ..builtins import BUILTINS
 from ..ir import Region, Value
 from ..lang import LangFunction
 from ..ops import VALUE, Op
-from .context import NUMBER, ArrayView, ShapeOf, StructValue, TidCall
+from .context import NUMBER, ArrayView, ShapeOf, StructArrayRef, StructElement, StructValue, TidCall
 
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
           ast.Mod: "mod", ast.Pow: "pow", ast.MatMult: "matmul"}
@@ -81,6 +81,14 @@ class ExprLowering:
 
     def expr_Attribute(self, node):
         base = self.expr(node.value)
+        if isinstance(base, StructElement):
+            return self.element_field(base, node.attr, node)
+        if isinstance(base, StructArrayRef):
+            if node.attr == "shape":
+                return ShapeOf(base.leaves()[0])
+            if node.attr not in base.fields:
+                raise self.error(node, f"{base.describe()} has no field '{node.attr}'")
+            return base.fields[node.attr]
         if isinstance(base, StructValue):
             if node.attr not in base.fields:
                 raise self.error(node, f"{base.describe()} has no field '{node.attr}' "
@@ -115,6 +123,13 @@ class ExprLowering:
             return self.b.emit(Op.SHAPE, [base.arr], [T.int32], {"axis": base.axis0 + k}).result
         if isinstance(base, tuple):
             return base[self.static_int(idx_node)]
+        if isinstance(base, StructArrayRef):
+            idx = [self.index(e) for e in items]
+            ndim = base.leaves()[0].type.ndim
+            if len(idx) != ndim:
+                raise self.error(node, f"{base.describe()} has {ndim} dimensions but is indexed with {len(idx)} "
+                                       "(sub-array views of arrays of structs are not supported)")
+            return StructElement(base, idx)
         view = ArrayView.of(base)
         if view is None and not isinstance(base, Value):
             raise self.error(node, f"cannot index {_name(base)}")
@@ -391,7 +406,7 @@ def _callee_name(node) -> str | None:
 
 
 def _name(x) -> str:
-    if isinstance(x, StructValue):
+    if isinstance(x, (StructValue, StructArrayRef, StructElement)):
         return x.describe()
     if isinstance(x, ArrayView):
         return x.describe()

@@ -14,7 +14,7 @@ from .. import types as T
 from ..ir import Value
 from ..lang import LangFunction
 from ..ops import Op
-from .context import NUMBER, ArrayView, StructSlot, StructValue, TidCall
+from .context import NUMBER, ArrayView, StructArrayRef, StructElement, StructSlot, StructValue, TidCall
 from .exprs import BINOPS, SWIZZLE
 
 MISSING = object()
@@ -148,6 +148,7 @@ class StmtLowering:
     def assign(self, target, value, node) -> None:
         if isinstance(target, ast.Name):
             self.check_rebind(target.id, target)
+            value = self.struct_of(value)
             if isinstance(value, StructValue):
                 self.bind_struct(target.id, value)
                 self.maybe_undefined.discard(target.id)
@@ -191,6 +192,10 @@ class StmtLowering:
             self.env[self.adjoint_key(target.slice)] = value
             return
         items = target.slice.elts if isinstance(target.slice, ast.Tuple) else [target.slice]
+        if isinstance(base, StructArrayRef):
+            el = self.expr(target)
+            self.store_element(base, el.idx, value, node, f"element of {base.describe()}")
+            return
         view = ArrayView.of(base)
         if view is not None:
             self.check_rank(view, len(items), target, exact=True)
@@ -217,6 +222,20 @@ class StmtLowering:
             self.assign_field(path, target, value, node)
             return
         base = self.expr(target.value)
+        if isinstance(base, StructElement):        # a[i].field = v: one field of one element
+            field = base.arr.fields.get(target.attr)
+            if field is None:
+                raise self.error(target, f"{base.arr.stype.name} has no field '{target.attr}'")
+            self.store_element(field, base.idx, value, node, f"field '{target.attr}' of {base.describe()}")
+            return
+        owner = self.expr(target.value.value) if isinstance(target.value, ast.Attribute) else None
+        if isinstance(owner, StructElement) and isinstance(base, Value) and base.type.is_vector \
+                and target.attr in SWIZZLE and SWIZZLE[target.attr] < base.type.length:
+            v = self.coerce(value, base.type.scalar, node, f"component of {base.type.name}")   # a[i].pos.x = v
+            k = self.b.const(SWIZZLE[target.attr], T.int32)
+            self.store_element(owner.arr.fields[target.value.attr], owner.idx,
+                               self.prim("insert", base, v, k, node=node), node, "field")
+            return
         if isinstance(base, StructValue):
             raise self.error(target, f"{base.describe()} has no field '{target.attr}' "
                                      f"(fields: {', '.join(base.type.fields)})")
@@ -245,6 +264,7 @@ class StmtLowering:
         """`s.field = value` on a struct local: the field is re-bound like a local of its own."""
         parent, field = path.rsplit(".", 1)
         t = self.env[parent].type.fields[field]
+        value = self.struct_of(value)
         if t.is_struct:
             if not (isinstance(value, StructValue) and value.type is t):
                 raise self.error(node, f"field '{path}' is a {t.name} struct, got {self.describe(value)}")
@@ -282,6 +302,13 @@ class StmtLowering:
                     old = self.b.load(arr, idx)
                     new = self.binop(op, old, rhs, node)
                     self.b.store(arr, idx, self.coerce(new, dtype, node, f"store into '{view.hint}'"))
+                return
+        if isinstance(target, ast.Attribute) and op in ("add", "sub"):
+            el = self.expr(target.value)
+            field = el.arr.fields.get(target.attr) if isinstance(el, StructElement) else None
+            if field is not None and not isinstance(field, StructArrayRef):     # a[i].f += v: atomic, as a[i] += v
+                v = self.coerce(self.expr(node.value), field.type.dtype, node, f"'{op}=' into field '{target.attr}'")
+                self.atomic(op, field, el.idx, v, node)
                 return
         current = self.expr(target)
         self.assign(target, self.binop(op, current, self.expr(node.value), node), node)
@@ -376,6 +403,7 @@ class StmtLowering:
 
     def struct_return(self, value, node) -> list:
         """A returned struct travels as its fields (flattened into the function's results)."""
+        value = self.struct_of(value)
         if self.ret_struct is None and self.ret_types is None and isinstance(value, StructValue):
             self.ret_struct = value.type
             self.ret_types = [t for _, t in value.type.flat("") if not t.is_array]
