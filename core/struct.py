@@ -7,6 +7,8 @@ fields (kernels' parameters are flattened per field, so a struct's gradients are
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from .types import StructType, as_type
@@ -19,13 +21,15 @@ def struct(cls):
     annotations = cls.__dict__.get("__annotations__", {})
     if not annotations:
         raise TypeError(f"@gk.struct '{cls.__qualname__}' declares no annotated fields")
+    caller = sys._getframe(1)           # the module or function body defining the class
+    scope = (dict(caller.f_globals), {**caller.f_locals, **vars(cls)})
     fields = {}
     for name, ann in annotations.items():
         if name in RESERVED or name.startswith("_"):
             raise TypeError(f"@gk.struct '{cls.__qualname__}': field name '{name}' is reserved")
         try:
-            fields[name] = as_type(ann)
-        except TypeError as exc:
+            fields[name] = as_type(_evaluated(scope, ann))
+        except (TypeError, NameError, AttributeError, SyntaxError) as exc:
             raise TypeError(f"@gk.struct '{cls.__qualname__}': field '{name}': {exc}") from None
     stype = StructType(cls, fields)
     namespace = {"_gk_struct": stype, "__slots__": tuple(fields), "__init__": _init, "__setattr__": _setattr,
@@ -33,6 +37,14 @@ def struct(cls):
                  "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}
     stype.cls = type(cls.__name__, (), namespace)
     return stype.cls
+
+
+def _evaluated(scope, ann):
+    """A string annotation (`from __future__ import annotations`) evaluated in the scope that defined the
+    class, as typing.get_type_hints does: the user's own source, like a kernel's annotations."""
+    if not isinstance(ann, str):
+        return ann
+    return eval(ann, *scope)  # noqa: S307
 
 
 def _default(t):

@@ -479,3 +479,18 @@ def test_compile_errors(fn, snippet, message):
     lines, first = inspect.getsourcelines(fn)
     row = next(k for k, line in enumerate(lines) if snippet in line)
     assert f"{inspect.getsourcefile(fn)}:{first + row}:" in text, text
+
+
+def test_string_annotations_are_evaluated_where_the_class_is_defined():
+    """`from __future__ import annotations` makes every annotation a string: local names resolve too."""
+    local_vec = gk.vec2d
+
+    @gk.struct
+    class Local:
+        a: "local_vec"
+        b: "gk.float64"
+
+    s = Local(a=(1, 2), b=3)
+    assert s.a.dtype == np.float64 and s.b == 3.0
+    with pytest.raises(TypeError, match="field 'c': name 'nowhere' is not defined"):
+        gk.struct(type("Bad", (), {"__annotations__": {"c": "nowhere"}}))

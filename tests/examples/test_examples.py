@@ -27,6 +27,7 @@ heat = load("heat_optimize")
 cloth = load("cloth_trajectory")
 safe_sqrt = load("safe_sqrt_nan")
 jacobian = load("jacobian")
+springs = load("struct_springs")
 
 
 def test_gravity_forces_are_minus_the_energy_gradient(device):
@@ -104,6 +105,21 @@ def test_jacobians_agree_with_the_closed_form(device):
     np.testing.assert_allclose([out["row"][0][k], out["row"][1][k]],
                                [out["exact"][(0, 0)][k, k], out["exact"][(0, 1)][k, k]], rtol=1e-6)
     assert out["gradcheck"] is True
+
+
+def test_struct_springs_gradient_matches_central_differences_and_loss_falls(device, rng):
+    out = springs.run(device, n=6, steps=25, iters=12)
+    v0, grad = out["velocity"], out["grad"]
+    for p, c in zip(rng.integers(1, 6, 5), rng.integers(0, 3, 5)):
+        e = np.zeros_like(v0)
+        e[p, c] = 1e-5
+        fd = (springs.loss_reference(v0 + e, out["target"], 25) - springs.loss_reference(v0 - e, out["target"], 25)) / 2e-5
+        assert grad[p, c] == pytest.approx(fd, rel=1e-5, abs=1e-8)
+    np.testing.assert_allclose(grad[0], 0.0)                 # the pinned particle's velocity does nothing
+    assert out["losses"][-1] < 0.1 * out["losses"][0]
+    assert out["losses"][-1] == pytest.approx(springs.loss_reference(v0, out["target"], 25), rel=1e-9)
+    np.testing.assert_allclose(out["log"][-1], out["final"], rtol=1e-12)   # the no_grad log saw the states
+    assert out["n_recorded"] == 25 + 2                       # start, the steps, the misfit: not the log
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in EXAMPLES.glob("*.py")))
