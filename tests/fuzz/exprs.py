@@ -17,6 +17,10 @@ GK_TYPE = {"f": "gk.float64", "i": "int", "v2": "gk.vec2d", "v3": "gk.vec3d", "v
            "arr": "gk.array(dtype=gk.float64)", "acc": "gk.array(dtype=gk.float64)", "row": "int"}
 VECS, MATS = ("v2", "v3", "v4"), ("m2", "m3", "m4")
 VIEWS = 0.05      # share of n-D accesses written through a sub-array view x[i][k]
+STRUCTS = 0.3     # share of kernels keeping some locals in fields of a @gk.struct local (`st.f0`, `st.v1`)
+STRUCT_FIELDS = {"f": [f"f{k}" for k in range(6)], "v3": ["v0", "v1"], "v2": ["w0"]}
+STRUCT_SRC = ("@gk.struct\nclass FuzzLocals:\n" + "".join(
+    f"    {name}: {GK_TYPE[t]}\n" for t, names in STRUCT_FIELDS.items() for name in names))
 CONSTS = ["0.5", "-1.25", "2.0", "0.1", "-0.75", "3.0"]
 
 # Domains are guarded so that every value stays finite, and atan2 never meets a signed zero (whether max(0.0,

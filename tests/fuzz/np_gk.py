@@ -52,6 +52,16 @@ class _ValueType:
         return _val(np.array([np.float64(c) for c in comps]).reshape(self.shape))
 
 
+def struct(cls):
+    """@gk.struct: a class whose instances start with every field zero (a float64, or a zero Val)."""
+    fields = {name: (ann.shape if isinstance(ann, _ValueType) else None) for name, ann in cls.__annotations__.items()}
+
+    def __init__(self):
+        for name, shape in fields.items():
+            setattr(self, name, np.float64(0.0) if shape is None else _val(np.zeros(shape)))
+    return type(cls.__name__, (), {"__init__": __init__})
+
+
 vec2d, vec3d, vec4d = _ValueType((2,)), _ValueType((3,)), _ValueType((4,))
 mat22d, mat33d, mat44d = _ValueType((2, 2)), _ValueType((3, 3)), _ValueType((4, 4))
 VALUE_TYPES = {"vec2d": vec2d, "vec3d": vec3d, "vec4d": vec4d, "mat22d": mat22d, "mat33d": mat33d,

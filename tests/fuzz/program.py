@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tests.fuzz import np_gk
-from tests.fuzz.exprs import VLEN
+from tests.fuzz.exprs import STRUCT_SRC, VLEN
 
 DTYPE = {"f": "gk.float64", "i": "gk.int32", "v2": "gk.vec2d", "v3": "gk.vec3d", "v4": "gk.vec4d",
          "m2": "gk.mat22d", "m3": "gk.mat33d", "m4": "gk.mat44d"}
@@ -70,6 +70,8 @@ class Program:
 
     def body(self) -> str:
         header = "".join(f"{k} = {v!r}\n" for k, v in self.consts.items())
+        if "struct" in self.features:
+            header += "\n\n" + STRUCT_SRC
         return header + "\n\n" + "\n\n".join(self.helpers + [k.src for k in self.kernels]) + "\n"
 
     def outputs(self) -> list:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from tests.fuzz.exprs import GK_TYPE, MATS, VECS, VLEN, ExprGen, Rand, Var
+from tests.fuzz.exprs import GK_TYPE, MATS, STRUCT_FIELDS, STRUCTS, VECS, VLEN, ExprGen, Rand, Var
 from tests.fuzz.program import KernelSrc, Program
 from tests.fuzz.writes import ArrayWrites, KernelCtx, indent
 
@@ -29,9 +29,18 @@ class StmtGen(ArrayWrites, ExprGen):
         self.budget = 0
         self.ret = None               # a helper's return type; None in kernels
         self.names = iter(range(10**6))
+        self.free_fields: dict | None = None     # fields of `st` not yet used, in a kernel that has one
 
     def fresh(self, prefix: str) -> str:
         return f"{prefix}{next(self.names)}"
+
+    def local(self, t: str, prefix: str) -> str:
+        """A new local's name: in a struct kernel, often a field of its `st` struct local (each field is
+        taken once, so it is never read before this first assignment in the source)."""
+        free = self.free_fields.get(t) if self.free_fields else None
+        if free and self.r.coin(0.5):
+            return "st." + free.pop(0)
+        return self.fresh(prefix)
 
     def value(self, t: str, d: int | None = None) -> str:
         """An expression of type t for the right-hand side of `name = ...` (never an alias of a local)."""
@@ -98,7 +107,7 @@ class StmtGen(ArrayWrites, ExprGen):
 
     # ------------------------------------------------------------------ locals
     def st_new_f(self):
-        v = Var(self.fresh("f"), "f")
+        v = Var(self.local("f", "f"), "f")
         line = f"{v.name} = {self.fexpr(self.r.int(0, 2))}"
         self.scope.append(v)
         return [line]
@@ -140,7 +149,7 @@ class StmtGen(ArrayWrites, ExprGen):
         return [f"{v.name} = {text}"]
 
     def _new_value(self, t):
-        v = Var(self.fresh("u" if t in VECS else "q"), t)
+        v = Var(self.local(t, "u" if t in VECS else "q"), t)
         line = f"{v.name} = {self.value(t)}"
         self.scope.append(v)
         return [line]
@@ -302,6 +311,7 @@ class StmtGen(ArrayWrites, ExprGen):
         self.ret = vt if vt and r.coin(0.5) else "t2" if r.coin(0.25) else "f"
         self.scope = [Var(p, "i" if t == "row" else t, None, t in VLEN or t == "f") for p, t in params]
         self.kernel, self.budget, self.depth, self.loops, self.sunk = None, r.int(2, 6), 0, [], False
+        self.free_fields = None
         body = self.block(self.budget)
         if not body[-1].startswith("return "):
             tail = "" if not self.sunk else " * a" if self.ret in VECS else " + a"
@@ -316,7 +326,12 @@ class StmtGen(ArrayWrites, ExprGen):
         k = self.kernel = KernelCtx(j, self.prog, self)
         self.scope, self.depth, self.loops = [], 0, []
         self.budget = self.r.int(3, round(14 * SIZE))
+        struct = self.r.coin(STRUCTS)
+        self.free_fields = {t: list(names) for t, names in STRUCT_FIELDS.items()} if struct else None
         body = self.block(self.r.int(2, round(8 * SIZE)))
+        if struct:
+            self.prog.features.add("struct")
+            body.insert(0, "st = FuzzLocals()")
         if not any(s != "fresh" for s in k.state.values()):
             out = k.output(f"out{j}_f", "f", (self.prog.N,))
             body.append(f"{out.name}[i] += {self.fexpr(self.r.int(0, 2))}")
