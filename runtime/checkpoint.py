@@ -15,9 +15,7 @@ def _arrays(values) -> list:
 
 
 @contextlib.contextmanager
-def no_grad():
-    """`with gk.no_grad():` launches and host copies inside are not recorded on this thread's active
-    tape (PyTorch's `torch.no_grad`); writes to arrays the tape recorded are still caught at backward."""
+def _suspended():
     tape, state.tape = state.tape, None
     try:
         yield
@@ -25,9 +23,29 @@ def no_grad():
         state.tape = tape
 
 
+def no_grad(fn=None):
+    """`with gk.no_grad():` launches and host copies inside are not recorded on this thread's active
+    tape (PyTorch's `torch.no_grad`); writes to arrays the tape recorded are still caught at backward.
+    As a decorator, `@gk.no_grad` makes a Python function run so, and a kernel never recorded (Taichi's
+    `@ti.ad.no_grad`: its gradient is a no-op)."""
+    if fn is None:
+        return _suspended()
+    if getattr(fn, "_gk_kernel", False):
+        fn.recorded = False
+        return fn
+    if not callable(fn):
+        raise TypeError(f"gk.no_grad takes a kernel or a function to decorate, got {type(fn).__name__}")
+
+    @functools.wraps(fn)
+    def untaped(*args, **kwargs):
+        with _suspended():
+            return fn(*args, **kwargs)
+    return untaped
+
+
 def _untaped(fn, args, kwargs):
     """Run fn with no tape recording (its launches are not kept)."""
-    with no_grad():
+    with _suspended():
         return fn(*args, **kwargs)
 
 

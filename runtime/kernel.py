@@ -78,6 +78,7 @@ class Kernel:
         self.__name__ = pyfunc.__name__
         self.__doc__ = pyfunc.__doc__
         self.enable_backward = enable_backward
+        self.recorded = True            # False after @gk.no_grad: launches never go on a tape
         self.max_unroll = max_unroll
         self._typed: Function | None = None
         self._lowered: dict[str, Function] = {}

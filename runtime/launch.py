@@ -84,7 +84,7 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
         call_args = call_args + adjoint_arguments(kernel, spec, bound, len(inputs), adj_inputs, adj_outputs, dev)
     if variant.endswith("_tangent"):
         call_args = call_args + tangent_arguments(kernel, spec, call_args, dev)
-    tape = state.tape if record_tape and not adjoint else None
+    tape = state.tape if record_tape and not adjoint and kernel.recorded else None
     prepared = tape.before_launch(kernel, bound) if tape is not None else None
     n = 1
     for d in dims:

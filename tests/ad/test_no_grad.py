@@ -128,6 +128,38 @@ def test_no_grad_is_per_thread(device):
     assert kernels == ["square"]
 
 
+@gk.no_grad
+@gk.kernel
+def sine_untaped(y: A, z: A):
+    i = gk.tid()
+    z[i] = gk.sin(y[i])
+
+
+@gk.no_grad
+def monitor(y, z, device):
+    gk.launch(sine, len(y), inputs=[y, z], device=device)
+    return "done"
+
+
+def test_no_grad_decorators(device, rng):
+    """@gk.no_grad on a kernel (Taichi's @ti.ad.no_grad: never recorded, a no-op gradient) and on a
+    Python function (it runs under no_grad): the same derivative as the block form."""
+    x0 = rng.uniform(-1.5, 1.5, 6)
+    for run_sine in (lambda y, z: gk.launch(sine_untaped, 6, inputs=[y, z], device=device),
+                     lambda y, z: monitor(y, z, device)):
+        x, y, z, w = _arrays(x0, device)
+        with gk.Tape() as tape:
+            gk.launch(square, 6, inputs=[x, y], device=device)
+            run_sine(y, z)
+            gk.launch(times, 6, inputs=[z, x, w], device=device)
+        assert [r.kernel for r in tape.launches] == ["square", "times"]
+        tape.backward(grads={w: gk.array(np.ones(6), device=device)})
+        np.testing.assert_allclose(x.grad.numpy(), np.sin(x0 ** 2), rtol=1e-12)
+    assert monitor.__name__ == "monitor"
+    with pytest.raises(TypeError, match="gk.no_grad takes a kernel or a function"):
+        gk.no_grad(3)
+
+
 @gk.kernel
 def cube(x: A, y: A):
     i = gk.tid()
