@@ -20,7 +20,7 @@ import numpy as np
 
 from ..core.errors import DeviceMemoryError, allocation_error
 from ..core.types import ArrayType, Type, array_type, float32
-from . import host_ops
+from . import host_ops, views
 from .state import current as state
 from .device import get_device
 from .array_input import _as_dtype, _as_shape, _check_fits, _check_grad_dtype, _prepare, _split_dtype
@@ -59,7 +59,7 @@ class array:
     requires_dual=False, label=None)` copies `data`; in annotations `gk.array(dtype=T, ndim=N)` is a type."""
 
     __slots__ = ("shape", "ndim", "size", "dtype", "device", "buffer", "nbytes", "version", "label",
-                 "_host", "_grad", "_dual", "_held", "_exposed", "_crc", "__weakref__")
+                 "_host", "_grad", "_dual", "_held", "_exposed", "_crc", "_family", "__weakref__")
 
     def __new__(cls, data=None, dtype=None, shape=None, device=None, requires_grad=False, requires_dual=False,
                 ndim=None, label=None):
@@ -105,6 +105,7 @@ class array:
         # they let Tape.backward see writes made through NumPy or DLPack views (`modified_since`).
         self._held = self._exposed = False
         self._crc = None
+        self._family = None       # a WeakSet of this array and its views (runtime/views.py), once it has one
         # OpenCL cannot allocate 0 bytes; an empty array keeps a tiny buffer nothing reads.
         try:
             self.buffer = dev.impl.alloc(dev.info, self.nbytes or 8)
@@ -147,13 +148,30 @@ class array:
         _check_fits(host, self.dtype.scalar, arg)
 
     def _bump(self) -> None:
-        """Record a write (launch output, assign, fill_, zero_, element write)."""
-        self.version += 1
+        """Record a write (launch output, assign, fill_, zero_, element write); with views, to all of them."""
+        if self._family is None:
+            self.version += 1
+        else:
+            for a in self._family:
+                a.version += 1
+
+    # Views ------------------------------------------------------------------------
+    def reshape(self, shape) -> "array":
+        """The same memory with another shape (one dimension may be -1); no copy (Warp's reshape)."""
+        return views.reshape(self, shape)
+
+    def flatten(self) -> "array":
+        """The same memory as a 1-D array; no copy."""
+        return views.reshape(self, (self.size,))
+
+    def view(self, dtype) -> "array":
+        """The same memory read as `dtype` elements of the same size (float32 <-> int32 ...); no copy."""
+        return views.view(self, dtype)
 
     # Gradients and duals --------------------------------------------------------
     @property
     def requires_grad(self) -> bool:
-        return self._grad is not None
+        return self.grad is not None
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
@@ -167,7 +185,10 @@ class array:
 
     @property
     def grad(self) -> "array | None":
-        """The gradient array (same shape/dtype/device) when `requires_grad`, else None."""
+        """The gradient array (same shape/dtype/device) when `requires_grad`, else None; a view's is the
+        same view of its family's gradient."""
+        if self._grad is None and self._family is not None:
+            self._grad = views.family_part(self, "_grad")
         return self._grad
 
     @grad.setter
@@ -179,7 +200,7 @@ class array:
 
     @property
     def requires_dual(self) -> bool:
-        return self._dual is not None
+        return self.dual is not None
 
     @requires_dual.setter
     def requires_dual(self, value: bool) -> None:
@@ -192,7 +213,9 @@ class array:
 
     @property
     def dual(self) -> "array | None":
-        """The forward-mode tangent array when `requires_dual`, else None."""
+        """The forward-mode tangent array when `requires_dual`, else None (a view: its family's, viewed)."""
+        if self._dual is None and self._family is not None:
+            self._dual = views.family_part(self, "_dual")
         return self._dual
 
     @dual.setter

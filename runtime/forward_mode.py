@@ -9,6 +9,7 @@ Hessian-vector products in the `.grad.dual` arrays.
 from __future__ import annotations
 
 from .state import current as state
+from .views import family
 
 
 class ForwardMode:
@@ -42,8 +43,11 @@ class ForwardMode:
     def dual_of(self, a):
         """`a.dual`, allocated (or zeroed, with clear_gradients) the first time this block touches `a`."""
         if id(a) not in self._touched:
+            shared = a._family is not None and any(id(m) in self._touched for m in family(a))
             self._touched[id(a)] = a
-            if a.dual is None:
+            if shared:              # a view of an array this block already seeded or touched: same memory
+                pass
+            elif a.dual is None:
                 from .creation import zeros_like
                 a._set_dual(zeros_like(a, requires_grad=False))
             elif self.clear_gradients:

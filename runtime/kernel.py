@@ -79,6 +79,9 @@ class Kernel:
         self.__doc__ = pyfunc.__doc__
         self.enable_backward = enable_backward
         self.recorded = True            # False after @gk.no_grad: launches never go on a tape
+        # ((parameter index, name, struct type), ...) of struct and struct-array parameters, which compile
+        # to one parameter per field; set with the binder (launches read it right after binder())
+        self.struct_params: tuple = ()
         self.max_unroll = max_unroll
         self._typed: Function | None = None
         self._lowered: dict[str, Function] = {}
@@ -102,10 +105,6 @@ class Kernel:
     def params(self) -> list[tuple[str, object]]:
         return [(p.name, p.type) for p in self.typed_ir.params]
 
-    @property
-    def struct_params(self) -> tuple:
-        """((parameter index, name, StructType), ...) of the struct parameters (compiled one per field)."""
-        return self.typed_ir.attrs.get("param_structs", ())
 
     def lowered(self, variant: str = "forward") -> Function:
         fn = self._lowered.get(variant)
@@ -213,7 +212,9 @@ class Kernel:
         return spec
 
     def binder(self):
+        """The argument converter of launches (built with the typed IR, which also sets struct_params)."""
         if self._binder is None:
+            self.struct_params = self.typed_ir.attrs.get("param_structs", ())
             self._binder = make_binder(self.key, self.params)
         return self._binder
 

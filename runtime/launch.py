@@ -67,12 +67,13 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     if not getattr(kernel, "_gk_kernel", False):
         raise TypeError(f"gk.launch needs a @gk.kernel, got {type(kernel).__name__}")
     dims = normalize_dim(dim)
+    binder = kernel.binder()
     if kernel.struct_params:
         inputs, outputs, adj_inputs, adj_outputs = flatten_struct_args(
             kernel.struct_params, len(kernel.params), inputs, outputs, adj_inputs, adj_outputs)
     args = [*inputs, *outputs]
     dev = _pick_device(device, args)
-    bound = kernel.binder()(args, dev)
+    bound = binder(args, dev)
     fmode = state.forward_mode
     variant = "adjoint" if adjoint else "forward"
     if tangent or fmode is not None:
