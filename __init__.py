@@ -29,6 +29,7 @@ from .runtime.checkpoint import checkpoint, grad_for, grad_replaced, no_grad
 from .ad.transforms import grad, jvp
 from . import backends  # noqa: E402  (gk.backends.available())
 from .runtime import autograd  # noqa: E402  (gk.autograd.jacobian, gradcheck, ...)
+from .runtime import optim  # noqa: E402  (gk.optim.SGD, gk.optim.Adam)
 from . import viz  # noqa: E402  (gk.viz.kernel_graph, tape_graph, load_bundle)
 
 __all__ = [
@@ -38,5 +39,5 @@ __all__ = [
     "mat22d", "mat33d", "mat44d", "vector", "matrix", "array", "array1d", "array2d", "array3d", "array4d",
     "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "copy", "from_numpy", "from_dlpack", "Device",
     "ScopedDevice", "get_device", "get_devices", "set_device", "synchronize", "Kernel", "kernel", "func",
-    "func_grad", "func_replay", "struct", "func_native", "launch", "Tape", "LaunchRecord", "ScopedTimer", "ForwardMode", "checkpoint", "grad_replaced", "grad_for", "no_grad", "grad", "jvp", "backends", "autograd", "viz", *_LANG_NAMES,
+    "func_grad", "func_replay", "struct", "func_native", "launch", "Tape", "LaunchRecord", "ScopedTimer", "ForwardMode", "checkpoint", "grad_replaced", "grad_for", "no_grad", "grad", "jvp", "backends", "autograd", "optim", "viz", *_LANG_NAMES,
 ]

@@ -3,8 +3,8 @@
 Particle 0 is pinned; springs join neighbours and gravity pulls the rest down. The simulation state
 is an array of `Particle` structs (pos, vel, inv_mass) and its settings one `Sim` struct, both passed
 to kernels whole; each of the `steps` semi-implicit Euler steps writes a new array of particles, so a
-gk.Tape can differentiate the whole trajectory. Gradient descent on the initial velocities moves the
-last particle's final position towards the target.
+gk.Tape can differentiate the whole trajectory. Gradient descent (`gk.optim.SGD`) on the initial
+velocities moves the last particle's final position towards the target.
 
 While recording, the trajectory of the free end is logged into a 2-D array through a sub-array view
 (`row = log[t]`) inside `with gk.no_grad():`, so monitoring adds nothing to the backward pass.
@@ -81,12 +81,6 @@ def log_end(cur: gk.array(dtype=Particle), t: int, log: gk.array(dtype=gk.vec3d,
     row[j] = cur[j].pos
 
 
-@gk.kernel
-def descend(v: gk.array(dtype=gk.vec3d), grad: gk.array(dtype=gk.vec3d), lr: float):
-    i = gk.tid()
-    v[i] = v[i] - gk.float64(lr) * grad[i]
-
-
 SIM = dict(dt=0.01, stiffness=400.0, rest=0.1, gravity=(0.0, -9.8, 0.0))
 
 
@@ -130,6 +124,7 @@ def run(device: str = "cpu", n: int = 8, steps: int = 40, iters: int = 30, lr: f
     masses = gk.array(inv_mass, dtype=gk.float64, device=device)
     v0 = gk.zeros(n, dtype=gk.vec3d, device=device, requires_grad=True)
     log = gk.zeros((steps, n), dtype=gk.vec3d, device=device)
+    opt = gk.optim.SGD([v0], lr=lr)        # plain gradient descent, as a kernel on the device
     losses = []
     for _ in range(iters):
         states = [gk.array(dtype=Particle, shape=n, device=device, requires_grad=True) for _ in range(steps + 1)]
@@ -146,7 +141,7 @@ def run(device: str = "cpu", n: int = 8, steps: int = 40, iters: int = 30, lr: f
         losses.append(float(loss.numpy()[0]))
         grad = v0.grad.numpy().copy()
         v_before = v0.numpy().copy()
-        gk.launch(descend, n, inputs=[v0, v0.grad, lr], device=device)
+        opt.step([v0.grad])
         tape.zero()
     return {"losses": losses, "velocity": v_before, "grad": grad, "target": target, "steps": steps,
             "log": log.numpy(), "final": states[-1].pos.numpy(), "n_recorded": len(tape.launches)}
