@@ -494,3 +494,18 @@ def test_string_annotations_are_evaluated_where_the_class_is_defined():
     assert s.a.dtype == np.float64 and s.b == 3.0
     with pytest.raises(TypeError, match="field 'c': name 'nowhere' is not defined"):
         gk.struct(type("Bad", (), {"__annotations__": {"c": "nowhere"}}))
+
+
+def test_kernel_grad_with_struct_arguments(device, rng):
+    """Taichi's kernel.grad(): the adjoint launch takes the same struct arguments; gradients land in
+    the struct's array fields (here e = Σ ½k|d - rest|² + m·(F x)·f, seeded by e.grad)."""
+    n = 4
+    b = _body(rng, device, n, grad=True)
+    x0 = rng.normal(size=(n, 3))
+    x = gk.array(x0, dtype=gk.vec3d, device=device, requires_grad=True)
+    e = gk.zeros(n, dtype=F64, device=device, requires_grad=True)
+    gk.launch(body_energy, n, inputs=[b, x, e], device=device)
+    e.grad.assign(np.ones(n))
+    body_energy.grad(n, inputs=[b, x, e], device=device)
+    want = b.mass * (x0 @ b.frame.T)                     # d e_i / d forces_i
+    np.testing.assert_allclose(b.grad.forces.numpy(), want, rtol=1e-12)
