@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from ..core.config import config
 from . import snapshots as snapshot
 from .state import current as state, process
+from .grad_check import GradCheck
 from .tape_rules import check_launch, tape_info, written_user_params
 from .version_check import check_unchanged, copies_for_backward
 
@@ -69,8 +70,17 @@ class Tape:
     """Records launches inside `with tape:`; `backward()` runs their adjoints in reverse order."""
 
     def __init__(self, loss=None, clear_gradients: bool = True, check: bool | None = None,
-                 snapshots: bool | None = None, check_versions: bool = True):
-        self.loss, self.clear_gradients, self.check = loss, clear_gradients, check
+                 snapshots: bool | None = None, check_versions: bool = True, validation: bool | None = None,
+                 grad_check=None):
+        """Taichi's spellings: `validation=True` is `check=True`; `grad_check=[x, ...]` (with `loss`)
+        compares each array's gradient with central differences after the backward pass (runtime/grad_check.py)."""
+        self.loss, self.clear_gradients = loss, clear_gradients
+        self.check = check if validation is None else bool(validation)
+        self.grad_check = None
+        if grad_check:
+            if loss is None:
+                raise ValueError("grad_check needs the tape's loss: gk.Tape(loss=l, grad_check=[x])")
+            self.grad_check = GradCheck(grad_check)
         self.check_versions = bool(check_versions)   # False: experts vouch that recorded inputs are unchanged
         self._last_pass: dict[int, tuple] = {}       # id -> (array, grad, grad version) after the last backward
         self.snapshotting = config.snapshot_launches if snapshots is None else bool(snapshots)
@@ -97,6 +107,8 @@ class Tape:
         state.tape = None
         if exc_type is None and self.loss is not None:
             self.backward(loss=self.loss)
+            if self.grad_check is not None:
+                self.grad_check.run(self, self.loss)
 
     def _touch(self, a) -> None:
         if id(a) not in self._touched:
@@ -113,6 +125,8 @@ class Tape:
         before the launch and snapshots the arguments (when snapshotting). Returns what `record_launch` keeps."""
         if self._checking():
             check_launch(self.launches, kernel, bound)
+        if self.grad_check is not None:
+            self.grad_check.before_launch(bound)
         pairs = tape_info(kernel)[2]
         saved = copies_for_backward(kernel, bound, pairs) if pairs else None
         snaps = snapshot.before_launch(kernel, bound) if self.snapshotting else None
