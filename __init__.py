@@ -13,7 +13,8 @@ from .core.errors import (CompileError, DeviceError, DeviceMemoryError, Gradient
 from .core.lang import *  # noqa: F401,F403  (sin, cos, ..., tid, static, atomic_add, ...)
 from .core.lang import NAMES as _LANG_NAMES
 from .core.types import (bool_ as bool, float32, float64, int32, int64, mat22, mat22d, mat33, mat33d, mat44,  # noqa: A001
-                         mat44d, matrix, uint32, vec2, vec2d, vec2i, vec3, vec3d, vec3i, vec4, vec4d, vec4i, vector)
+                         mat44d, matrix, quat, quatd, quaternion, uint32, vec2, vec2d, vec2i, vec3, vec3d, vec3i, vec4,
+                         vec4d, vec4i, vector)
 from .runtime.array import array, array1d, array2d, array3d, array4d
 from .runtime.creation import empty, from_dlpack, from_numpy, full, ones, ones_like, zeros, zeros_like
 from .runtime.host_ops import copy
@@ -35,7 +36,7 @@ from . import viz  # noqa: E402  (gk.viz.kernel_graph, tape_graph, load_bundle)
 __all__ = [
     "config", "CompileError", "DeviceError", "DeviceMemoryError", "GradientCheckError", "GradientRuleError", "GradientRuleWarning",
     "GradkitError", "NaNError", "StackOverflowError", "float32", "float64", "int32", "int64", "uint32", "bool",
-    "vec2", "vec3", "vec4", "vec2d", "vec3d", "vec4d", "vec2i", "vec3i", "vec4i", "mat22", "mat33", "mat44",
+    "quat", "quatd", "quaternion", "vec2", "vec3", "vec4", "vec2d", "vec3d", "vec4d", "vec2i", "vec3i", "vec4i", "mat22", "mat33", "mat44",
     "mat22d", "mat33d", "mat44d", "vector", "matrix", "array", "array1d", "array2d", "array3d", "array4d",
     "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "copy", "from_numpy", "from_dlpack", "Device",
     "ScopedDevice", "get_device", "get_devices", "set_device", "synchronize", "Kernel", "kernel", "func",

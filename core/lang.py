@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .builtins import BUILTINS
+from .library import MACROS, call_on_host
 
 
 class LangFunction:
@@ -18,7 +19,8 @@ class LangFunction:
     def __init__(self, name: str, kind: str, prim: str | None = None, doc: str = ""):
         self.name, self.kind, self.prim = name, kind, prim or name
         self.__name__ = name
-        self.__doc__ = doc or (BUILTINS[self.prim].doc if self.prim in BUILTINS else "")
+        self.__doc__ = doc or (BUILTINS[self.prim].doc if self.prim in BUILTINS else
+                               MACROS[name].__doc__ if kind == "macro" else "")
 
     def __call__(self, *args, **kwargs):
         if self.kind == "prim" and BUILTINS[self.prim].eval is not None:
@@ -27,6 +29,8 @@ class LangFunction:
             return BUILTINS[self.prim].eval(*[np.asarray(a) for a in args], **kwargs)
         if self.kind == "static":
             return args[0]
+        if self.kind == "macro":
+            return call_on_host(self.name, *args, **kwargs)
         raise RuntimeError(f"gk.{self.name}() can only be called inside a @gk.kernel or @gk.func")
 
     def __repr__(self) -> str:
@@ -46,5 +50,8 @@ NAMES["tid"] = LangFunction("tid", "tid", doc="the thread index (a tuple for mul
 NAMES["static"] = LangFunction("static", "static", doc="evaluate an expression at compile time")
 NAMES["adjoint"] = LangFunction("adjoint", "adjoint",
                                 doc="inside a @gk.func_grad function: gk.adjoint[x] is the adjoint of input x")
+
+for _name in MACROS:        # written from primitives once: kernels and host alike (core/library)
+    NAMES[_name] = LangFunction(_name, "macro")
 
 globals().update(NAMES)

@@ -15,7 +15,7 @@ import numpy as np
 class Type:
     """Base of all gradkit types."""
 
-    is_scalar = is_vector = is_matrix = is_array = is_struct = False
+    is_scalar = is_vector = is_matrix = is_array = is_struct = is_quat = False
 
 
 class ScalarType(Type):
@@ -131,6 +131,17 @@ class VectorType(Type):
         return self.name
 
 
+class QuatType(VectorType):
+    """A quaternion (x, y, z, w), Warp's `quat`: four components like a vec4 (so passes and backends treat
+    it as one), a type of its own so that `q * r` is the Hamilton product and quat_* builtins accept it."""
+
+    is_quat = True
+
+    def __init__(self, scalar: ScalarType):
+        super().__init__(4, scalar)
+        self.name = "quat" + {"float32": "", "float64": "d"}[scalar.name]
+
+
 class MatrixType(Type):
     """A row-major rows×cols matrix of a scalar type."""
 
@@ -218,6 +229,14 @@ def vector(length: int, dtype=None) -> VectorType:
     return _vectors[key]
 
 
+def quaternion(dtype=None) -> QuatType:
+    """The quaternion type of `dtype` (float32 or float64)."""
+    scalar = as_type(dtype if dtype is not None else float32)
+    if scalar not in (float32, float64):
+        raise TypeError(f"quaternion dtype must be float32 or float64, got {dtype!r}")
+    return _quats[scalar]
+
+
 def matrix(shape, dtype=None) -> MatrixType:
     """The (cached) matrix type of `shape` = (rows, cols) of `dtype` (default float32)."""
     scalar = as_type(dtype if dtype is not None else float32)
@@ -289,3 +308,5 @@ vec2d, vec3d, vec4d = (vector(n, float64) for n in (2, 3, 4))
 vec2i, vec3i, vec4i = (vector(n, int32) for n in (2, 3, 4))
 mat22, mat33, mat44 = (matrix((n, n), float32) for n in (2, 3, 4))
 mat22d, mat33d, mat44d = (matrix((n, n), float64) for n in (2, 3, 4))
+_quats = {f: QuatType(f) for f in (float32, float64)}
+quat, quatd = _quats[float32], _quats[float64]

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import ast
 import builtins as py_builtins
+import inspect
 
 from .. import types as T
 from ..builtins import BUILTINS
 from ..ir import Value
 from ..lang import LangFunction, NAMES
+from ..library import MACROS
+from .macros import IREmit, unwrap
 from ..ops import Op
 from .context import NUMBER, ArrayView, StructArrayRef, StructValue, TidCall
 from .exprs import PY_ALIASES, UNSUPPORTED_EXPR, _callee_name, _name, _with_scalar
@@ -99,6 +102,8 @@ class CallLowering:
         if fn.kind == "tid":
             self.call_args(node, 0, "tid")
             return TidCall()
+        if fn.kind == "macro":
+            return self.call_macro(fn.name, node)
         if fn.kind == "atomic":
             args = self.call_args(node, None, fn.name)
             view = ArrayView.of(args[0]) if args else None
@@ -119,11 +124,28 @@ class CallLowering:
             return self.prim("identity", n=kwargs["n"], dtype=T.as_type(kwargs.get("dtype", T.float32)), node=node)
         if kwargs:
             raise self.error(node, f"{fn.name}() takes no keyword arguments")
+        if fn.name == "mul" and len(args) == 2 and all(getattr(getattr(a, "type", None), "is_quat", False)
+                                                        for a in args):
+            return self.call_macro("quat_mul", node, args)
         if fn.name == "select":
             if len(args) != 3:
                 raise self.error(node, f"select() takes 3 arguments, got {len(args)}")
             args = [args[0], args[2], args[1]]
         return self.call_prim(fn.prim, args, node)
+
+    def call_macro(self, name: str, node, args=None):
+        """A core/library macro: its result built from primitives right here."""
+        if args is None:
+            args = self.call_args(node, None, name)
+        kwargs = {k.arg: self.expr(k.value) for k in node.keywords} if isinstance(node, ast.Call) else {}
+        fn = MACROS[name]
+        try:
+            inspect.signature(fn).bind(None, *args, **kwargs)
+        except TypeError:
+            params = list(inspect.signature(fn).parameters)[1:]
+            raise self.error(node, f"{name}({', '.join(params)}) takes {len(params)} argument"
+                                   f"{'s' * (len(params) != 1)}, got {len(args) + len(kwargs)}") from None
+        return unwrap(fn(IREmit(self, node, name), *args, **kwargs))
 
     def call_prim(self, name: str, args: list, node):
         entry = BUILTINS[name]

@@ -226,6 +226,10 @@ class ExprLowering:
                 a = self.b.const(float(a.const_value), tb)
             elif tb.is_int and b.const_value is not None:
                 b = self.b.const(float(b.const_value), ta)
+        if op == "mul" and ta.is_quat and tb.is_quat:          # Warp: q * r is the Hamilton product
+            return self.call_macro("quat_mul", node, [a, b])
+        if ta.is_quat != tb.is_quat and not (ta.is_scalar or tb.is_scalar):
+            raise self.error(node, f"'{op}' of {ta.name} and {tb.name}: rotate vectors with gk.quat_rotate(q, v)")
         if op == "mul" and (ta.is_matrix and not tb.is_scalar or tb.is_matrix and not ta.is_scalar):
             raise self.error(node, f"'*' of {ta.name} and {tb.name}: use '@' for matrix products")
         if op == "pow" and a.type.scalar.is_int:

@@ -28,6 +28,7 @@ cloth = load("cloth_trajectory")
 safe_sqrt = load("safe_sqrt_nan")
 jacobian = load("jacobian")
 springs = load("struct_springs")
+rigid = load("rigid_body_quat")
 
 
 def test_gravity_forces_are_minus_the_energy_gradient(device):
@@ -120,6 +121,18 @@ def test_struct_springs_gradient_matches_central_differences_and_loss_falls(devi
     assert out["losses"][-1] == pytest.approx(springs.loss_reference(v0, out["target"], 25), rel=1e-9)
     np.testing.assert_allclose(out["log"][-1], out["final"], rtol=1e-12)   # the no_grad log saw the states
     assert out["n_recorded"] == 25 + 2                       # start, the steps, the misfit: not the log
+
+
+def test_rigid_body_gradient_matches_central_differences_and_misfit_falls(device):
+    out = rigid.run(device, steps=60, iters=25)
+    w0, grad = out["omega0"], out["grad"]
+    for c in range(3):
+        e = np.zeros(3)
+        e[c] = 1e-6
+        fd = (rigid.loss_reference(w0 + e, 60) - rigid.loss_reference(w0 - e, 60)) / 2e-6
+        assert grad[c] == pytest.approx(fd, rel=1e-5, abs=1e-8)
+    assert out["losses"][-1] < 0.1 * out["losses"][0]
+    np.testing.assert_allclose(out["final_q"], rigid.simulate_reference(w0, 60), rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in EXAMPLES.glob("*.py")))
