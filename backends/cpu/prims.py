@@ -81,6 +81,14 @@ def _int_division(signed, unsigned):
     return lambda cg, b, a, t, ins: getattr(b, unsigned if t is T.uint32 else signed)(*a)
 
 
+def _shift(signed, unsigned):
+    """x << n / x >> n with n taken modulo the bit width (as OpenCL C): LLVM leaves larger counts undefined."""
+    def emit(cg, b, a, t, ins):
+        n = b.and_(a[1], _const(a[1], t.bits - 1))
+        return getattr(b, unsigned if t is T.uint32 else signed)(a[0], n)
+    return emit
+
+
 # prim name -> emitter(codegen, builder, operand values, operand type, instruction). Primitives with an
 # `expand` rule (floored // and %, clamp, sign, integer abs) arrive expanded; `cmath` ones call libm.
 CODE_FOR_OP = {
@@ -100,6 +108,9 @@ CODE_FOR_OP = {
     "or": lambda cg, b, a, t, ins: b.or_(*a),
     "not": lambda cg, b, a, t, ins: b.xor(a[0], ir.Constant(I1, 1)),
     "cast": lambda cg, b, a, t, ins: _cast(b, a[0], t, ins.attrs["to"]),
+    "bit_and": lambda cg, b, a, t, ins: b.and_(*a), "bit_or": lambda cg, b, a, t, ins: b.or_(*a),
+    "bit_xor": lambda cg, b, a, t, ins: b.xor(*a), "bit_not": lambda cg, b, a, t, ins: b.not_(a[0]),
+    "shl": _shift("shl", "shl"), "shr": _shift("ashr", "lshr"),
 }
 
 

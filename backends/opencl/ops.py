@@ -92,6 +92,18 @@ def _cast(a, t, at):
     return f"(({ctype(to)}){a[0]})"
 
 
+def _shift(op: str) -> Formatter:
+    """x << n and x >> n with n taken modulo the bit width; << goes through unsigned (C leaves shifting a
+    negative signed value undefined), >> of a signed type is arithmetic."""
+    def fmt(a, t, at):
+        c = ctype(t)
+        n = f"({a[1]} & {t.bits - 1})"
+        if op == "<<" and c in UNSIGNED:
+            return f"(({c})(({UNSIGNED[c]}){a[0]} << {n}))"
+        return f"({a[0]} {op} {n})"
+    return fmt
+
+
 CODE_FOR_OP: dict[str, Formatter] = {
     "add": _infix("+"), "sub": _infix("-"), "mul": _infix("*"), "div": _infix("/"), "neg": _neg,
     "idiv": _infix("/"), "irem": _infix("%"),      # truncating; the expansion of // and % guards the divisor
@@ -101,6 +113,8 @@ CODE_FOR_OP: dict[str, Formatter] = {
     "eq": _infix("=="), "ne": _infix("!="),
     "and": _infix("&&"), "or": _infix("||"), "not": lambda a, t, at: f"(!{a[0]})",
     "cast": _cast,
+    "bit_and": _infix("&"), "bit_or": _infix("|"), "bit_xor": _infix("^"), "bit_not": lambda a, t, at: f"(~{a[0]})",
+    "shl": _shift("<<"), "shr": _shift(">>"),
 }
 
 

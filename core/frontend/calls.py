@@ -11,7 +11,7 @@ from .. import types as T
 from ..builtins import BUILTINS
 from ..ir import Value
 from ..lang import LangFunction, NAMES
-from ..library import MACROS
+from ..library import MACROS, Advance
 from .macros import IREmit, unwrap
 from ..ops import Op
 from .context import NUMBER, ArrayView, StructArrayRef, StructValue, TidCall
@@ -145,7 +145,15 @@ class CallLowering:
             params = list(inspect.signature(fn).parameters)[1:]
             raise self.error(node, f"{name}({', '.join(params)}) takes {len(params)} argument"
                                    f"{'s' * (len(params) != 1)}, got {len(args) + len(kwargs)}") from None
-        return unwrap(fn(IREmit(self, node, name), *args, **kwargs))
+        out = fn(IREmit(self, node, name), *args, **kwargs)
+        if isinstance(out, Advance):            # gk.randf(state): `state` now holds the advanced state
+            target = self.local_name(node.args[0]) if node.args else None
+            if target is None:
+                raise self.error(node, f"{name}(state, ...) needs a local variable holding the random state "
+                                       "(state = gk.rand_init(seed, offset)), which it advances")
+            self.rebind(target, unwrap(out.state))
+            out = out.value
+        return unwrap(out)
 
     def call_prim(self, name: str, args: list, node):
         entry = BUILTINS[name]

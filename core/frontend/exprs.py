@@ -15,9 +15,12 @@ from ..ops import VALUE, Op
 from .context import NUMBER, ArrayView, ShapeOf, StructArrayRef, StructElement, StructValue, TidCall
 
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
-          ast.Mod: "mod", ast.Pow: "pow", ast.MatMult: "matmul"}
+          ast.Mod: "mod", ast.Pow: "pow", ast.MatMult: "matmul", ast.BitAnd: "bit_and", ast.BitOr: "bit_or",
+          ast.BitXor: "bit_xor", ast.LShift: "shl", ast.RShift: "shr"}
 PY_BINOPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
-             "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow}
+             "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow, "bit_and": operator.and_,
+             "bit_or": operator.or_, "bit_xor": operator.xor, "shl": operator.lshift,
+             "shr": operator.rshift}
 CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 PY_CMPOPS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
              "eq": operator.eq, "ne": operator.ne}
@@ -276,7 +279,13 @@ class ExprLowering:
                     return -v
                 raise self.error(node, f"cannot negate {_name(v)}")
             return self.prim("neg", v, node=node)
-        raise self.error(node, "bitwise '~' is not supported")
+        if isinstance(node.op, ast.Invert):
+            if not isinstance(v, Value):
+                if isinstance(v, int) and not isinstance(v, bool):
+                    return ~v
+                raise self.error(node, f"'~' needs an integer, got {_name(v)}")
+            return self.prim("bit_not", v, node=node)
+        raise self.error(node, f"unsupported unary operator '{type(node.op).__name__}'")
 
     def truth(self, v, node) -> Value:
         """A bool Value for v (`if x:` on numbers means x != 0)."""

@@ -32,6 +32,12 @@ class Sym:
     def __truediv__(self, o): return self._bin("div", o)
     def __rtruediv__(self, o): return self._bin("div", o, True)
 
+    def __mod__(self, o): return self._bin("mod", o)
+    def __and__(self, o): return self._bin("bit_and", o)
+    def __xor__(self, o): return self._bin("bit_xor", o)
+    def __rshift__(self, o): return self._bin("shr", o)
+    def __lshift__(self, o): return self._bin("shl", o)
+
     def __neg__(self):
         return Sym(self.E.lw.prim("neg", self.v, node=self.E.node), self.E)
 
@@ -49,7 +55,12 @@ class IREmit:
     def cos(self, x): return self._prim("cos", x)
     def sqrt(self, x): return self._prim("sqrt", x)
     def atan2(self, y, x): return self._prim("atan2", y, x)
+    def log(self, x): return self._prim("log", x)
     def gt(self, a, b): return self._prim("gt", a, b)
+
+    def cast(self, x, t):
+        x = self.lw.materialize(_raw(x), None, self.node)
+        return Sym(x, self) if x.type is t else self._prim("cast", x, to=t)
     def where(self, c, a, b): return self._prim("where", c, a, b)
 
     def type_of(self, x) -> T.Type:
@@ -78,7 +89,10 @@ class IREmit:
         return Sym(self.lw.coerce(_raw(x), t, self.node, f"{self.name}() argument"), self)
 
     def const(self, value, t):
-        return Sym(self.lw.b.const(float(value), t.scalar), self)
+        return Sym(self.lw.b.const(float(value) if t.scalar.is_float else int(value), t.scalar), self)
+
+    def out(self, x):
+        return x
 
     def fail(self, message: str):
         raise self.lw.error(self.node, f"{self.name}(): {message}")

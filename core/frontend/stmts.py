@@ -13,6 +13,7 @@ import ast
 from .. import types as T
 from ..ir import Value
 from ..lang import LangFunction
+from ..library import MACROS
 from ..ops import Op
 from .context import NUMBER, ArrayView, StructArrayRef, StructElement, StructSlot, StructValue, TidCall
 from .exprs import BINOPS, SWIZZLE
@@ -48,6 +49,8 @@ def assigned_names(stmts) -> set[str]:
 
     for st in stmts:
         for node in ast.walk(st):
+            if isinstance(node, ast.Call) and node.args and _advances_state(node):
+                targets(node.args[0])          # gk.randf(state) re-binds `state`
             if isinstance(node, ast.Assign):
                 for t in node.targets:
                     targets(t)
@@ -56,6 +59,13 @@ def assigned_names(stmts) -> set[str]:
             elif isinstance(node, ast.For):
                 targets(node.target)
     return out
+
+
+def _advances_state(call: ast.Call) -> bool:
+    """A call of a macro that advances its first argument (gk.randf(state), ...), by its name."""
+    f = call.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+    return getattr(MACROS.get(name), "advances_state", False)
 
 
 def _contains(stmts, kinds, stop_at_loops: bool) -> bool:

@@ -5,8 +5,9 @@ and both AD modes differentiate; called from Python the emitter is NumPy's (belo
 is the host-side implementation.
 
 A macro uses: `E.type_of(x)`, `E.comps(v)` (scalar components, row-major), `E.make(t, comps)`,
-`E.scalar(x, t)`, `E.const(value, t)`, math `E.sin/cos/sqrt/atan2`, `E.where(cond, a, b)`, comparisons
-`E.gt(a, b)`, and `E.fail(message)`; scalars combine with + - * / and unary -."""
+`E.scalar(x, t)`, `E.cast(x, t)`, `E.const(value, t)`, math `E.sin/cos/sqrt/atan2/log`, `E.where(cond, a, b)`, comparisons
+`E.gt(a, b)`, and `E.fail(message)`; scalars combine with + - * / % and unary -, integers also
+with & ^ << >>."""
 
 from __future__ import annotations
 
@@ -17,29 +18,41 @@ from .. import types as T
 MACROS: dict = {}
 
 
-def macro(name: str, doc: str):
-    """Register `fn(E, *args, **kwargs)` as the language function `gk.<name>`."""
+def macro(name: str, doc: str, advances_state: bool = False):
+    """Register `fn(E, *args, **kwargs)` as the language function `gk.<name>`. With `advances_state` it
+    returns an Advance: a value and the new contents of the local variable given as its first argument
+    (Warp's `gk.randf(state)` updates `state`)."""
     def deco(fn):
         fn.__doc__ = doc
+        fn.advances_state = advances_state
         MACROS[name] = fn
         return fn
     return deco
+
+
+class Advance:
+    """A macro result that also re-binds its first argument's variable (a random state)."""
+
+    def __init__(self, value, state):
+        self.value, self.state = value, state
 
 
 class NumpyEmit:
     """The host-side emitter: components are NumPy scalars, results NumPy arrays."""
 
     sin, cos, sqrt, atan2 = staticmethod(np.sin), staticmethod(np.cos), staticmethod(np.sqrt), staticmethod(np.arctan2)
+    log = staticmethod(np.log)
 
     def __init__(self, name: str):
         self.name = name
 
     def type_of(self, x) -> T.Type:
+        if isinstance(x, bool):
+            return T.bool_
+        if isinstance(x, int):
+            return T.int32 if not T.int32.out_of_range(x) else T.int64
         a = np.asarray(x)
-        s = T.float64 if a.dtype == np.float64 else T.float32 if a.dtype == np.float32 else \
-            (T.float32 if a.dtype.kind in "iub" or isinstance(x, float) else None)
-        if isinstance(x, float):
-            s = T.float64
+        s = T.from_numpy_dtype(a.dtype)
         if s is None:
             self.fail(f"unsupported value {x!r}")
         if a.ndim == 0:
@@ -58,7 +71,10 @@ class NumpyEmit:
         return np.array(comps, dtype=t.scalar.np_dtype).reshape(t.shape)
 
     def scalar(self, x, t):
-        return t.np_dtype.type(x)
+        return np.asarray(x).astype(t.np_dtype)[()]
+
+    def cast(self, x, t):
+        return np.asarray(x).astype(t.np_dtype)[()]
 
     def const(self, value, t):
         return t.scalar.np_dtype.type(value)
@@ -78,7 +94,10 @@ class NumpyEmit:
 
 def call_on_host(name: str, *args, **kwargs):
     """`gk.<macro>(...)` from Python: the macro run by NumpyEmit."""
-    return MACROS[name](NumpyEmit(name), *args, **kwargs)
+    with np.errstate(over="ignore"):          # uint32 arithmetic wraps, as in kernels
+        out = MACROS[name](NumpyEmit(name), *args, **kwargs)
+    return out.value if isinstance(out, Advance) else out
 
 
 from . import quat as _quat  # noqa: E402,F401  (registers the quaternion functions)
+from . import random as _random  # noqa: E402,F401  (registers rand_init, randf, randi, randn)

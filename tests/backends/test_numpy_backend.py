@@ -17,6 +17,7 @@ import pytest
 from gradkit.backends.base import CompileOptions
 from gradkit.core import types as T
 from gradkit.core.builtins import BUILTINS
+from gradkit.core.builtins.bits import OPERATORS
 from gradkit.core.errors import CompileError
 from tests.builtin_table import BINARY, UNARY
 
@@ -111,6 +112,10 @@ REFERENCE = {
     "and": (np.logical_and, (BOOL,), None), "or": (np.logical_or, (BOOL,), None),
     "not": (np.logical_not, (BOOL,), None),
     "where": (lambda cnd, a, b: np.where(cnd, a, b), NUMERIC + (BOOL,), None),
+    "bit_and": (np.bitwise_and, INTS, None), "bit_or": (np.bitwise_or, INTS, None),
+    "bit_xor": (np.bitwise_xor, INTS, None), "bit_not": (np.invert, INTS, None),
+    "shl": (lambda a, n: np.left_shift(a, n & (a.dtype.itemsize * 8 - 1)), INTS, None),     # counts mod width
+    "shr": (lambda a, n: np.right_shift(a, n & (a.dtype.itemsize * 8 - 1)), INTS, None),
 }
 SPECIAL = {"cast"}   # tested over every pair of scalar types below
 
@@ -178,7 +183,10 @@ def test_scalar_primitive_matches_float64_reference(name, t, rng):
     fn = _prim_kernel(name, arg_types)
     rtype = BUILTINS[name].result_type(arg_types, {})
     *_, got = run(fn, n, *args, np.zeros(n, rtype.np_dtype))
-    want = ref(*[a.astype(np.float64) if a.dtype != bool else a for a in args])
+    if name in OPERATORS:       # bitwise: computed on the integers themselves (the width matters for shifts)
+        want = ref(*args)
+    else:
+        want = ref(*[a.astype(np.float64) if a.dtype != bool else a for a in args])
     assert got.dtype == rtype.np_dtype
     if rtype.is_float:
         tol = dict(rtol=2e-6, atol=2e-6) if rtype is F32 else dict(rtol=1e-13, atol=1e-13)

@@ -159,7 +159,7 @@ class ExprGen:
         """(text, interval) of an int expression; interval None when its values are not known statically."""
         r = self.r
         kind = r.weighted({"leaf": 6, "arith": 3 if d > 0 else 0, "div": 2 if d > 0 else 0,
-                           "minmax": 1 if d > 0 else 0, "cond": 1 if d > 0 else 0})
+                           "minmax": 1 if d > 0 else 0, "cond": 1 if d > 0 else 0, "bits": 1 if d > 0 else 0})
         if kind == "leaf":
             k = 1 if self.kernel else 0
             opts = [("lit", 3), ("tid", 3 * k), ("arg", 3 * k), ("var", 4 if self.vars_of("i") else 0),
@@ -211,6 +211,20 @@ class ExprGen:
             if r.coin(0.5):
                 return f"({a} // {b})", None if ia is None else _corners(lambda x, y: x // y, ia, ib)
             return f"({a} % {b})", (0, ib[1] - 1) if ib[0] > 0 else (ib[0] + 1, 0)
+        if kind == "bits":                        # & | ^ ~ and shifts by small constants (Python's semantics)
+            (a, ia), (b, ib) = self.iexpr(d - 1), self.iexpr(d - 1)
+            op = r.pick(["&", "|", "^", "~", "<<", ">>"])
+            if op == "~":
+                return f"(~{a})", None if ia is None else (-ia[1] - 1, -ia[0] - 1)
+            if op in ("<<", ">>"):
+                k = r.int(0, 3)
+                if ia is None or max(map(abs, ia)) > 1000:
+                    return f"({a} >> {k})", None if ia is None else (ia[0] >> k, ia[1] >> k)
+                f = (lambda x: x << k) if op == "<<" else (lambda x: x >> k)
+                return f"({a} {op} {k})", (f(ia[0]), f(ia[1]))
+            known = ia is not None and ib is not None and min(ia[0], ib[0]) >= 0
+            top = (1 << max(ia[1], ib[1]).bit_length()) - 1 if known else None
+            return f"({a} {op} {b})", (0, top) if known else None
         if kind == "minmax":
             (a, ia), (b, ib) = self.iexpr(d - 1), self.iexpr(d - 1)
             if r.coin(0.3):

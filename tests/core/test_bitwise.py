@@ -1,0 +1,107 @@
+"""Integer bitwise operators `& | ^ << >> ~` (and their augmented forms) on int32, int64 and uint32
+values and int vectors, on every device, against NumPy at the edges: negative numbers, MIN/MAX, uint32
+wrap-around, shift counts 0, 31, 32, 33 and 63 (taken modulo the bit width everywhere), arithmetic `>>`
+for signed and logical for uint32; on floats a CompileError at the operator."""
+
+import inspect
+import re
+
+import numpy as np
+import pytest
+
+import gradkit as gk
+
+
+def _kernel(dtype):
+    A, A2 = gk.array(dtype=dtype), gk.array(dtype=dtype, ndim=2)
+
+    @gk.kernel
+    def bits(a: A, b: A, out: A2):
+        i = gk.tid()
+        x, y = a[i], b[i]
+        out[i, 0] = x & y
+        out[i, 1] = x | y
+        out[i, 2] = x ^ y
+        out[i, 3] = x << y
+        out[i, 4] = x >> y
+        out[i, 5] = ~x
+        z = x
+        z ^= y
+        z <<= 3
+        out[i, 6] = z
+        out[i, 7] = (x >> 1) & 255 | 7
+    return bits
+
+
+def _reference(a, b):
+    bits = a.dtype.itemsize * 8
+    n = (b & (bits - 1)).astype(a.dtype)
+    z = np.left_shift(a ^ b, a.dtype.type(3))
+    return np.stack([a & b, a | b, a ^ b, np.left_shift(a, n), np.right_shift(a, n), ~a, z,
+                     (np.right_shift(a, a.dtype.type(1)) & a.dtype.type(255)) | a.dtype.type(7)], 1)
+
+
+CASES = {
+    gk.int32: (np.array([-7, 5, -2**31, 2**31 - 1, 123456, -1, 0], np.int32),
+               np.array([0, 31, 32, 33, 1, 63, 5], np.int32)),
+    gk.int64: (np.array([-7, 5, -2**63, 2**63 - 1, 123456789012, -1, 0], np.int64),
+               np.array([0, 63, 64, 65, 1, 31, 5], np.int64)),
+    gk.uint32: (np.array([2**32 - 1, 1, 2**31, 12345, 7, 0, 3], np.uint32),
+                np.array([0, 31, 32, 33, 1, 63, 2**32 - 1], np.uint32)),
+}
+
+
+@pytest.mark.parametrize("dtype", list(CASES), ids=lambda t: t.name)
+def test_operators_at_the_edges(dtype, device):
+    a, b = CASES[dtype]
+    out = gk.zeros((len(a), 8), dtype=dtype, device=device)
+    gk.launch(_kernel(dtype), len(a), inputs=[gk.array(a, dtype=dtype, device=device),
+                                             gk.array(b, dtype=dtype, device=device), out], device=device)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(out.numpy(), _reference(a, b))
+
+
+@gk.kernel
+def vec_bits(a: gk.array(dtype=gk.vec3i), b: gk.array(dtype=gk.vec3i), out: gk.array(dtype=gk.vec3i)):
+    i = gk.tid()
+    out[i] = (a[i] ^ b[i]) | (a[i] << 2)
+
+
+def test_int_vectors(device, rng):
+    a, b = rng.integers(-1000, 1000, (5, 3)).astype(np.int32), rng.integers(0, 40, (5, 3)).astype(np.int32)
+    out = gk.zeros(5, dtype=gk.vec3i, device=device)
+    gk.launch(vec_bits, 5, inputs=[gk.array(a, dtype=gk.vec3i, device=device), gk.array(b, dtype=gk.vec3i,
+                                                                                          device=device), out],
+              device=device)
+    np.testing.assert_array_equal(out.numpy(), (a ^ b) | np.left_shift(a, 2))
+
+
+def on_floats(x: gk.array(dtype=gk.float32)):
+    x[0] = x[0] ^ x[1]
+
+
+def invert_float(x: gk.array(dtype=gk.float32)):
+    x[0] = ~x[0]
+
+
+def test_constant_folding():
+    @gk.kernel
+    def folded(out: gk.array(dtype=gk.int32)):
+        out[0] = (6 & 3) | (1 << 4) ^ ~2
+    out = gk.zeros(1, dtype=gk.int32)
+    gk.launch(folded, 1, inputs=[out])
+    assert out.numpy()[0] == (6 & 3) | (1 << 4) ^ ~2
+
+
+@pytest.mark.parametrize("fn,snippet,message", [
+    (on_floats, "x[0] ^ x[1]", r"'\^' needs integer operands \(int32, int64, uint32\), got float32, float32"),
+    (invert_float, "~x[0]", r"'~' needs integer operands"),
+], ids=["xor_floats", "invert_float"])
+def test_compile_errors(fn, snippet, message):
+    with pytest.raises(gk.CompileError) as info:
+        gk.kernel(fn).ir()
+    text = str(info.value)
+    assert re.search(message, text), text
+    lines, first = inspect.getsourcelines(fn)
+    row = next(k for k, line in enumerate(lines) if snippet in line)
+    assert f"{inspect.getsourcefile(fn)}:{first + row}:{lines[row].index(snippet) + 1}:" in text, text
