@@ -29,6 +29,7 @@ safe_sqrt = load("safe_sqrt_nan")
 jacobian = load("jacobian")
 springs = load("struct_springs")
 rigid = load("rigid_body_quat")
+monte_carlo = load("monte_carlo")
 
 
 def test_gravity_forces_are_minus_the_energy_gradient(device):
@@ -133,6 +134,26 @@ def test_rigid_body_gradient_matches_central_differences_and_misfit_falls(device
         assert grad[c] == pytest.approx(fd, rel=1e-5, abs=1e-8)
     assert out["losses"][-1] < 0.1 * out["losses"][0]
     np.testing.assert_allclose(out["final_q"], rigid.simulate_reference(w0, 60), rtol=1e-10, atol=1e-12)
+
+
+def test_monte_carlo_estimates(device):
+    """The estimates agree with the closed forms statistically, and exactly with the same draws made by an
+    independent model of the random stream (so value and gradient are the right sample means)."""
+    import math
+    from tests.runtime.test_random import pcg
+    out = monte_carlo.run(device, n=6, samples=300)
+    assert np.abs(out["value"] - out["exact_value"]).max() < 5 * out["stderr"]
+    assert np.abs(out["grad"] - out["exact_grad"]).max() < 5 * out["stderr"]
+    for i in (0, 3, 5):
+        s, eps = pcg((2026 + pcg(i)) & 0xFFFFFFFF), []
+        for _ in range(300):
+            s1 = pcg(s)
+            s = pcg(s1)
+            u1, u2 = 1.0 - np.float32((s1 >> 8) / 16777216.0), np.float32((s >> 8) / 16777216.0)
+            eps.append(math.sqrt(-2 * math.log(float(u1))) * math.cos(2 * math.pi * float(u2)))
+        z = out["x"][i] + 0.7 * np.array(eps)
+        assert out["value"][i] == pytest.approx(np.mean(np.sin(z)), abs=2e-6)
+        assert out["grad"][i] == pytest.approx(np.mean(np.cos(z)), abs=2e-6)
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in EXAMPLES.glob("*.py")))
