@@ -11,6 +11,7 @@ import numpy as np
 
 from .builtins import BUILTINS
 from .library import MACROS, call_on_host
+from .builtins import decompositions
 
 
 class LangFunction:
@@ -31,6 +32,8 @@ class LangFunction:
             return args[0]
         if self.kind == "macro":
             return call_on_host(self.name, *args, **kwargs)
+        if self.kind == "library":
+            return decompositions.call_on_host(self.name, *args, **kwargs)
         raise RuntimeError(f"gk.{self.name}() can only be called inside a @gk.kernel or @gk.func")
 
     def __repr__(self) -> str:
@@ -53,5 +56,8 @@ NAMES["adjoint"] = LangFunction("adjoint", "adjoint",
 
 for _name in MACROS:        # written from primitives once: kernels and host alike (core/library)
     NAMES[_name] = LangFunction(_name, "macro")
+
+for _name, _doc in decompositions.DOCS.items():    # kernel-language library code (core/builtins/decompositions.py)
+    NAMES[_name] = LangFunction(_name, "library", doc=_doc)
 
 globals().update(NAMES)

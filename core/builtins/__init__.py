@@ -106,3 +106,4 @@ def register(builtin: Builtin) -> Builtin:
 from . import scalar as _scalar  # noqa: E402,F401  (registers entries)
 from . import linalg as _linalg  # noqa: E402,F401
 from . import bits as _bits  # noqa: E402,F401
+from . import decompositions as _decompositions  # noqa: E402,F401  (stop_gradient; svd3, qr3, eig3, ...)

@@ -104,6 +104,8 @@ class CallLowering:
             return TidCall()
         if fn.kind == "macro":
             return self.call_macro(fn.name, node)
+        if fn.kind == "library":
+            return self.call_library(fn, node)
         if fn.kind == "atomic":
             args = self.call_args(node, None, fn.name)
             view = ArrayView.of(args[0]) if args else None
@@ -154,6 +156,30 @@ class CallLowering:
             self.rebind(target, unwrap(out.state))
             out = out.value
         return unwrap(out)
+
+    def call_library(self, fn: LangFunction, node):
+        """A decomposition written in the kernel language (core/builtins/decompositions.py): `U, s, V =
+        gk.svd3(A)`, or Warp's out-argument form `gk.svd3(A, U, s, V)`, which assigns the locals U, s, V."""
+        from ..builtins.decompositions import OUTPUTS, resolve
+        outs = OUTPUTS[fn.name]
+        if node.keywords or len(node.args) not in (1, 1 + len(outs)) or isinstance(node.args[0], ast.Starred):
+            raise self.error(node, f"{fn.name}() takes a matrix A, or A and the local variables "
+                                   f"{', '.join(outs)} it assigns; got {len(node.args)} arguments")
+        arg = self.expr(node.args[0])
+        func, why = resolve(fn.name, arg.type if isinstance(arg, Value) else None)
+        if func is None:
+            raise self.error(node.args[0], f"{fn.name}(): {why}")
+        callee = func.ir_function(self.building)
+        ins = self.b.emit(Op.CALL, [arg], callee.ret_types, {"func": callee, "callee": func})
+        if len(node.args) == 1:
+            return tuple(ins.results)
+        for target, what, value in zip(node.args[1:], outs, ins.results):
+            old = self.env.get(target.id) if isinstance(target, ast.Name) else None
+            if not isinstance(target, ast.Name) or (isinstance(old, Value) and old.type is not value.type):
+                raise self.error(target, f"{fn.name}(): out-argument {what} must be a local variable of type "
+                                         f"{value.type.name}" + (f", not {old.type.name}" if old is not None else ""))
+            self.assign(target, value, node)
+        return None
 
     def call_prim(self, name: str, args: list, node):
         entry = BUILTINS[name]

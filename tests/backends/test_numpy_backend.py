@@ -116,6 +116,7 @@ REFERENCE = {
     "bit_xor": (np.bitwise_xor, INTS, None), "bit_not": (np.invert, INTS, None),
     "shl": (lambda a, n: np.left_shift(a, n & (a.dtype.itemsize * 8 - 1)), INTS, None),     # counts mod width
     "shr": (lambda a, n: np.right_shift(a, n & (a.dtype.itemsize * 8 - 1)), INTS, None),
+    "stop_gradient": (lambda x: x, FLOATS, None),      # identity; its (absent) derivative: test_decompositions
 }
 SPECIAL = {"cast"}   # tested over every pair of scalar types below
 
