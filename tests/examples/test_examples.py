@@ -30,6 +30,7 @@ jacobian = load("jacobian")
 springs = load("struct_springs")
 rigid = load("rigid_body_quat")
 monte_carlo = load("monte_carlo")
+decompositions = load("decompositions")
 
 
 def test_gravity_forces_are_minus_the_energy_gradient(device):
@@ -154,6 +155,21 @@ def test_monte_carlo_estimates(device):
         z = out["x"][i] + 0.7 * np.array(eps)
         assert out["value"][i] == pytest.approx(np.mean(np.sin(z)), abs=2e-6)
         assert out["grad"][i] == pytest.approx(np.mean(np.cos(z)), abs=2e-6)
+
+
+def test_decompositions_arap_fit(device, rng):
+    """The ARAP energy (rotations from gk.polar_decompose) matches its NumPy float64 reference, its gradient
+    matches central differences of it, and gradient descent moves the block rigidly onto the handles."""
+    out = decompositions.run(device, iters=200)
+    ref = lambda x: decompositions.energy_reference(x, out["rest"], out["nbr"], out["handle"], out["target"])  # noqa: E731
+    x0 = out["rest"]
+    assert out["energies"][0] == pytest.approx(ref(x0), rel=1e-12)
+    for i, c in zip(rng.integers(0, len(x0), 8), rng.integers(0, 3, 8)):
+        e = np.zeros_like(x0)
+        e[i, c] = 1e-6
+        assert out["first_grad"][i, c] == pytest.approx((ref(x0 + e) - ref(x0 - e)) / 2e-6, rel=1e-6, abs=1e-6)
+    assert out["energies"][-1] < 1e-6 * out["energies"][0]
+    np.testing.assert_allclose(out["x"], out["goal"], atol=1e-3)
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in EXAMPLES.glob("*.py")))
