@@ -20,6 +20,10 @@ def _int_rule(name: str, arity: int):
         if any(not getattr(t, "scalar", t).is_int for t in types if not t.is_array):
             shown = ", ".join(t.name for t in types)
             raise BuiltinTypeError(f"'{OPERATORS[name]}' needs integer operands (int32, int64, uint32), got {shown}")
+        scalars = [t.scalar for t in types]
+        if len(set(scalars)) > 1:
+            raise BuiltinTypeError(f"'{OPERATORS[name]}' needs one integer type, got {scalars[0].name} and "
+                                   f"{scalars[1].name}; cast one, e.g. gk.{scalars[0].name}(...)")
         return base(types, attrs)
     return rule
 

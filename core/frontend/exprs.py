@@ -220,6 +220,9 @@ class ExprLowering:
                 return special
         a, b = self.unify(a, b, node)
         a, b = self.widen(a, b)
+        if op in ("shl", "shr") and a.type.is_scalar and b.type.is_scalar and a.type.is_int and b.type.is_int \
+                and a.type is not b.type:         # a shift count of any integer type (taken modulo the width)
+            b = self.prim("cast", b, to=a.type, node=node)
         ta, tb = a.type, b.type
         if op == "div" and ta.scalar.is_int and tb.scalar.is_int:
             a, b = self.prim("cast", a, to=_float_like(ta)), self.prim("cast", b, to=_float_like(tb))

@@ -76,6 +76,24 @@ def test_int_vectors(device, rng):
     np.testing.assert_array_equal(out.numpy(), (a ^ b) | np.left_shift(a, 2))
 
 
+@gk.kernel
+def mixed_shift(u: gk.array(dtype=gk.uint32), k: gk.array(dtype=gk.int32), out: gk.array(dtype=gk.uint32)):
+    i = gk.tid()
+    out[i] = (u[i] >> k[i]) ^ (u[i] << gk.int64(3))
+
+
+def test_shift_count_of_another_integer_type(device):
+    u, k = np.array([2**32 - 1, 5, 2**31], np.uint32), np.array([4, -1, 33], np.int32)
+    out = gk.zeros(3, dtype=gk.uint32, device=device)
+    gk.launch(mixed_shift, 3, inputs=[gk.array(u, device=device), gk.array(k, device=device), out], device=device)
+    n = k.astype(np.uint32) & np.uint32(31)
+    np.testing.assert_array_equal(out.numpy(), np.right_shift(u, n) ^ np.left_shift(u, np.uint32(3)))
+
+
+def mixed_xor(x: gk.array(dtype=gk.uint32), y: gk.array(dtype=gk.int32)):
+    x[0] = x[0] ^ y[0]
+
+
 def on_floats(x: gk.array(dtype=gk.float32)):
     x[0] = x[0] ^ x[1]
 
@@ -96,7 +114,8 @@ def test_constant_folding():
 @pytest.mark.parametrize("fn,snippet,message", [
     (on_floats, "x[0] ^ x[1]", r"'\^' needs integer operands \(int32, int64, uint32\), got float32, float32"),
     (invert_float, "~x[0]", r"'~' needs integer operands"),
-], ids=["xor_floats", "invert_float"])
+    (mixed_xor, "x[0] ^ y[0]", r"'\^' needs one integer type, got uint32 and int32; cast one, e.g. gk.uint32"),
+], ids=["xor_floats", "invert_float", "mixed_types"])
 def test_compile_errors(fn, snippet, message):
     with pytest.raises(gk.CompileError) as info:
         gk.kernel(fn).ir()
