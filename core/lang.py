@@ -57,7 +57,7 @@ NAMES["adjoint"] = LangFunction("adjoint", "adjoint",
 for _name in MACROS:        # written from primitives once: kernels and host alike (core/library)
     NAMES[_name] = LangFunction(_name, "macro")
 
-for _name, _doc in decompositions.DOCS.items():    # kernel-language library code (core/builtins/decompositions.py)
+for _name, _doc in decompositions.DOCS.items():    # library code in the kernel language (svd3, qr3, ...)
     NAMES[_name] = LangFunction(_name, "library", doc=_doc)
 
 globals().update(NAMES)

@@ -110,8 +110,8 @@ def run(device: str = "cpu", iters: int = 400, lr: float = 0.03) -> dict:
             first_grad = x.grad.numpy().copy()
         opt.step([x.grad])
         tape.zero()
-    return {"energies": energies, "first_grad": first_grad, "x": x.numpy().copy(), "goal": goal, "rest": rest_np,
-            "nbr": nbr_np, "handle": handle_np, "target": goal * handle_np[:, None]}
+    return {"energies": energies, "first_grad": first_grad, "x": x.numpy().copy(), "goal": goal,
+            "rest": rest_np, "nbr": nbr_np, "handle": handle_np, "target": goal * handle_np[:, None]}
 
 
 def main(argv=None) -> int:
@@ -122,8 +122,8 @@ def main(argv=None) -> int:
     out = run(args.device, args.iters)
     err = np.abs(out["x"] - out["goal"]).max()
     e0 = energy_reference(out["rest"], out["rest"], out["nbr"], out["handle"], out["target"])
-    print(f"energy {out['energies'][0]:.4g} (NumPy: {e0:.4g}) -> {out['energies'][-1]:.3g} after {args.iters} "
-          f"steps; farthest point from the rigidly moved block: {err:.2e}")
+    print(f"energy {out['energies'][0]:.4g} (NumPy: {e0:.4g}) -> {out['energies'][-1]:.3g} after "
+          f"{args.iters} steps; farthest point from the rigidly moved block: {err:.2e}")
     return 0 if out["energies"][-1] < 1e-3 * out["energies"][0] and err < 1e-3 else 1
 
 

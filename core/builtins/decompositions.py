@@ -49,24 +49,25 @@ _TOL = {T.float32: 1e-6, T.float64: 1e-13}
 _TINY = {T.float32: 1e-30, T.float64: 1e-280}
 
 DOCS = {
-    "svd3": "svd3(A) -> (U, sigma, V) with A = U diag(sigma) Vᵀ for a mat33/mat33d (Warp's convention): "
-            "U, V rotations (det +1), |sigma| decreasing, sigma[0], sigma[1] >= 0 and sigma[2] with the sign "
-            "of det(A). svd3(A, U, sigma, V) assigns the local variables U, sigma, V instead. Differentiable; "
-            "at repeated or zero singular values sigma's derivative stays exact and U, V get finite derivatives "
-            "of one valid choice of singular vectors.",
+    "svd3": "svd3(A) -> (U, sigma, V) with A = U diag(sigma) Vᵀ for a mat33/mat33d (Warp's convention): U, V "
+            "rotations (det +1), |sigma| decreasing, sigma[0], sigma[1] >= 0 and sigma[2] with the sign of "
+            "det(A). svd3(A, U, sigma, V) assigns the local variables U, sigma, V instead. Differentiable; "
+            "at repeated or zero singular values sigma's derivative stays exact and U, V get finite "
+            "derivatives of one valid choice of singular vectors.",
     "svd2": "svd2(A) -> (U, sigma, V) for a mat22/mat22d: U, V rotations, sigma[0] >= |sigma[1]|, sigma[1] "
             "with the sign of det(A); svd2(A, U, sigma, V) assigns locals. Differentiable as svd3.",
-    "qr3": "qr3(A) -> (Q, R) with A = Q R for a mat33/mat33d (Warp's convention): Q a rotation (det +1), R upper "
-           "triangular with R[0,0], R[1,1] >= 0 and R[2,2] of the sign of det(A) (Gram-Schmidt). qr3(A, Q, R) "
-           "assigns locals. Differentiable for full-rank A; rank-deficient A gives finite values and gradients "
-           "(missing directions are completed to an orthonormal basis).",
+    "qr3": "qr3(A) -> (Q, R) with A = Q R for a mat33/mat33d (Warp's convention): Q a rotation (det +1), R "
+           "upper triangular with R[0,0], R[1,1] >= 0 and R[2,2] of the sign of det(A) (Gram-Schmidt). "
+           "qr3(A, Q, R) assigns locals. Differentiable for full-rank A; rank-deficient A gives finite "
+           "values and gradients (missing directions are completed to an orthonormal basis).",
     "eig3": "eig3(A) -> (Q, d) for a symmetric mat33/mat33d: A = Q diag(d) Qᵀ, eigenvalues d ascending, "
-            "eigenvectors the columns of the rotation Q (det +1). A is symmetrised, (A + Aᵀ)/2, so its gradient "
-            "is symmetric. eig3(A, Q, d) assigns locals. Differentiable; d's derivative is exact even at "
-            "repeated eigenvalues, where Q's is finite (one valid eigenbasis).",
-    "polar_decompose": "polar_decompose(A) -> (U, P) with A = U P for a 2x2 or 3x3 float matrix (Taichi): U the "
-                       "rotation (det +1) closest to A, P = sym(Uᵀ A) symmetric (indefinite when det(A) < 0). "
-                       "Differentiable, exactly also at repeated singular values; finite for singular A.",
+            "eigenvectors the columns of the rotation Q (det +1). A is symmetrised, (A + Aᵀ)/2, so its "
+            "gradient is symmetric. eig3(A, Q, d) assigns locals. Differentiable; d's derivative is exact "
+            "even at repeated eigenvalues, where Q's is finite (one valid eigenbasis).",
+    "polar_decompose": "polar_decompose(A) -> (U, P) with A = U P for a 2x2 or 3x3 float matrix (Taichi): "
+                       "U the rotation (det +1) closest to A, P = sym(Uᵀ A) symmetric (indefinite when "
+                       "det(A) < 0). Differentiable, exactly also at repeated singular values; finite for "
+                       "singular A.",
 }
 
 
@@ -84,6 +85,7 @@ def _library(s: T.Type) -> dict:
     gk = SimpleNamespace(**NAMES, stop_gradient=LangFunction("stop_gradient", "prim"))
     M2, M3, V2, V3 = T.matrix((2, 2), s), T.matrix((3, 3), s), T.vector(2, s), T.vector(3, s)
     sweeps, tol, tiny = _SWEEPS[s], _TOL[s], _TINY[s]
+    lib = SimpleNamespace()            # filled with the compiled functions below
 
     # ---- helpers (all values here are stop_gradient'ed by the callers unless said otherwise)
     def _rot(app: s, aqq: s, apq: s) -> tuple[s, s]:
@@ -94,6 +96,9 @@ def _library(s: T.Type) -> dict:
         t = gk.where(ok, gk.where(d >= 0.0, 2.0, -2.0) * apq / gk.where(ok, den, 1.0), 0.0)
         c = 1.0 / gk.sqrt(1.0 + t * t)
         return c, t * c
+
+    def _cols3(A: M3) -> tuple[V3, V3, V3]:
+        return V3(A[0, 0], A[1, 0], A[2, 0]), V3(A[0, 1], A[1, 1], A[2, 1]), V3(A[0, 2], A[1, 2], A[2, 2])
 
     def _unit3(v: V3, fallback: V3) -> V3:
         """v / |v|, or `fallback` where v is (numerically) zero; differentiable with finite gradients."""
@@ -108,7 +113,7 @@ def _library(s: T.Type) -> dict:
         w = w - q * gk.dot(q, w)
         n2 = gk.dot(w, w)
         ok = n2 > tiny + tol * tol * gk.dot(a, a)
-        return gk.where(ok, w / gk.sqrt(gk.where(ok, n2, 1.0)), _perp3(q))
+        return gk.where(ok, w / gk.sqrt(gk.where(ok, n2, 1.0)), lib._perp3(q))
 
     def _perp3(u: V3) -> V3:
         """A unit vector orthogonal to the unit vector u."""
@@ -136,57 +141,63 @@ def _library(s: T.Type) -> dict:
         S = A
         Q = gk.identity(n=3, dtype=s)
         for _sweep in range(sweeps):
-            c, t = _rot(S[0, 0], S[1, 1], S[0, 1])
+            c, t = lib._rot(S[0, 0], S[1, 1], S[0, 1])
             J = M3(c, t, 0.0, -t, c, 0.0, 0.0, 0.0, 1.0)
             S = gk.transpose(J) @ S @ J
             Q = Q @ J
-            c, t = _rot(S[0, 0], S[2, 2], S[0, 2])
+            c, t = lib._rot(S[0, 0], S[2, 2], S[0, 2])
             J = M3(c, 0.0, t, 0.0, 1.0, 0.0, -t, 0.0, c)
             S = gk.transpose(J) @ S @ J
             Q = Q @ J
-            c, t = _rot(S[1, 1], S[2, 2], S[1, 2])
+            c, t = lib._rot(S[1, 1], S[2, 2], S[1, 2])
             J = M3(1.0, 0.0, 0.0, 0.0, c, t, 0.0, -t, c)
             S = gk.transpose(J) @ S @ J
             Q = Q @ J
         e0, e1, e2 = S[0, 0], S[1, 1], S[2, 2]
-        c0, c1, c2 = V3(Q[0, 0], Q[1, 0], Q[2, 0]), V3(Q[0, 1], Q[1, 1], Q[2, 1]), V3(Q[0, 2], Q[1, 2], Q[2, 2])
+        c0, c1, c2 = lib._cols3(Q)
         sw = e1 < e0                      # a three-comparator sorting network
-        e0, e1, c0, c1 = gk.where(sw, e1, e0), gk.where(sw, e0, e1), gk.where(sw, c1, c0), gk.where(sw, c0, c1)
+        e0, e1 = gk.where(sw, e1, e0), gk.where(sw, e0, e1)
+        c0, c1 = gk.where(sw, c1, c0), gk.where(sw, c0, c1)
         sw = e2 < e0
-        e0, e2, c0, c2 = gk.where(sw, e2, e0), gk.where(sw, e0, e2), gk.where(sw, c2, c0), gk.where(sw, c0, c2)
+        e0, e2 = gk.where(sw, e2, e0), gk.where(sw, e0, e2)
+        c0, c2 = gk.where(sw, c2, c0), gk.where(sw, c0, c2)
         sw = e2 < e1
-        e1, e2, c1, c2 = gk.where(sw, e2, e1), gk.where(sw, e1, e2), gk.where(sw, c2, c1), gk.where(sw, c1, c2)
+        e1, e2 = gk.where(sw, e2, e1), gk.where(sw, e1, e2)
+        c1, c2 = gk.where(sw, c2, c1), gk.where(sw, c1, c2)
         return gk.transpose(M3(c0, c1, gk.cross(c0, c1))), V3(e0, e1, e2)
+
+    def _eig_frames3(A: M3) -> tuple[M3, V3]:
+        return lib._jacobi3(A)
 
     def _svd_frames3(A: M3) -> tuple[M3, M3]:
         """Rotations U0, V0 with U0ᵀ A V0 diagonal (|σ| decreasing): V0 from the eigenvectors of AᵀA,
         U0 from Gram-Schmidt of A V0 with its last column the cross product (so σ₂ carries det's sign)."""
-        B = _normalised3(A)
-        E, lam = _jacobi3(gk.transpose(B) @ B)
-        v0, v1 = V3(E[0, 2], E[1, 2], E[2, 2]), V3(E[0, 1], E[1, 1], E[2, 1])
+        B = lib._normalised3(A)
+        E, _lam = lib._jacobi3(gk.transpose(B) @ B)
+        _w0, v1, v0 = lib._cols3(E)       # descending: the eigenvectors of the largest eigenvalues first
         V = gk.transpose(M3(v0, v1, gk.cross(v0, v1)))
         C = B @ V
-        b0, b1 = V3(C[0, 0], C[1, 0], C[2, 0]), V3(C[0, 1], C[1, 1], C[2, 1])
-        u0 = _unit3(b0, V3(1.0, 0.0, 0.0))
-        u1 = _orth_unit3(b1, u0)
+        b0, b1, _b2 = lib._cols3(C)
+        u0 = lib._unit3(b0, V3(1.0, 0.0, 0.0))
+        u1 = lib._orth_unit3(b1, u0)
         return gk.transpose(M3(u0, u1, gk.cross(u0, u1))), V
 
     def _svd_pair(Eij: s, Eji: s, si: s, sj: s, big: s) -> tuple[s, s]:
         """Entries (i, j) of the skew generators W_U, W_V rotating U0, V0 to first order."""
-        f = _div((Eij + Eji) * 0.5, sj - si, big)
-        g = _div((Eij - Eji) * 0.5, sj + si, big)
+        f = lib._div((Eij + Eji) * 0.5, sj - si, big)
+        g = lib._div((Eij - Eji) * 0.5, sj + si, big)
         return f + g, f - g
 
     # ---- the public functions (these carry derivatives)
     def svd3(A: M3) -> tuple[M3, V3, M3]:
-        U0, V0 = _svd_frames3(gk.stop_gradient(A))
+        U0, V0 = lib._svd_frames3(gk.stop_gradient(A))
         E = gk.transpose(U0) @ A @ V0
         sig = V3(E[0, 0], E[1, 1], E[2, 2])
         ss = gk.stop_gradient(sig)
         big = gk.abs(ss[0])
-        a01, b01 = _svd_pair(E[0, 1], E[1, 0], ss[0], ss[1], big)
-        a02, b02 = _svd_pair(E[0, 2], E[2, 0], ss[0], ss[2], big)
-        a12, b12 = _svd_pair(E[1, 2], E[2, 1], ss[1], ss[2], big)
+        a01, b01 = lib._svd_pair(E[0, 1], E[1, 0], ss[0], ss[1], big)
+        a02, b02 = lib._svd_pair(E[0, 2], E[2, 0], ss[0], ss[2], big)
+        a12, b12 = lib._svd_pair(E[1, 2], E[2, 1], ss[1], ss[2], big)
         WU = M3(0.0, a01, a02, -a01, 0.0, a12, -a02, -a12, 0.0)
         WV = M3(0.0, b01, b02, -b01, 0.0, b12, -b02, -b12, 0.0)
         U = U0 + U0 @ (WU - gk.stop_gradient(WU))
@@ -194,13 +205,13 @@ def _library(s: T.Type) -> dict:
         return U, sig, V
 
     def _polar3(A: M3) -> tuple[M3, M3]:
-        U0, V0 = _svd_frames3(gk.stop_gradient(A))
+        U0, V0 = lib._svd_frames3(gk.stop_gradient(A))
         E = gk.transpose(U0) @ A @ V0
         ss = gk.stop_gradient(V3(E[0, 0], E[1, 1], E[2, 2]))
         big = gk.abs(ss[0])
-        h01 = _div(E[0, 1] - E[1, 0], ss[0] + ss[1], big)
-        h02 = _div(E[0, 2] - E[2, 0], ss[0] + ss[2], big)
-        h12 = _div(E[1, 2] - E[2, 1], ss[1] + ss[2], big)
+        h01 = lib._div(E[0, 1] - E[1, 0], ss[0] + ss[1], big)
+        h02 = lib._div(E[0, 2] - E[2, 0], ss[0] + ss[2], big)
+        h12 = lib._div(E[1, 2] - E[2, 1], ss[1] + ss[2], big)
         H = M3(0.0, h01, h02, -h01, 0.0, h12, -h02, -h12, 0.0)
         R = U0 @ (gk.identity(n=3, dtype=s) + H - gk.stop_gradient(H)) @ gk.transpose(V0)
         P = gk.transpose(R) @ A
@@ -208,21 +219,21 @@ def _library(s: T.Type) -> dict:
 
     def eig3(A: M3) -> tuple[M3, V3]:
         As = (A + gk.transpose(A)) * 0.5
-        Q0, d0 = _jacobi3(_normalised3(gk.stop_gradient(As)))
+        Q0, _d0 = lib._eig_frames3(lib._normalised3(gk.stop_gradient(As)))
         S = gk.transpose(Q0) @ As @ Q0
         d = V3(S[0, 0], S[1, 1], S[2, 2])
         ds = gk.stop_gradient(d)
         big = gk.max(gk.abs(ds[0]), gk.abs(ds[2]))
-        w01 = _div(S[0, 1], ds[1] - ds[0], big)
-        w02 = _div(S[0, 2], ds[2] - ds[0], big)
-        w12 = _div(S[1, 2], ds[2] - ds[1], big)
+        w01 = lib._div(S[0, 1], ds[1] - ds[0], big)
+        w02 = lib._div(S[0, 2], ds[2] - ds[0], big)
+        w12 = lib._div(S[1, 2], ds[2] - ds[1], big)
         W = M3(0.0, w01, w02, -w01, 0.0, w12, -w02, -w12, 0.0)
         return Q0 + Q0 @ (W - gk.stop_gradient(W)), d
 
     def qr3(A: M3) -> tuple[M3, M3]:
-        a0, a1, a2 = V3(A[0, 0], A[1, 0], A[2, 0]), V3(A[0, 1], A[1, 1], A[2, 1]), V3(A[0, 2], A[1, 2], A[2, 2])
-        q0 = _unit3(a0, V3(1.0, 0.0, 0.0))
-        q1 = _orth_unit3(a1, q0)
+        a0, a1, a2 = lib._cols3(A)
+        q0 = lib._unit3(a0, V3(1.0, 0.0, 0.0))
+        q1 = lib._orth_unit3(a1, q0)
         q2 = gk.cross(q0, q1)
         R = M3(gk.dot(q0, a0), gk.dot(q0, a1), gk.dot(q0, a2),
                0.0, gk.dot(q1, a1), gk.dot(q1, a2),
@@ -234,17 +245,17 @@ def _library(s: T.Type) -> dict:
         B = Ast * (1.0 / gk.max(gk.max(gk.max(gk.abs(Ast[0, 0]), gk.abs(Ast[0, 1])),
                                        gk.max(gk.abs(Ast[1, 0]), gk.abs(Ast[1, 1]))), tiny))
         S = gk.transpose(B) @ B
-        c, t = _rot(S[0, 0], S[1, 1], S[0, 1])
+        c, t = lib._rot(S[0, 0], S[1, 1], S[0, 1])
         J = M2(c, t, -t, c)
         D = gk.transpose(J) @ S @ J
         v0 = gk.where(D[1, 1] > D[0, 0], V2(t, c), V2(c, -t))
         V0 = M2(v0[0], -v0[1], v0[1], v0[0])
-        u0 = _unit2(B @ v0, V2(1.0, 0.0))
+        u0 = lib._unit2(B @ v0, V2(1.0, 0.0))
         U0 = M2(u0[0], -u0[1], u0[1], u0[0])
         E = gk.transpose(U0) @ A @ V0
         sig = V2(E[0, 0], E[1, 1])
         ss = gk.stop_gradient(sig)
-        a, b = _svd_pair(E[0, 1], E[1, 0], ss[0], ss[1], gk.abs(ss[0]))
+        a, b = lib._svd_pair(E[0, 1], E[1, 0], ss[0], ss[1], gk.abs(ss[0]))
         WU, WV = M2(0.0, a, -a, 0.0), M2(0.0, b, -b, 0.0)
         return U0 + U0 @ (WU - gk.stop_gradient(WU)), sig, V0 + V0 @ (WV - gk.stop_gradient(WV))
 
@@ -259,18 +270,25 @@ def _library(s: T.Type) -> dict:
         P = gk.transpose(U) @ A
         return U, (P + gk.transpose(P)) * 0.5
 
-    names = dict(_rot=_rot, _unit3=_unit3, _orth_unit3=_orth_unit3, _perp3=_perp3, _unit2=_unit2, _div=_div, _normalised3=_normalised3,
-                 _jacobi3=_jacobi3, _svd_frames3=_svd_frames3, _svd_pair=_svd_pair, svd3=svd3, _polar3=_polar3,
-                 eig3=eig3, qr3=qr3, svd2=svd2, _polar2=_polar2)
+    def _eig_frames3_grad(A: M3, adj_Q: M3, adj_d: V3):
+        pass
+
+    def _svd_frames3_grad(A: M3, adj_U: M3, adj_V: M3):
+        pass
+
     funcs = {}
-    for name, py in names.items():
+    for py in (_rot, _cols3, _unit3, _orth_unit3, _perp3, _unit2, _div, _normalised3, _jacobi3, _eig_frames3,
+               _svd_frames3, _svd_pair, svd3, _polar3, eig3, qr3, svd2, _polar2):
+        name = py.__name__
         py.__name__ = py.__qualname__ = name if s is T.float32 else f"{name}_f64"
         funcs[name] = Func(py)
-    # The helpers call each other through these closure names: make them the compiled functions.
-    _rot, _unit3, _perp3, _unit2, _div = funcs["_rot"], funcs["_unit3"], funcs["_perp3"], funcs["_unit2"], funcs["_div"]
-    _orth_unit3 = funcs["_orth_unit3"]
-    _normalised3, _jacobi3, _svd_frames3, _svd_pair = (funcs["_normalised3"], funcs["_jacobi3"],
-                                                       funcs["_svd_frames3"], funcs["_svd_pair"])
+    # The iterations see only stop_gradient values; a (zero) custom gradient tells reverse mode so, and it
+    # replays their loop without saving its carried values on the per-thread stack. (Calls with custom
+    # gradients must not nest: _svd_frames3 calls the plain _jacobi3, eig3 the wrapper _eig_frames3.)
+    for name, grad in (("_eig_frames3", _eig_frames3_grad), ("_svd_frames3", _svd_frames3_grad)):
+        grad.__name__ = grad.__qualname__ = funcs[name].__name__ + "_grad"
+        funcs[name].custom_grad = Func(grad, grad_of=funcs[name])
+    lib.__dict__.update(funcs)         # the helpers call each other through `lib`
     _LIBRARY[s] = funcs
     return funcs
 
@@ -283,8 +301,8 @@ def _shape_of(t) -> tuple | None:
     return t.shape
 
 
-_FORMS = {"svd3": {(3, 3): "svd3"}, "svd2": {(2, 2): "svd2"}, "qr3": {(3, 3): "qr3"}, "eig3": {(3, 3): "eig3"},
-          "polar_decompose": {(3, 3): "_polar3", (2, 2): "_polar2"}}
+_FORMS = {"svd3": {(3, 3): "svd3"}, "svd2": {(2, 2): "svd2"}, "qr3": {(3, 3): "qr3"},
+          "eig3": {(3, 3): "eig3"}, "polar_decompose": {(3, 3): "_polar3", (2, 2): "_polar2"}}
 OUTPUTS = {"svd3": ("U", "sigma", "V"), "svd2": ("U", "sigma", "V"), "qr3": ("Q", "R"), "eig3": ("Q", "d"),
            "polar_decompose": ("U", "P")}
 
@@ -318,7 +336,8 @@ def call_on_host(name: str, A):
     a = np.asarray(A)
     if a.dtype.kind != "f" or a.ndim != 2 or a.shape not in _FORMS[name]:
         want = " or ".join(f"{r}x{c}" for r, c in _FORMS[name])
-        raise TypeError(f"{name}(): needs a {want} float matrix, got an array of shape {a.shape} and dtype {a.dtype}")
+        raise TypeError(f"{name}(): needs a {want} float matrix, got an array of shape {a.shape} and dtype "
+                        f"{a.dtype}")
     dt, a = a.dtype, a.astype(np.float64)
     if name in ("svd3", "svd2"):
         out = _host_svd(a)

@@ -10,7 +10,8 @@ from tests.ad.test_decompositions import np_polar, np_qr, np_svd
 
 from .harness import Case, In, Out, collect
 
-M3, V3, M2, V2 = gk.array(dtype=gk.mat33d), gk.array(dtype=gk.vec3d), gk.array(dtype=gk.mat22d), gk.array(dtype=gk.vec2d)
+M3, V3 = gk.array(dtype=gk.mat33d), gk.array(dtype=gk.vec3d)
+M2, V2 = gk.array(dtype=gk.mat22d), gk.array(dtype=gk.vec2d)
 N = 3
 BASE_SVD, BASE_EIG, BASE_POLAR2 = np.diag([4.0, 2.0, -1.0]), np.diag([-1.5, 0.5, 2.0]), np.diag([2.0, 1.0])
 
@@ -104,22 +105,26 @@ def polar_case(A: M3, B: M2, U: M3, P: M3, U2: M2, P2: M2):
 
 
 def _polar_ref(a, b, u, p, u2, p2):
-    return _each(lambda m, n: (*np_polar(np.diag([3.0, 2.0, -1.0]) + 0.2 * m), *np_polar(BASE_POLAR2 + 0.3 * n)),
-                 a, b)
+    def one(m, n):
+        return (*np_polar(np.diag([3.0, 2.0, -1.0]) + 0.2 * m), *np_polar(BASE_POLAR2 + 0.3 * n))
+    return _each(one, a, b)
 
 
 CASES = collect("decompositions", [
-    Case("svd3", "`U, s, V = gk.svd3(A)`: Warp's signed SVD (rotations, last singular value signed like det A)",
+    Case("svd3", "`U, s, V = gk.svd3(A)`: Warp's signed SVD (rotations, the last singular value signed "
+         "like det A)",
          svd3_tuple, N, [In((N, 3, 3), gk.mat33d), Out((N, 3), gk.vec3d), Out((N, 3, 3), gk.mat33d),
                          Out((N, 3, 3), gk.mat33d)], _svd3_ref),
-    Case("svd_out_args", "Warp's out-argument form `gk.svd3(A, U, s, V)` and `gk.svd2(A, U, s, V)` (assigns locals)",
-         svd_out_args, N, [In((N, 3, 3), gk.mat33d), In((N, 2, 2), gk.mat22d), Out((N, 3), gk.vec3d),
-                           Out((N, 2), gk.vec2d), Out((N, 3, 3), gk.mat33d), Out((N, 2, 2), gk.mat22d)], _svd_out_ref),
+    Case("svd_out_args", "Warp's out-argument form `gk.svd3(A, U, s, V)` and `gk.svd2(A, U, s, V)` "
+         "(assigns locals)", svd_out_args, N,
+         [In((N, 3, 3), gk.mat33d), In((N, 2, 2), gk.mat22d), Out((N, 3), gk.vec3d), Out((N, 2), gk.vec2d),
+          Out((N, 3, 3), gk.mat33d), Out((N, 2, 2), gk.mat22d)], _svd_out_ref),
     Case("qr3", "`Q, R = gk.qr3(A)`: Q a rotation, R upper triangular (Gram-Schmidt)", qr3_case, N,
          [In((N, 3, 3), gk.mat33d), Out((N, 3, 3), gk.mat33d), Out((N, 3, 3), gk.mat33d)], _qr3_ref),
     Case("eig3", "`Q, d = gk.eig3(A)`: symmetric eigendecomposition, eigenvalues ascending", eig3_case, N,
          [In((N, 3, 3), gk.mat33d), Out((N, 3), gk.vec3d), Out((N, 3, 3), gk.mat33d)], _eig3_ref),
-    Case("polar_decompose", "`U, P = gk.polar_decompose(A)` for 3x3 and 2x2: rotation U, symmetric P (Taichi)",
+    Case("polar_decompose", "`U, P = gk.polar_decompose(A)` for 3x3 and 2x2: rotation U, symmetric P "
+         "(Taichi)",
          polar_case, N, [In((N, 3, 3), gk.mat33d), In((N, 2, 2), gk.mat22d), Out((N, 3, 3), gk.mat33d),
                          Out((N, 3, 3), gk.mat33d), Out((N, 2, 2), gk.mat22d), Out((N, 2, 2), gk.mat22d)],
          _polar_ref),
