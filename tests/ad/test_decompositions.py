@@ -497,3 +497,32 @@ def test_jacobi_sweeps_are_not_saved_for_the_backward_pass(device, rng):
     w = rng.normal(size=(2, 3, 3))
     tape.backward(grads={out: gk.array(w, dtype=gk.mat33d, device=device)})
     np.testing.assert_allclose(A.grad.numpy(), fd_vjp(ref, a, [w]), atol=1e-6)
+
+
+@gk.func
+def top_sigma_plus_top_eig(t: gk.float64) -> gk.float64:
+    U, s, V = gk.svd3(gk.mat33d(2.0, t, 0.0, 0.3, 1.0, t * t, 0.1, 0.0, 0.5))
+    Q, d = gk.eig3(gk.mat33d(2.0, t, 0.0, t, 1.0, 0.2, 0.0, 0.2, 0.5))
+    return s[0] + d[2]
+
+
+@gk.kernel
+def transformed(x: gk.array(dtype=gk.float64), g: gk.array(dtype=gk.float64), t: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    g[i] = gk.grad(top_sigma_plus_top_eig)(x[i])
+    v, dv = gk.jvp(top_sigma_plus_top_eig)(x[i], 1.0)
+    t[i] = dv
+
+
+def test_grad_and_jvp_transforms_see_through_the_decompositions(device, rng):
+    x = rng.uniform(-1, 1, 3)
+
+    def ref(t):
+        m = np.array([[2, t, 0], [0.3, 1, t * t], [0.1, 0, 0.5]])
+        n = np.array([[2, t, 0], [t, 1, 0.2], [0, 0.2, 0.5]])
+        return np.linalg.svd(m, compute_uv=False)[0] + np.linalg.eigvalsh(n)[2]
+    g, t = gk.zeros(3, dtype=gk.float64, device=device), gk.zeros(3, dtype=gk.float64, device=device)
+    gk.launch(transformed, 3, inputs=[gk.array(x, device=device), g, t], device=device)
+    want = [(ref(v + 1e-6) - ref(v - 1e-6)) / 2e-6 for v in x]
+    np.testing.assert_allclose(g.numpy(), want, atol=1e-7)
+    np.testing.assert_allclose(t.numpy(), want, atol=1e-7)
