@@ -10,9 +10,10 @@ exactly zero), its derivative the analytic one (e.g. dσᵢ = uᵢᵀ dA vᵢ), 
 Degenerate inputs (repeated singular values or eigenvalues, rank deficiency, the zero matrix) give finite
 values and finite gradients, never NaN: a term whose denominator (σⱼ ∓ σᵢ, dⱼ - dᵢ) is below `_TOL`
 times the largest magnitude is dropped, which is the derivative of one valid choice of the non-unique
-singular/eigen vectors. Quantities that stay differentiable at such points (singular values and
-eigenvalues, the polar factors of a matrix with distinct |σ| sums, reconstructions) keep their exact
-derivative there.
+singular/eigen vectors. Quantities that stay differentiable at such points (symmetric functions of the
+singular values or eigenvalues such as their sum, the polar factors wherever σᵢ + σⱼ ≠ 0, QR of a
+full-rank matrix) keep their exact derivative there. The sweeps' own (zero) custom gradient keeps reverse
+mode from saving their loop on the per-thread stack.
 
 The module also declares the private primitive `stop_gradient` (identity value, no derivative) the
 library code uses."""
