@@ -3,13 +3,12 @@ values and int vectors, on every device, against NumPy at the edges: negative nu
 wrap-around, shift counts 0, 31, 32, 33 and 63 (taken modulo the bit width everywhere), arithmetic `>>`
 for signed and logical for uint32; on floats a CompileError at the operator."""
 
-import inspect
-import re
 
 import numpy as np
 import pytest
 
 import gradkit as gk
+from tests.compile_errors import assert_compile_error
 
 
 def _kernel(dtype):
@@ -117,10 +116,4 @@ def test_constant_folding():
     (mixed_xor, "x[0] ^ y[0]", r"'\^' needs one integer type, got uint32 and int32; cast one, e.g. gk.uint32"),
 ], ids=["xor_floats", "invert_float", "mixed_types"])
 def test_compile_errors(fn, snippet, message):
-    with pytest.raises(gk.CompileError) as info:
-        gk.kernel(fn).ir()
-    text = str(info.value)
-    assert re.search(message, text), text
-    lines, first = inspect.getsourcelines(fn)
-    row = next(k for k, line in enumerate(lines) if snippet in line)
-    assert f"{inspect.getsourcefile(fn)}:{first + row}:{lines[row].index(snippet) + 1}:" in text, text
+    assert_compile_error(fn, snippet, message)

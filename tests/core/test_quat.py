@@ -3,14 +3,13 @@ NumPy references (the vector form of the Hamilton product, Rodrigues rotation ma
 roll/pitch/yaw), in float32 and float64 on every device; reverse and forward-mode derivatives against
 central differences; host-side evaluation; misuse is a CompileError at the call."""
 
-import inspect
-import re
 
 import numpy as np
 import pytest
 
 import gradkit as gk
-from tests.core.test_component_writes_and_reversed import check
+from tests.compile_errors import assert_compile_error
+from tests.kernel_check import check
 
 Q, V3, F = gk.array(dtype=gk.quatd), gk.array(dtype=gk.vec3d), gk.array(dtype=gk.float64)
 
@@ -224,11 +223,4 @@ ERRORS = [
 
 @pytest.mark.parametrize("fn,snippet,message", ERRORS, ids=[e[0].__name__ for e in ERRORS])
 def test_compile_errors(fn, snippet, message):
-    with pytest.raises(gk.CompileError) as info:
-        gk.kernel(fn).ir()
-    text = str(info.value)
-    assert re.search(message, text), text
-    lines, first = inspect.getsourcelines(fn)
-    row = next(k for k, line in enumerate(lines) if snippet in line)
-    col = lines[row].index(snippet)
-    assert f"{inspect.getsourcefile(fn)}:{first + row}:{col + 1}:" in text, text
+    assert_compile_error(fn, snippet, message)

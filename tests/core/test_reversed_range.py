@@ -5,7 +5,10 @@ import numpy as np
 import pytest
 
 import gradkit as gk
-from tests.core.test_component_writes_and_reversed import A1, F64, check
+from tests.kernel_check import check
+
+F64 = gk.float64
+A1 = gk.array(dtype=F64)
 
 
 # --------------------------------------------------------------------------- reversed(range(...))
