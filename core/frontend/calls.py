@@ -149,11 +149,10 @@ class CallLowering:
                                    f"{'s' * (len(params) != 1)}, got {len(args) + len(kwargs)}") from None
         out = fn(IREmit(self, node, name), *args, **kwargs)
         if isinstance(out, Advance):            # gk.randf(state): `state` now holds the advanced state
-            target = self.local_name(node.args[0]) if node.args else None
-            if target is None:
+            if not node.args or self.local_name(node.args[0]) is None:
                 raise self.error(node, f"{name}(state, ...) needs a local variable holding the random state "
                                        "(state = gk.rand_init(seed, offset)), which it advances")
-            self.rebind(target, unwrap(out.state))
+            self.assign_out_argument(node.args[0], unwrap(out.state), name, "state", node)
             out = out.value
         return unwrap(out)
 
@@ -174,12 +173,19 @@ class CallLowering:
         if len(node.args) == 1:
             return tuple(ins.results)
         for target, what, value in zip(node.args[1:], outs, ins.results):
-            old = self.env.get(target.id) if isinstance(target, ast.Name) else None
-            if not isinstance(target, ast.Name) or (isinstance(old, Value) and old.type is not value.type):
-                raise self.error(target, f"{fn.name}(): out-argument {what} must be a local variable of type "
-                                         f"{value.type.name}" + (f", not {old.type.name}" if old is not None else ""))
-            self.assign(target, value, node)
+            self.assign_out_argument(target, value, fn.name, f"out-argument {what}", node)
         return None
+
+    def assign_out_argument(self, target, value: Value, fn_name: str, what: str, node) -> None:
+        """A call that assigns the local variable its argument names (Warp's out-arguments, a random
+        state): a local name or a struct field of a local, holding nothing yet or a value of the same type."""
+        name = self.local_name(target)
+        old = self.env.get(name) if name is not None else None
+        if name is None or (isinstance(old, Value) and old.type is not value.type):
+            raise self.error(target, f"{fn_name}(): {what} must be a local variable of type {value.type.name}"
+                                     + (f", not {old.type.name}" if isinstance(old, Value) else ""))
+        self.rebind(name, value)
+        self.maybe_undefined.discard(name)
 
     def call_prim(self, name: str, args: list, node):
         entry = BUILTINS[name]

@@ -13,6 +13,7 @@ import ast
 from .. import types as T
 from ..ir import Value
 from ..lang import LangFunction
+from ..builtins.decompositions import OUTPUTS
 from ..library import MACROS
 from ..ops import Op
 from .context import NUMBER, ArrayView, StructArrayRef, StructElement, StructSlot, StructValue, TidCall
@@ -49,8 +50,9 @@ def assigned_names(stmts) -> set[str]:
 
     for st in stmts:
         for node in ast.walk(st):
-            if isinstance(node, ast.Call) and node.args and _advances_state(node):
-                targets(node.args[0])          # gk.randf(state) re-binds `state`
+            if isinstance(node, ast.Call):
+                for t in assigned_arguments(node):      # gk.randf(state), gk.svd3(A, U, s, V)
+                    targets(t)
             if isinstance(node, ast.Assign):
                 for t in node.targets:
                     targets(t)
@@ -61,11 +63,16 @@ def assigned_names(stmts) -> set[str]:
     return out
 
 
-def _advances_state(call: ast.Call) -> bool:
-    """A call of a macro that advances its first argument (gk.randf(state), ...), by its name."""
+def assigned_arguments(call: ast.Call) -> list:
+    """The argument nodes whose local variables a call assigns, known by the callee's name: the state a
+    random draw advances (gk.randf(state)), the out-arguments of a decomposition (gk.svd3(A, U, s, V))."""
     f = call.func
     name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
-    return getattr(MACROS.get(name), "advances_state", False)
+    if getattr(MACROS.get(name), "advances_state", False):
+        return call.args[:1]
+    if name in OUTPUTS and len(call.args) > 1:
+        return call.args[1:]
+    return []
 
 
 def _contains(stmts, kinds, stop_at_loops: bool) -> bool:

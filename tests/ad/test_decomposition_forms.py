@@ -166,3 +166,21 @@ def test_grad_and_jvp_transforms_see_through_the_decompositions(device, rng):
     want = [(ref(v + 1e-6) - ref(v - 1e-6)) / 2e-6 for v in x]
     np.testing.assert_allclose(g.numpy(), want, atol=1e-7)
     np.testing.assert_allclose(t.numpy(), want, atol=1e-7)
+
+
+@gk.kernel
+def out_args_after_loop(A: gk.array(dtype=gk.mat33d), out: gk.array(dtype=gk.mat33d)):
+    i = gk.tid()
+    Q = gk.identity(n=3, dtype=gk.float64)
+    R = gk.identity(n=3, dtype=gk.float64)
+    for _k in range(2):
+        gk.qr3(A[i] * float(_k + 1), Q, R)     # the out-arguments are loop-carried locals
+    out[i] = Q @ R
+
+
+def test_out_arguments_assigned_in_a_loop_are_carried_out_of_it(device, rng):
+    """The locals an out-argument call assigns inside a loop hold the last iteration's values after it."""
+    a = well_conditioned(rng, "svd3", 2)
+    out = gk.zeros(2, dtype=gk.mat33d, device=device)
+    gk.launch(out_args_after_loop, 2, inputs=[gk.array(a, dtype=gk.mat33d, device=device), out], device=device)
+    np.testing.assert_allclose(out.numpy(), 2 * a, atol=1e-10)
