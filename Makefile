@@ -28,7 +28,7 @@ XDIST_WORKERS ?= 2
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: test demo bench peers fuzz clean distclean sysdeps
+.PHONY: test demo bench peers fuzz clean distclean sysdeps opencl-driver
 
 # Debian/Ubuntu ship venv separately (python3-venv); as root, install it when it is missing.
 $(PY):
@@ -70,7 +70,21 @@ sysdeps:
 			$$missing >/dev/null) || echo "warning: could not install$$missing (tests needing them are skipped)"; \
 	fi
 
-test: sysdeps install-$(TEST_EXTRAS) peers
+# The OpenCL tests need a device whose compiler works. The PoCL wheel (LLVM 14) rejects every program on
+# CPUs newer than its LLVM (AMD Zen 5: "unknown target CPU 'generic'"); then, as root, Debian's PoCL
+# (pocl-opencl-icd, a newer LLVM) is installed beside it, and gradkit offers only the device that builds.
+opencl-driver: install-$(TEST_EXTRAS)
+	@if ! $(PY) -c "from gradkit.backends.opencl.devices import discover; discover()" 2>/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing system packages: pocl-opencl-icd (no OpenCL device here compiles kernels)"; \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+				pocl-opencl-icd >/dev/null) || echo "warning: could not install pocl-opencl-icd (OpenCL tests skipped)"; \
+		else \
+			echo "note: no OpenCL device compiles kernels; install Debian's pocl-opencl-icd (OpenCL tests skipped)"; \
+		fi; \
+	fi
+
+test: sysdeps install-$(TEST_EXTRAS) opencl-driver peers
 	@if $(PY) -c "import xdist" 2>/dev/null; then workers="-n $(XDIST_WORKERS)"; else workers=""; fi; \
 	$(PY) -m pytest $$workers tests $(PYTEST_ARGS)
 

@@ -1,7 +1,8 @@
 """OpenCL device discovery and per-device state (context, in-order queue, built programs).
 
-Every device of every platform is offered, GPUs first; `DeviceError` says what is missing and how to
-get it when pyopencl or any OpenCL device is absent. A device's context and queue are made on first use.
+Every device of every platform whose compiler builds a one-line kernel is offered, GPUs first;
+`DeviceError` says what is missing and how to get it when pyopencl or any usable OpenCL device is absent.
+A device's context and queue are made on first use.
 """
 
 from __future__ import annotations
@@ -20,30 +21,68 @@ except ImportError:     # reported when devices are asked for
 
 INSTALL = ("pip install pyopencl pocl-binary-distribution (PoCL gives a CPU OpenCL device), or install "
            "your GPU vendor's OpenCL driver")
+NEWER_POCL = ("a PoCL whose LLVM knows this CPU, e.g. Debian's pocl-opencl-icd (`make test` installs it as root "
+              "when needed)")
 
 GPU_WORKGROUP = 256     # a multiple of every vendor's warp / wavefront width
 CPU_WORKGROUP = 64      # PoCL on a CPU: see the measurements in backend.py's docstring
 
 
 def discover() -> list:
-    """Every OpenCL device of every platform, GPUs first (stable otherwise); DeviceError if none."""
+    """Every usable OpenCL device of every platform, GPUs first (stable otherwise); DeviceError if none.
+
+    A device whose compiler cannot build a one-line kernel is left out: PoCL 3.0 (LLVM 14, the wheel
+    pocl-binary-distribution ships) offers CPUs newer than its LLVM (AMD Zen 5) and then rejects every
+    program ("unknown target CPU 'generic'"), so offering it would only fail later, at the first launch."""
     if cl is None:
         raise DeviceError(f"the OpenCL backend needs the pyopencl package, which is not installed: {INSTALL}")
     try:
         platforms = cl.get_platforms()
     except cl.Error as exc:
         raise DeviceError(f"no OpenCL platform found ({exc}); {INSTALL}") from None
-    devices = []
+    found = []
     for platform in platforms:
         try:
-            devices += platform.get_devices()
+            found += platform.get_devices()
         except cl.Error:          # a platform without devices (e.g. a GPU driver with no GPU present)
             continue
-    if not devices:
+    if not found:
         names = ", ".join(p.name.strip() for p in platforms) or "none"
         raise DeviceError(f"no OpenCL device found (platforms: {names}); {INSTALL}")
+    failures = [build_failure(d) for d in found]
+    devices = [d for d, failure in zip(found, failures) if failure is None]
+    if not devices:
+        why = "; ".join(dict.fromkeys(f"{d.name.strip()} ({d.platform.version.strip()}): {failure}"
+                                      for d, failure in zip(found, failures)))
+        raise DeviceError(f"no OpenCL device can compile kernels: {why}. Install {NEWER_POCL}, or {INSTALL}")
     devices.sort(key=lambda d: 0 if d.type & cl.device_type.GPU else 1)
     return devices
+
+
+PROBE = "__kernel void gk_probe(__global float* p) { p[get_global_id(0)] += 1.0f; }"
+
+
+def build_failure(dev) -> str | None:
+    """None when `dev`'s compiler builds a one-line kernel, else the first line of its build log."""
+    ctx = cl.Context([dev])
+    program = cl.Program(ctx, PROBE)
+    try:
+        _quiet_build(program, [dev])
+        return None
+    except cl.Error as exc:
+        try:
+            log = program.get_build_info(dev, cl.program_build_info.LOG).strip()
+        except cl.Error:
+            log = ""
+        lines = [line for line in (log or str(exc)).splitlines() if line.strip()]
+        return lines[0] if lines else "the build failed"
+
+
+def _quiet_build(program, devices=None):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # PoCL's compiler chatter; failures still raise
+        return program.build(devices=devices)
 
 
 def is_gpu(dev) -> bool:
@@ -94,11 +133,8 @@ __kernel void probe(__global float* p, __global double* q) {
 
 
 def _builds(ctx, source: str) -> bool:
-    import warnings
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            cl.Program(ctx, source).build()
+        _quiet_build(cl.Program(ctx, source))
         return True
     except cl.Error:
         return False

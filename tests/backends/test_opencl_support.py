@@ -172,7 +172,33 @@ def test_gpus_are_listed_first(monkeypatch):
              SimpleNamespace(name="gpu-plat", get_devices=lambda: [dev("g0", cl.device_type.GPU),
                                                                    dev("g1", cl.device_type.GPU)])]
     monkeypatch.setattr(cl, "get_platforms", lambda: plats)
+    monkeypatch.setattr(devices_mod, "build_failure", lambda d: None)
     assert [d.name for d in devices_mod.discover()] == ["g0", "g1", "c0"]
+
+
+def test_devices_whose_compiler_fails_are_left_out(monkeypatch):
+    """PoCL 3.0 (LLVM 14) offers an AMD Zen 5 CPU but rejects every program built for it: such a device is
+    not offered, and when no device is left the error names each one, its compiler's complaint and the fix."""
+    cl = devices_mod.cl
+    real = devices_mod.discover()
+    broken = "error: unknown target CPU 'generic'"
+
+    def dev(name):
+        return SimpleNamespace(name=name, type=cl.device_type.CPU,
+                               platform=SimpleNamespace(version="OpenCL 3.0 PoCL 3.0-rc2 LLVM 14.0.6"))
+
+    plats = [SimpleNamespace(name="old-pocl", get_devices=lambda: [dev("pthread-old")]),
+             SimpleNamespace(name="new-pocl", get_devices=lambda: [dev("pthread-new")])]
+    monkeypatch.setattr(cl, "get_platforms", lambda: plats)
+    monkeypatch.setattr(devices_mod, "build_failure", lambda d: broken if d.name == "pthread-old" else None)
+    assert [d.name for d in devices_mod.discover()] == ["pthread-new"]
+    monkeypatch.setattr(devices_mod, "build_failure", lambda d: broken)
+    with pytest.raises(DeviceError, match=r"no OpenCL device can compile kernels: pthread-old \(.*PoCL 3.0.*\): "
+                                          r"error: unknown target CPU 'generic'.*pthread-new.*pocl-opencl-icd"):
+        devices_mod.discover()
+    monkeypatch.undo()
+    # the probe itself, on the real devices: each one offered builds the one-line kernel
+    assert all(devices_mod.build_failure(d) is None for d in real)
 
 
 def test_missing_pyopencl_is_a_device_error(monkeypatch):
