@@ -28,7 +28,7 @@ from ..core.builtins import BUILTINS
 from ..core.errors import CompileError
 from ..core.ir import Builder, Function, Instr, Region, Value, copy_instr, local_ids, used_ids
 from ..core.ops import LOOPS, OPAQUE, STACK, WRITES, Op
-from ..core.passes import lower
+from ..core.passes import inline_kept_calls, lower
 from ..core.passes.simplify import simplify
 from .derived import Derived, derived_kernel
 
@@ -145,7 +145,8 @@ class Reverse:
                     self.add_adj(b, y, self.adj[r.id])
             self.reverse_region(region, b)
             return
-        grad = lower(callee.custom_grad.ir_function())
+        # a custom adjoint is run, not differentiated: custom-rule calls inside it are plain calls
+        grad = inline_kept_calls(lower(callee.custom_grad.ir_function()))
         adjs = [self.adj.get(r.id) or self.zero(b, r.type) for r in ins.results]
         mapping = {p.value.id: v for p, v in zip(grad.params, [self.p(a) for a in ins.args] + adjs)}
         for sub in grad.body.body:

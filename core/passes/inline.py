@@ -50,11 +50,12 @@ def inline_calls(fn: Function) -> Function:
 
 
 def inline_kept_calls(fn: Function) -> Function:
-    """Inline the calls lowering kept for AD (their callees lowered first): what backends compile."""
+    """Inline the calls lowering kept for AD: what backends compile. Each callee is lowered first, and the
+    calls its lowering kept (a custom-gradient function calling another) are inlined into it likewise."""
     from . import lower
     for ins in fn.walk():
         if ins.op == Op.CALL and "lowered" not in ins.attrs:
-            ins.attrs["func"] = lower(ins.attrs["func"])
+            ins.attrs["func"] = inline_kept_calls(lower(ins.attrs["func"]))
             ins.attrs["lowered"] = True
     _inline_region(fn.body, {}, keep=lambda ins: False)
     return fn

@@ -143,3 +143,41 @@ def test_custom_grad_on_vec_and_mat_arguments_with_two_outputs(device, rng):
     true_v = np.einsum("nji,nj->ni", m, go) + 2 * gs[:, None] * v
     np.testing.assert_allclose(vs.grad.numpy(), 2.0 * true_v, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(ms.grad.numpy(), np.einsum("ni,nj->nij", go, v), rtol=1e-4, atol=1e-5)
+
+
+# A custom gradient whose function and whose adjoint call another function with a custom gradient (vector
+# arguments, so the inner bodies must be lowered before they are inlined): forward, reverse, forward mode.
+
+@gk.func
+def sq_norm(v: gk.vec3d) -> gk.float64:
+    return gk.dot(v, v)
+
+
+@gk.func_grad(sq_norm)
+def adj_sq_norm(v: gk.vec3d, adj_ret: gk.float64):
+    gk.adjoint[v] += 2.0 * v * adj_ret
+
+
+@gk.func
+def spring_energy(v: gk.vec3d, k: gk.float64) -> gk.float64:
+    return 0.5 * k * sq_norm(v)
+
+
+@gk.func_grad(spring_energy)
+def adj_spring_energy(v: gk.vec3d, k: gk.float64, adj_ret: gk.float64):
+    gk.adjoint[v] += k * v * adj_ret
+    gk.adjoint[k] += 0.5 * sq_norm(v) * adj_ret          # a custom-gradient call inside a custom adjoint
+
+
+@gk.kernel
+def run_spring_energy(p: gk.array(dtype=gk.vec3d), k: gk.array(dtype=gk.float64), e: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    e[i] = spring_energy(p[i], k[i]) + sq_norm(p[i])
+
+
+def test_custom_grad_calling_custom_grad(device, rng):
+    from tests.kernel_check import check
+    n = 5
+    check(run_spring_energy, n, [rng.normal(size=(n, 3)), rng.uniform(0.5, 2.0, n), np.zeros(n)],
+          [gk.vec3d, gk.float64, gk.float64], "iiw",
+          lambda p, k, e: (0.5 * k + 1.0) * (p * p).sum(1), device, rng)
