@@ -6,132 +6,110 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.errors import GradientCheckError
+from .jacobian_target import flat, make_target
 
 
-def _float_array(a) -> bool:
-    return hasattr(a, "buffer") and a.dtype.scalar.is_float
+def _limit(n: int, most: int) -> int:
+    """How many of `n` rows/columns to evaluate: all when `most` <= 0 (Warp's -1 default)."""
+    return n if most is None or most <= 0 else min(n, int(most))
 
 
-def _split(inputs, outputs):
-    ins = [k for k, a in enumerate(inputs) if _float_array(a)]
-    outs = [k for k, a in enumerate(outputs) if _float_array(a)]
-    return ins, outs
+def _blank(target, pairs) -> dict:
+    """NaN-filled Jacobian blocks: entries a `max_*_per_var` limit leaves unevaluated stay NaN (as Warp)."""
+    return {(o, i): np.full((target.output_size(o), flat(target.inputs[i]).size), np.nan) for o, i in pairs}
 
 
-def _copy(a):
-    return a.copy()
-
-
-def _flat(a) -> np.ndarray:
-    return np.array(a._read(), dtype=np.float64).reshape(-1)   # a copy: .numpy() may be a live view
-
-
-def _like(a, values: np.ndarray):
-    from .array import array
-    return array(values.reshape(a.numpy().shape).astype(a.numpy().dtype), dtype=a.dtype, device=a.device)
-
-
-def jacobian(kernel, dim, inputs, outputs, device=None) -> dict:
-    """Reverse-mode Jacobians: {(out_idx, in_idx): (out.size*ncomp, in.size*ncomp) array}, one adjoint launch per row."""
-    from .creation import zeros_like
-    from .launch import launch
-    inputs, outputs = list(inputs), list(outputs)
-    ins, outs = _split(inputs, outputs)
-    result = {}
-    for o in outs:
-        n_rows = _flat(outputs[o]).size
-        blocks = {i: np.zeros((n_rows, _flat(inputs[i]).size)) for i in ins}
-        for row in range(n_rows):
-            adj_in = [zeros_like(a) if _float_array(a) else None for a in inputs]
-            adj_out = [zeros_like(a) if _float_array(a) else None for a in outputs]
-            seed = np.zeros(n_rows)
-            seed[row] = 1.0
-            adj_out[o] = _like(outputs[o], seed)
-            launch(kernel, dim, inputs, outputs, device=device, adjoint=True, adj_inputs=adj_in, adj_outputs=adj_out,
-                   record_tape=False)
-            for i in ins:
-                blocks[i][row] = _flat(adj_in[i])
-        for i in ins:
-            result[(o, i)] = blocks[i]
+def _plotted(result: dict, function, target, plot: bool) -> dict:
+    if plot:
+        jacobian_plot(result, function, inputs=target.inputs)
     return result
 
 
-def _run_forward(kernel, dim, inputs, outputs, originals, device):
-    from .launch import launch
-    for out, orig in zip(outputs, originals):
-        if orig is not None:
-            out.assign(orig.numpy())
-    launch(kernel, dim, inputs, outputs, device=device, record_tape=False)
-
-
-def jacobian_fd(kernel, dim, inputs, outputs, eps: float = 1e-4, device=None) -> dict:
-    """Central-difference Jacobians (outputs are restored before every launch, so accumulating kernels work)."""
-    inputs, outputs = list(inputs), list(outputs)
-    ins, outs = _split(inputs, outputs)
-    originals = [_copy(a) if hasattr(a, "buffer") else None for a in outputs]
-    saved_in = {i: inputs[i].numpy().copy() for i in ins}
-    result = {(o, i): np.zeros((_flat(outputs[o]).size, _flat(inputs[i]).size)) for o in outs for i in ins}
+def jacobian(function, dim=None, inputs=None, outputs=None, input_output_mask=None, device=None,
+             max_outputs_per_var: int = -1, plot_jacobians: bool = False) -> dict:
+    """Reverse-mode Jacobians {(out_idx, in_idx): (out.size*ncomp, in.size*ncomp) float64 array}, one adjoint
+    per output row. `function` is a kernel (launched over `dim` with `inputs`, `outputs`) or a Python
+    function of `inputs` that launches kernels and returns array(s) (`dim`, `outputs` not given).
+    `input_output_mask=[(input, output), ...]` (names or indices) picks pairs; `max_outputs_per_var` caps
+    the rows evaluated per output (the rest read NaN); `plot_jacobians` draws them (`jacobian_plot`)."""
+    target = make_target(function, dim, inputs, outputs, device)
     try:
-        for i in ins:
-            base = saved_in[i].reshape(-1).astype(np.float64)
-            for col in range(base.size):
-                cols = []
+        pairs = target.pairs(input_output_mask)
+        result = _blank(target, pairs)
+        for o in dict.fromkeys(o for o, _ in pairs):
+            n_rows = target.output_size(o)
+            ins = [i for oo, i in pairs if oo == o]
+            for row in range(_limit(n_rows, max_outputs_per_var)):
+                seed = np.zeros(n_rows)
+                seed[row] = 1.0
+                grads = target.adjoint_row(o, seed)
+                for i in ins:
+                    result[(o, i)][row] = grads[i]
+    finally:
+        target.restore()
+    return _plotted(result, function, target, plot_jacobians)
+
+
+def jacobian_fd(function, dim=None, inputs=None, outputs=None, input_output_mask=None, device=None,
+                max_inputs_per_var: int = -1, eps: float = 1e-4, plot_jacobians: bool = False) -> dict:
+    """Central-difference Jacobians, as `jacobian` (kernel or function; `max_inputs_per_var` caps the
+    columns evaluated per input). Inputs and a kernel's outputs are put back as they were afterwards."""
+    target = make_target(function, dim, inputs, outputs, device)
+    saved = {}
+    try:
+        pairs = target.pairs(input_output_mask)
+        result = _blank(target, pairs)
+        for i in dict.fromkeys(i for _, i in pairs):
+            outs = [o for o, ii in pairs if ii == i]
+            base = saved[i] = flat(target.inputs[i])
+            for col in range(_limit(base.size, max_inputs_per_var)):
+                values = []
                 for sign in (1.0, -1.0):
                     x = base.copy()
                     x[col] += sign * eps
-                    inputs[i].assign(x.reshape(saved_in[i].shape).astype(saved_in[i].dtype))
-                    _run_forward(kernel, dim, inputs, outputs, originals, device)
-                    cols.append({o: _flat(outputs[o]) for o in outs})
+                    target.set_input(i, x)
+                    values.append(target.evaluate())
                 for o in outs:
-                    result[(o, i)][:, col] = (cols[0][o] - cols[1][o]) / (2 * eps)
-                inputs[i].assign(saved_in[i])
+                    result[(o, i)][:, col] = (values[0][o] - values[1][o]) / (2 * eps)
+                target.set_input(i, base)
     finally:
-        for i in ins:
-            inputs[i].assign(saved_in[i])
-        _run_forward(kernel, dim, inputs, outputs, originals, device)
-    return result
+        for i, base in saved.items():
+            target.set_input(i, base)
+        target.restore()
+    return _plotted(result, function, target, plot_jacobians)
 
 
-def jacobian_fwd(kernel, dim, inputs, outputs, device=None) -> dict:
-    """Forward-mode Jacobians, one tangent launch per input column."""
-    from .creation import zeros_like
-    from .launch import launch
-    inputs, outputs = list(inputs), list(outputs)
-    ins, outs = _split(inputs, outputs)
-    originals = [_copy(a) if hasattr(a, "buffer") else None for a in outputs]
-    saved_duals = {id(a): a.dual for a in [*inputs, *outputs] if hasattr(a, "buffer")}
-    result = {(o, i): np.zeros((_flat(outputs[o]).size, _flat(inputs[i]).size)) for o in outs for i in ins}
+def jacobian_fwd(function, dim=None, inputs=None, outputs=None, input_output_mask=None, device=None,
+                 max_inputs_per_var: int = -1, plot_jacobians: bool = False) -> dict:
+    """Forward-mode Jacobians, one tangent launch (or tangent call of the function) per input column; the
+    arguments' duals are put back as they were afterwards."""
+    target = make_target(function, dim, inputs, outputs, device)
     try:
-        for a in [*inputs, *outputs]:
-            if _float_array(a):
-                a._set_dual(zeros_like(a, requires_grad=False))
-        for i in ins:
-            n = _flat(inputs[i]).size
-            for col in range(n):
-                for a in [*inputs, *outputs]:
-                    if _float_array(a):
-                        a.dual.zero_()
+        pairs = target.pairs(input_output_mask)
+        result = _blank(target, pairs)
+        for i in dict.fromkeys(i for _, i in pairs):
+            outs = [o for o, ii in pairs if ii == i]
+            n = flat(target.inputs[i]).size
+            for col in range(_limit(n, max_inputs_per_var)):
                 seed = np.zeros(n)
                 seed[col] = 1.0
-                inputs[i].dual.assign(seed.reshape(inputs[i].numpy().shape).astype(inputs[i].numpy().dtype))
-                for out, orig in zip(outputs, originals):
-                    if orig is not None:
-                        out.assign(orig.numpy())
-                launch(kernel, dim, inputs, outputs, device=device, tangent=True, record_tape=False)
+                tangents = target.tangent_column(i, seed)
                 for o in outs:
-                    result[(o, i)][:, col] = _flat(outputs[o].dual)
+                    result[(o, i)][:, col] = tangents[o]
     finally:
-        for a in [*inputs, *outputs]:
-            if hasattr(a, "buffer"):
-                a._set_dual(saved_duals[id(a)])
-        for out, orig in zip(outputs, originals):
-            if orig is not None:
-                out.assign(orig.numpy())
-    return result
+        target.restore()
+    return _plotted(result, function, target, plot_jacobians)
 
 
-def _table(kernel, worst) -> str:
-    lines = [f"gradient check failed for kernel '{kernel.key}' (worst entries):",
+def jacobian_plot(jacobians: dict, function=None, inputs=None, **options):
+    """Draw Jacobians as images, one per (output, input) pair, and return the matplotlib Figure (the
+    drawing lives in viz/: `gradkit.viz.jacobian_plot.jacobian_plot` lists the options)."""
+    from ..viz.jacobian_plot import jacobian_plot as plot
+    return plot(jacobians, function, inputs=inputs, **options)
+
+
+def _table(what: str, worst) -> str:
+    lines = [f"gradient check failed for {what} (worst entries):",
              f"{'output':>8} {'input':>6} {'row':>6} {'col':>6} {'analytic':>14} {'numeric':>14} {'abs err':>11}"]
     for err, o, i, r, c, a, n in worst:
         lines.append(f"{o:>8} {i:>6} {r:>6} {c:>6} {a:>14.6g} {n:>14.6g} {err:>11.3g}")
@@ -148,35 +126,56 @@ def mismatches(analytic: np.ndarray, numeric: np.ndarray, atol: float, rtol: flo
     return err, bad
 
 
-def gradcheck(kernel, dim, inputs, outputs, eps: float = 1e-4, atol: float = 1e-3, rtol: float = 1e-2,
-              raise_exception: bool = True, device=None, show_worst: int = 10) -> bool:
-    """Compare reverse-mode and central-difference Jacobians; True when |a - n| <= atol + rtol*|n| everywhere."""
-    analytic = jacobian(kernel, dim, inputs, outputs, device=device)
-    numeric = jacobian_fd(kernel, dim, inputs, outputs, eps=eps, device=device)
-    worst = []
-    ok = True
-    names = [n for n, _ in kernel.params]
-    n_in = len(list(inputs))
+def gradcheck(function, dim=None, inputs=None, outputs=None, eps: float = 1e-4, atol: float = 1e-3,
+              rtol: float = 1e-2, raise_exception: bool = True, device=None, show_worst: int = 10,
+              input_output_mask=None, max_inputs_per_var: int = -1, max_outputs_per_var: int = -1,
+              plot_relative_error: bool = False, plot_absolute_error: bool = False) -> bool:
+    """Compare reverse-mode and central-difference Jacobians of a kernel launch or a function (as
+    `jacobian`); True when |a - n| <= atol + rtol*|n| on every entry both evaluated (the first
+    `max_outputs_per_var` rows by `max_inputs_per_var` columns of each pair), and no NaN/Inf there.
+    `plot_*_error` draws the error matrices with `jacobian_plot`."""
+    analytic = jacobian(function, dim, inputs, outputs, input_output_mask=input_output_mask, device=device,
+                        max_outputs_per_var=max_outputs_per_var)
+    numeric = jacobian_fd(function, dim, inputs, outputs, input_output_mask=input_output_mask, device=device,
+                          max_inputs_per_var=max_inputs_per_var, eps=eps)
+    target = make_target(function, dim, inputs, outputs, device)
+    worst, ok = [], True
+    absolute, relative = {}, {}
     for (o, i), a in analytic.items():
-        err, bad = mismatches(a, numeric[(o, i)], atol, rtol)
         n = numeric[(o, i)]
+        rows, cols = _limit(a.shape[0], max_outputs_per_var), _limit(a.shape[1], max_inputs_per_var)
+        a, n = a[:rows, :cols], n[:rows, :cols]
+        err, bad = mismatches(a, n, atol, rtol)
+        absolute[(o, i)] = err
+        with np.errstate(divide="ignore", invalid="ignore"):
+            relative[(o, i)] = err / np.abs(n)
         if bad.any():
             ok = False
             for r, c in zip(*np.nonzero(bad)):
-                worst.append((float(err[r, c]), names[n_in + o], names[i], int(r), int(c), float(a[r, c]),
-                              float(n[r, c])))
+                worst.append((float(err[r, c]), target.output_names[o], target.input_names[i], int(r), int(c),
+                              float(a[r, c]), float(n[r, c])))
+    if plot_absolute_error:
+        jacobian_plot(absolute, function, inputs=inputs, title=f"absolute error of {target.what}")
+    if plot_relative_error:
+        jacobian_plot(relative, function, inputs=inputs, title=f"relative error of {target.what}")
     if not ok:
-        worst.sort(reverse=True)
-        message = _table(kernel, worst[:show_worst])
+        worst.sort(key=lambda w: (not np.isfinite(w[0]), w[0]), reverse=True)
+        message = _table(target.what, worst[:show_worst])
         if raise_exception:
             raise GradientCheckError(message)
     return ok
 
 
-def gradcheck_tape(tape, eps: float = 1e-4, atol: float = 1e-3, rtol: float = 1e-2, raise_exception: bool = True) -> bool:
-    """`gradcheck` on every launch recorded on `tape` (with the arrays' current values)."""
+def gradcheck_tape(tape, eps: float = 1e-4, atol: float = 1e-3, rtol: float = 1e-2, raise_exception: bool = True,
+                   input_output_masks: dict | None = None, max_inputs_per_var: int = -1,
+                   max_outputs_per_var: int = -1) -> bool:
+    """`gradcheck` on every launch recorded on `tape` (with the arrays' current values);
+    `input_output_masks` maps a kernel's name to the `input_output_mask` of its launches."""
     ok = True
+    masks = input_output_masks or {}
     for rec in tape.launches:
         ok &= gradcheck(rec.kernel_obj, rec.dim, rec.inputs, rec.outputs, eps=eps, atol=atol, rtol=rtol,
-                        raise_exception=raise_exception, device=rec.device)
+                        raise_exception=raise_exception, device=rec.device,
+                        input_output_mask=masks.get(rec.kernel_obj.key), max_inputs_per_var=max_inputs_per_var,
+                        max_outputs_per_var=max_outputs_per_var)
     return ok

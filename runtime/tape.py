@@ -322,10 +322,14 @@ class Tape:
         return [r for r in self.records if isinstance(r, LaunchRecord)]
 
     def visualize(self, filename=None, array_labels=None, graph_direction: str = "LR",
-                  hide_readonly_arrays: bool = False, show_gradients: bool = False) -> str:
+                  hide_readonly_arrays: bool = False, show_gradients: bool = False,
+                  simplify_graph: bool = False) -> str:
+        """GraphViz dot source of the recorded launches (viz/tape_graph.py); `simplify_graph` draws launches
+        repeated back to back once, with their count."""
         from ..viz.tape_graph import tape_graph
         return tape_graph(self, filename=filename, array_labels=array_labels, graph_direction=graph_direction,
-                          hide_readonly_arrays=hide_readonly_arrays, show_gradients=show_gradients)
+                          hide_readonly_arrays=hide_readonly_arrays, show_gradients=show_gradients,
+                          simplify_graph=simplify_graph)
 
     def save(self, path) -> None:
         from ..viz.bundle import save_bundle

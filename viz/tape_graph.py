@@ -1,12 +1,14 @@
 """`Tape.visualize`: recorded launches as boxes with one port per argument, arrays as ellipses (one node
 per array object), scopes as nested clusters, and arrays without `requires_grad` drawn distinctly so a
-broken gradient path is visible. With `show_gradients`, arrays are coloured by whether gradient reached them."""
+broken gradient path is visible. With `show_gradients`, arrays are coloured by whether gradient reached them;
+with `simplify_graph`, launches repeated back to back are drawn once with their count (viz/launch_folding.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from .dot import attrs, html_escape, quote, write
+from .launch_folding import fold
 
 GRAD_COLOR = "#cfe8ff"      # requires_grad arrays
 NOGRAD_COLOR = "#ffd6d6"    # arrays gradients cannot flow through
@@ -29,8 +31,14 @@ def _grad_norm(a):
 
 
 def tape_graph(tape, filename=None, array_labels=None, graph_direction: str = "LR", hide_readonly_arrays: bool = False,
-               show_gradients: bool = False) -> str:
+               show_gradients: bool = False, simplify_graph: bool = False) -> str:
     records = tape.launches
+    first, launch_rep, array_rep = {}, {}, {}
+    if simplify_graph:
+        first, launch_rep, array_rep = fold(records, [(id(r.kernel_obj), tuple(r.scope)) for r in records])
+    folded_arrays: dict[int, int] = {}
+    for rep in array_rep.values():
+        folded_arrays[rep] = folded_arrays.get(rep, 0) + 1
     array_labels = {k: v for k, v in (array_labels or {}).items()} if array_labels else None
     names: dict[int, str] = {}
     arrays: dict[int, object] = {}
@@ -50,11 +58,13 @@ def tape_graph(tape, filename=None, array_labels=None, graph_direction: str = "L
     # Arrays.
     zero_grad = []
     for aid, a in arrays.items():
-        if hide_readonly_arrays and aid not in written:
+        if (hide_readonly_arrays and aid not in written) or aid in array_rep:
             continue
         label = _label(a, names, array_labels)
         shape = "x".join(map(str, a.shape))
         text = f"{label}\n{a.dtype.name}[{shape}]"
+        if aid in folded_arrays:
+            text += f"\n(and {folded_arrays[aid]} more of the repeats)"
         fill = GRAD_COLOR if a.requires_grad else NOGRAD_COLOR
         style = "filled" if a.requires_grad else "filled,dashed"
         if show_gradients and a.requires_grad:
@@ -73,7 +83,10 @@ def tape_graph(tape, filename=None, array_labels=None, graph_direction: str = "L
     body: list[str] = []
     open_scopes: list[str] = []
     cluster_id = 0
+    repeat_open = None
     for k, rec in enumerate(records):
+        if k in launch_rep:
+            continue
         scope = list(rec.scope)
         common = 0
         while common < min(len(scope), len(open_scopes)) and scope[common] == open_scopes[common]:
@@ -88,26 +101,41 @@ def tape_graph(tape, filename=None, array_labels=None, graph_direction: str = "L
             body.append(f"{pad}  label={quote(name)}; style=rounded; color=gray50;")
             cluster_id += 1
             open_scopes.append(name)
+        repeat = first.get(k)
+        # a repeated block of several launches in one scope is a cluster; otherwise each node shows the count
+        clustered = repeat is not None and repeat.period > 1 and all(
+            tuple(records[j].scope) == tuple(rec.scope) for j in range(repeat.start, repeat.start + repeat.period))
+        pad = "  " * (len(open_scopes) + 1)
+        if clustered and k == repeat.start:
+            body.append(f"{pad}subgraph cluster_{cluster_id} {{")
+            body.append(f"{pad}  label={quote(f'repeated x{repeat.count}')}; style=dashed; color=gray40;")
+            cluster_id += 1
+            repeat_open = repeat
         params = [n for n, _ in rec.kernel_obj.params]
         ports = "".join(f'<TD PORT="p{j}">{html_escape(p)}</TD>' for j, p in enumerate(params))
         dim = "x".join(map(str, rec.dim))
+        times = f" x{repeat.count}" if repeat is not None and not clustered else ""
         html = (f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0"><TR><TD COLSPAN="{max(len(params), 1)}">'
-                f'<B>{html_escape(rec.kernel)}</B> [{dim}]</TD></TR><TR>{ports}</TR></TABLE>>')
-        body.append("  " * (len(open_scopes) + 1) + f"l{k} [shape=plaintext, label={html}];")
+                f'<B>{html_escape(rec.kernel)}</B> [{dim}]{times}</TD></TR><TR>{ports}</TR></TABLE>>')
+        body.append(pad + f"l{k} [shape=plaintext, label={html}];")
+        if repeat_open is not None and k == repeat_open.start + repeat_open.period - 1:
+            body.append(pad + "}")
+            repeat_open = None
     while open_scopes:
         open_scopes.pop()
         body.append("  " * (len(open_scopes) + 1) + "}")
     lines += body
-    # Edges: inputs into the port, outputs out of the port.
+    # Edges: inputs into the port, outputs out of the port (folded launches and arrays by their representative).
+    edges: dict[str, None] = {}
     for k, rec in enumerate(records):
         n_in = len(rec.inputs)
+        node = launch_rep.get(k, k)
         for j, a in enumerate(rec.args):
             if not hasattr(a, "buffer") or (hide_readonly_arrays and id(a) not in written):
                 continue
-            if j < n_in:
-                lines.append(f"  a{id(a)} -> l{k}:p{j};")
-            else:
-                lines.append(f"  l{k}:p{j} -> a{id(a)};")
+            aid = array_rep.get(id(a), id(a))
+            edges[f"  a{aid} -> l{node}:p{j};" if j < n_in else f"  l{node}:p{j} -> a{aid};"] = None
+    lines += edges
     if zero_grad:
         lines.append(f"  legend [shape=note, label={quote('zero gradient: ' + ', '.join(zero_grad))}];")
     lines.append("}")

@@ -108,6 +108,8 @@ def test_jacobians_agree_with_the_closed_form(device):
     np.testing.assert_allclose([out["row"][0][k], out["row"][1][k]],
                                [out["exact"][(0, 0)][k, k], out["exact"][(0, 1)][k, k]], rtol=1e-6)
     assert out["gradcheck"] is True
+    assert out["function"].shape == (4, 5)
+    np.testing.assert_allclose(out["function"], out["function_exact"], atol=2e-5, rtol=1e-4)
 
 
 def test_struct_springs_gradient_matches_central_differences_and_loss_falls(device, rng):
