@@ -2,8 +2,8 @@
 # they create .venv, install gradkit (editable) with the right extras, and (as root) missing system tools.
 #
 #   make demo    open the gradient debugger on the bundled examples (gradkit examples; Ctrl-C stops it)
-#   make test    run the test suite (pytest -n 2 when pytest-xdist is installed; Warp and Taichi best effort,
-#                for the benchmark harness smoke tests)
+#   make test    run the test suite (pytest -n 2 --dist worksteal when pytest-xdist is installed, so no
+#                worker idles at the end; Warp and Taichi best effort, for the benchmark harness smoke tests)
 #   make bench   install the `bench` extra (Warp, Taichi; best effort) and run the benchmarks
 #   make clean   remove build artefacts and caches (make distclean also removes .venv)
 #
@@ -85,7 +85,7 @@ opencl-driver: install-$(TEST_EXTRAS)
 	fi
 
 test: sysdeps install-$(TEST_EXTRAS) opencl-driver peers
-	@if $(PY) -c "import xdist" 2>/dev/null; then workers="-n $(XDIST_WORKERS)"; else workers=""; fi; \
+	@if $(PY) -c "import xdist" 2>/dev/null; then workers="-n $(XDIST_WORKERS) --dist worksteal"; else workers=""; fi; \
 	$(PY) -m pytest $$workers tests $(PYTEST_ARGS)
 
 # Captures every examples/*.py into debug bundles (progress shown), then serves the Streamlit debugger on
