@@ -67,6 +67,17 @@ class Out:
     init: Callable[[np.random.Generator], np.ndarray] | None = None
 
 
+@dataclass(frozen=True)
+class StructIn:
+    """A @gk.struct argument built from `fields` (field path -> In, a differentiable array field, or
+    Scalar, a plain field): a host instance (a struct kernel parameter) when `n` is None, else
+    `gk.array(dtype=struct, shape=n)` whose fields (dotted paths for nested structs) are assigned. The
+    reference gets a dict path -> float64 value; gradients and tangents are those of the In fields."""
+    struct: Any
+    fields: dict
+    n: int | None = None
+
+
 # --------------------------------------------------------------------------- cases
 
 TOL64 = dict(rtol=1e-10, atol=1e-12)
@@ -103,7 +114,8 @@ class Case:
 
     @property
     def is32(self) -> bool:
-        return any(isinstance(a, (In, Out)) and _scalar(a.dtype) is gk.float32 for a in self.args)
+        specs = [*self.args, *(f for a in self.args if isinstance(a, StructIn) for f in a.fields.values())]
+        return any(isinstance(a, (In, Out)) and _scalar(a.dtype) is gk.float32 for a in specs)
 
     def tolerances(self) -> tuple[dict, dict]:
         return (self.tol or (TOL32 if self.is32 else TOL64)), (self.gtol or (GTOL32 if self.is32 else GTOL64))
@@ -121,13 +133,20 @@ def _outs(case: Case) -> list[int]:
     return [k for k, a in enumerate(case.args) if isinstance(a, Out)]
 
 
+def _sample_in(a: In, rng) -> np.ndarray:
+    lo, hi = np.broadcast_to(a.lo, a.shape), np.broadcast_to(a.hi, a.shape)
+    return rng.uniform(lo, hi).astype(_np_dtype(a.dtype)).astype(np.float64)
+
+
 def sample(case: Case, rng: np.random.Generator) -> list:
-    """NumPy values of every argument: In arrays rounded to their dtype, then held as float64."""
+    """NumPy values of every argument: In arrays rounded to their dtype, then held as float64 (a StructIn's
+    value is a dict field path -> value)."""
     vals = []
     for a in case.args:
         if isinstance(a, In):
-            lo, hi = np.broadcast_to(a.lo, a.shape), np.broadcast_to(a.hi, a.shape)
-            vals.append(rng.uniform(lo, hi).astype(_np_dtype(a.dtype)).astype(np.float64))
+            vals.append(_sample_in(a, rng))
+        elif isinstance(a, StructIn):
+            vals.append({path: _sample_in(f, rng) if isinstance(f, In) else f.value for path, f in a.fields.items()})
         elif isinstance(a, Const):
             vals.append(np.asarray(a.make(rng)).astype(_np_dtype(a.dtype)))
         elif isinstance(a, Scalar):
@@ -138,11 +157,50 @@ def sample(case: Case, rng: np.random.Generator) -> list:
     return vals
 
 
+def leaves(case: Case) -> list[tuple[int, str | None, In]]:
+    """Every differentiable input: (argument index, field path or None, its In spec)."""
+    out = []
+    for k, a in enumerate(case.args):
+        if isinstance(a, In):
+            out.append((k, None, a))
+        elif isinstance(a, StructIn):
+            out += [(k, path, f) for path, f in a.fields.items() if isinstance(f, In)]
+    return out
+
+
+def leaf_value(vals: list, k: int, path: str | None):
+    return vals[k] if path is None else vals[k][path]
+
+
+def with_leaf(vals: list, k: int, path: str | None, value) -> list:
+    """A copy of `vals` with one leaf replaced."""
+    out = list(vals)
+    if path is None:
+        out[k] = value
+    else:
+        out[k] = {**vals[k], path: value}
+    return out
+
+
+def leaf_array(arrs: list, k: int, path: str | None):
+    """The device array of a leaf: the argument itself, or a (nested) field of the struct or struct array."""
+    obj = arrs[k]
+    for name in ([] if path is None else path.split(".")):
+        obj = getattr(obj, name)
+    return obj
+
+
+def _copy(v):
+    if isinstance(v, dict):
+        return {p: _copy(x) for p, x in v.items()}
+    if isinstance(v, np.ndarray):
+        return v.astype(np.float64) if v.dtype.kind == "f" else v.copy()
+    return v
+
+
 def reference(case: Case, vals: list) -> list[np.ndarray]:
     """The reference outputs (float64 for float outputs), from fresh copies of the values."""
-    args = [v.astype(np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else
-            (v.copy() if isinstance(v, np.ndarray) else v) for v in vals]
-    res = case.ref(*args)
+    res = case.ref(*[_copy(v) for v in vals])
     res = list(res) if isinstance(res, (tuple, list)) else [res]
     assert len(res) == len(_outs(case)), f"{case.name}: the reference returns {len(res)} outputs"
     return [np.asarray(r, dtype=np.float64) for r in res]
@@ -152,11 +210,25 @@ def _device_array(data: np.ndarray, dtype, device: str, grad: bool = False):
     return gk.array(np.asarray(data).astype(_np_dtype(dtype)), dtype=dtype, device=device, requires_grad=grad)
 
 
+def _device_struct(a: StructIn, value: dict, device: str, grad: bool):
+    if a.n is None:
+        return a.struct(**{p: _device_array(value[p], f.dtype, device, grad) if isinstance(f, In) else value[p]
+                           for p, f in a.fields.items()})
+    arr = gk.array(dtype=a.struct, shape=a.n, device=device, requires_grad=grad)
+    for p, f in a.fields.items():
+        field = leaf_array([arr], 0, p)
+        field.assign(np.asarray(value[p]).astype(field.numpy().dtype))
+    return arr
+
+
 def to_device(case: Case, vals: list, device: str, grad: bool = False) -> list:
     arrs = []
     for a, v in zip(case.args, vals):
         if isinstance(a, Scalar):
             arrs.append(v)
+            continue
+        if isinstance(a, StructIn):
+            arrs.append(_device_struct(a, v, device, grad))
             continue
         rg = grad and isinstance(a, (In, Out)) and is_float(a.dtype)
         arrs.append(_device_array(v, a.dtype, device, rg))
@@ -214,17 +286,21 @@ def _loss(case: Case, vals: list, ws: dict) -> float:
     return sum(float(np.sum(w * outs[j])) for j, w in ws.items())
 
 
-def fd_gradient(case: Case, vals: list, k: int, ws: dict) -> np.ndarray:
-    """d(Σ w·out)/d(args[k]) by central differences of the float64 reference."""
-    x = vals[k]
+def fd_gradient(case: Case, vals: list, k: int, path: str | None, ws: dict) -> np.ndarray:
+    """d(Σ w·out)/d(leaf) by central differences of the float64 reference."""
+    x = leaf_value(vals, k, path)
     g = np.zeros_like(x, dtype=np.float64)
     for idx in np.ndindex(x.shape):
-        hi, lo = list(vals), list(vals)
-        hi[k], lo[k] = x.copy(), x.copy()
-        hi[k][idx] += case.eps
-        lo[k][idx] -= case.eps
-        g[idx] = (_loss(case, hi, ws) - _loss(case, lo, ws)) / (2 * case.eps)
+        hi, lo = x.copy(), x.copy()
+        hi[idx] += case.eps
+        lo[idx] -= case.eps
+        g[idx] = (_loss(case, with_leaf(vals, k, path, hi), ws) - _loss(case, with_leaf(vals, k, path, lo), ws)) \
+            / (2 * case.eps)
     return g
+
+
+def _leaf_name(k: int, path: str | None) -> str:
+    return f"argument {k}" if path is None else f"field {path} of argument {k}"
 
 
 def check_reverse(case: Case, device: str, rng: np.random.Generator) -> None:
@@ -239,25 +315,26 @@ def check_reverse(case: Case, device: str, rng: np.random.Generator) -> None:
     tape.backward(grads={arrs[outs[j]]: _device_array(w, case.args[outs[j]].dtype, device)
                          for j, w in ws.items()})
     _, gtol = case.tolerances()
-    for k, a in enumerate(case.args):
-        if isinstance(a, In):
-            assert arrs[k].grad is not None, f"{case.name}: argument {k} got no gradient"
-            _compare(f"gradient of argument {k} ({case.name}, {device})", arrs[k].grad.numpy(),
-                     fd_gradient(case, vals, k, ws), gtol)
+    for k, path, a in leaves(case):
+        grad = leaf_array(arrs, k, path).grad
+        assert grad is not None, f"{case.name}: {_leaf_name(k, path)} got no gradient"
+        _compare(f"gradient of {_leaf_name(k, path)} ({case.name}, {device})", grad.numpy(),
+                 fd_gradient(case, vals, k, path, ws), gtol)
 
 
 def check_fwdmode(case: Case, device: str, rng: np.random.Generator) -> None:
     vals = sample(case, rng)
-    dirs = {k: rng.normal(size=a.shape) for k, a in enumerate(case.args) if isinstance(a, In)}
+    specs = leaves(case)
+    dirs = {(k, path): rng.normal(size=a.shape) for k, path, a in specs}
     arrs = to_device(case, vals, device)
-    seeds = {arrs[k]: _device_array(v, case.args[k].dtype, device) for k, v in dirs.items()}
+    seeds = {leaf_array(arrs, k, path): _device_array(dirs[(k, path)], a.dtype, device) for k, path, a in specs}
     with gk.ForwardMode(seeds=seeds):
         launch(case, arrs, device)
 
     def shifted(sign):
         v2 = list(vals)
-        for k, d in dirs.items():
-            v2[k] = vals[k] + sign * case.eps * d
+        for (k, path), d in dirs.items():
+            v2 = with_leaf(v2, k, path, leaf_value(vals, k, path) + sign * case.eps * d)
         return reference(case, v2)
     plus, minus, want = shifted(1), shifted(-1), reference(case, vals)
     tol, gtol = case.tolerances()
