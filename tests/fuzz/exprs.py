@@ -17,6 +17,7 @@ GK_TYPE = {"f": "gk.float64", "i": "int", "v2": "gk.vec2d", "v3": "gk.vec3d", "v
            "arr": "gk.array(dtype=gk.float64)", "acc": "gk.array(dtype=gk.float64)", "row": "int"}
 VECS, MATS = ("v2", "v3", "v4"), ("m2", "m3", "m4")
 VIEWS = 0.05      # share of n-D accesses written through a sub-array view x[i][k]
+QUATS = 0.4       # share of vec3/mat33 functions that go through a quaternion (rotate, rotate_inv, to_matrix)
 STRUCTS = 0.3     # share of kernels keeping some locals in fields of a @gk.struct local (`st.f0`, `st.v1`)
 STRUCT_FIELDS = {"f": [f"f{k}" for k in range(6)], "v3": ["v0", "v1"], "v2": ["w0"]}
 STRUCT_SRC = ("@gk.struct\nclass FuzzLocals:\n" + "".join(
@@ -360,6 +361,8 @@ class ExprGen:
                     self.ternary(a, self.vexpr(t, d - 1), d)]
             if t == "v3":
                 opts.append(f"gk.cross({a}, {self.vexpr(t, d - 1)})")
+                if r.coin(QUATS):
+                    return f"gk.{r.pick(['quat_rotate', 'quat_rotate_inv'])}({self.qexpr(d - 1)}, {a})"
             return r.pick(opts)
         if kind == "call":
             return self.call(r.pick(self.callable(lambda ret: ret == t)), d, t)
@@ -391,5 +394,20 @@ class ExprGen:
         if kind == "arith":
             b, f = self.mexpr(t, d - 1), self.fexpr(d - 1)
             return r.pick([f"({a} + {b})", f"({a} - {b})", f"({a} * {f})", f"({f} * {a})", f"({a} @ {b})"])
+        if t == "m3" and r.coin(QUATS):
+            return f"gk.quat_to_matrix({self.qexpr(d - 1)})"
         return r.pick([f"gk.transpose({a})", f"gk.inverse({a} * 0.1 + {eye} * 2.0)",
                        self.ternary(a, self.mexpr(t, d - 1), d)])
+
+    def qexpr(self, d: int) -> str:
+        """A unit float64 quaternion: from an axis and an angle, from roll/pitch/yaw, products, inverses."""
+        r = self.r
+        kind = r.weighted({"axis": 3, "rpy": 2, "mul": 2 if d > 0 else 0, "inv": 1 if d > 0 else 0})
+        if kind == "axis":
+            axis = f"gk.normalize({self.vexpr('v3', max(d - 1, 0))} + gk.vec3d(0.25, 0.25, 0.25))"
+            return f"gk.quat_from_axis_angle({axis}, {self.fexpr(max(d - 1, 0))})"
+        if kind == "rpy":
+            return f"gk.quat_rpy({', '.join(self.fexpr(max(d - 1, 0)) for _ in range(3))})"
+        if kind == "mul":
+            return f"({self.qexpr(d - 1)} * {self.qexpr(d - 1)})"
+        return f"gk.quat_inverse({self.qexpr(d - 1)})"

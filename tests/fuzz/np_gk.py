@@ -254,6 +254,57 @@ def identity(n, dtype=None):
     return _val(np.eye(n))
 
 
+# ----------------------------------------------------------------------------- quaternions
+class Quat(Val):
+    """A float64 quaternion (x, y, z, w); `q * r` of two quaternions is the Hamilton product."""
+
+    def __mul__(self, other):
+        if isinstance(other, Quat):
+            return _hamilton(self, other)
+        return super().__mul__(other)
+
+
+def _quat(a) -> Quat:
+    return np.array(a, dtype=np.float64).view(Quat)
+
+
+def _hamilton(a, b) -> Quat:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    av, aw, bv, bw = a[:3], a[3], b[:3], b[3]
+    return _quat(np.r_[aw * bv + bw * av + np.cross(av, bv), aw * bw - av @ bv])
+
+
+def quat_from_axis_angle(axis, angle):
+    return _quat(np.r_[np.asarray(axis, dtype=np.float64) * math.sin(angle / 2), math.cos(angle / 2)])
+
+
+def quat_rpy(roll, pitch, yaw):
+    """Roll about x, then pitch about y, then yaw about z: q_yaw q_pitch q_roll."""
+    e = np.eye(3)
+    return _hamilton(_hamilton(quat_from_axis_angle(e[2], yaw), quat_from_axis_angle(e[1], pitch)),
+                     quat_from_axis_angle(e[0], roll))
+
+
+def quat_inverse(q):
+    q = np.asarray(q, dtype=np.float64)
+    return _quat(np.r_[-q[:3], q[3]] / (q @ q))
+
+
+def quat_rotate(q, v):
+    """The vector part of q (v, 0) q⁻¹."""
+    return _val(np.asarray(_hamilton(_hamilton(q, np.r_[np.asarray(v, dtype=np.float64), 0.0]),
+                                     quat_inverse(q)))[:3])
+
+
+def quat_rotate_inv(q, v):
+    return quat_rotate(quat_inverse(q), v)
+
+
+def quat_to_matrix(q):
+    """The rotation matrix whose columns are the rotated axes."""
+    return _val(np.stack([np.asarray(quat_rotate(q, e)) for e in np.eye(3)], axis=1))
+
+
 def mul(a, b):
     return _val(np.asarray(a) @ np.asarray(b))
 
