@@ -19,8 +19,18 @@ class ForwardMode:
     (False keeps existing duals, to accumulate tangents over several blocks); the seeds' duals are
     zeroed again on exit, so one direction does not leak into the next block."""
 
-    def __init__(self, seeds: dict | None = None, clear_gradients: bool = True):
+    def __init__(self, seeds: dict | None = None, clear_gradients: bool = True, *, loss=None, param=None,
+                 seed=None):
+        """Taichi's spelling is taken too: `ForwardMode(loss=y, param=x, seed=[...])` seeds `x.dual` with
+        `seed` (default 1 for a one-element `x`); `loss` names the output whose `.dual` is read after."""
+        if param is not None:
+            if seeds:
+                raise TypeError("gk.ForwardMode takes seeds={x: v} or param=x (with seed=...), not both")
+            seeds = {param: _taichi_seed(param, seed)}
+        elif seed is not None:
+            raise TypeError("gk.ForwardMode(seed=...) needs param=: the array the seed is the direction of")
         self.seeds = dict(seeds or {})
+        self.loss = loss
         self.clear_gradients = bool(clear_gradients)
         self._touched: dict[int, object] = {}
         self._outer = None
@@ -53,3 +63,21 @@ class ForwardMode:
             elif self.clear_gradients:
                 a.dual.zero_()
         return a.dual
+
+
+def _taichi_seed(param, seed):
+    """The dual of `param` for Taichi's `FwdMode(param=x, seed=[...])`: one number per element."""
+    import numpy as np
+    shape = param.numpy().shape
+    size = int(np.prod(shape))
+    if seed is None:
+        if size != 1:
+            raise ValueError(f"gk.ForwardMode(param=...): the array has {size} elements, so seed= must give the "
+                             f"direction (a list of {size} numbers); only a one-element array defaults to seed=[1.0]")
+        seed = [1.0]
+    values = np.asarray(seed, dtype=np.float64).reshape(-1)
+    if values.size != size:
+        raise ValueError(f"gk.ForwardMode(param=..., seed=...): seed has {values.size} numbers for an array of "
+                         f"{size} elements")
+    from .array import array
+    return array(values.reshape(shape).astype(param.numpy().dtype), dtype=param.dtype, device=param.device)

@@ -2,6 +2,7 @@
 forward-over-reverse Hessian-vector products, against analytic references."""
 
 import numpy as np
+import pytest
 
 import gradkit as gk
 
@@ -167,3 +168,35 @@ def test_tangent_through_while_loops(device, rng):
             dy = y.dual.numpy()
         np.testing.assert_allclose(y.numpy(), [s + extra * n for s, _, n in ref], rtol=1e-5)
         np.testing.assert_allclose(dy, [d * t for (_, d, _), t in zip(ref, v.astype(np.float64))], rtol=1e-4)
+
+
+@gk.kernel
+def cubic_sum(x: gk.array(dtype=gk.float64), loss: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    gk.atomic_add(loss, 0, x[i] * x[i] * x[i] + gk.sin(x[i]))
+
+
+def test_taichi_fwdmode_spelling(device, rng):
+    """Taichi's `ti.ad.FwdMode(loss=loss, param=x, seed=[...])`: the directional derivative lands in
+    loss.dual; a one-element param defaults to seed [1.0]."""
+    x0 = rng.normal(size=4)
+    x = gk.array(x0, dtype=gk.float64, device=device)
+    loss = gk.zeros(1, dtype=gk.float64, device=device)
+    seed = rng.normal(size=4)
+    with gk.ForwardMode(loss=loss, param=x, seed=list(seed)):
+        gk.launch(cubic_sum, 4, inputs=[x], outputs=[loss], device=device)
+    np.testing.assert_allclose(loss.dual.numpy(), [np.sum((3 * x0 ** 2 + np.cos(x0)) * seed)], rtol=1e-12)
+    np.testing.assert_array_equal(x.dual.numpy(), 0.0)       # the seed is cleared on exit, as Taichi does
+    one = gk.array([0.7], dtype=gk.float64, device=device)
+    loss2 = gk.zeros(1, dtype=gk.float64, device=device)
+    with gk.ForwardMode(loss=loss2, param=one):
+        gk.launch(cubic_sum, 1, inputs=[one], outputs=[loss2], device=device)
+    np.testing.assert_allclose(loss2.dual.numpy(), [3 * 0.49 + np.cos(0.7)], rtol=1e-12)
+    with pytest.raises(ValueError, match=r"has 4 elements, so seed= must give the direction"):
+        gk.ForwardMode(loss=loss, param=x)
+    with pytest.raises(ValueError, match=r"seed has 3 numbers for an array of 4 elements"):
+        gk.ForwardMode(param=x, seed=[1.0, 2.0, 3.0])
+    with pytest.raises(TypeError, match=r"not both"):
+        gk.ForwardMode(seeds={x: x}, param=x, seed=list(seed))
+    with pytest.raises(TypeError, match=r"needs param="):
+        gk.ForwardMode(seed=[1.0])
