@@ -7,38 +7,11 @@ from __future__ import annotations
 import numpy as np
 
 import gradkit as gk
+from gradkit.conformance.references import np_polar, np_qr, np_svd  # noqa: F401  (used here and re-exported)
 
 # --------------------------------------------------------------------------- float64 references
 
 D3, D2 = np.diag([1.0, 2.0, 3.0]), np.diag([1.0, 2.0])
-
-
-def np_svd(a):
-    """Warp's convention: rotations U, V; |sigma| decreasing; the last sigma carries det(A)'s sign."""
-    u, s, vt = np.linalg.svd(a)
-    v = vt.T.copy()
-    for m in (u, v):
-        if np.linalg.det(m) < 0:
-            m[:, -1] *= -1
-            s[-1] *= -1
-    return u, s, v
-
-
-def np_qr(a):
-    q, r = np.linalg.qr(a)
-    sg = np.where(np.diag(r) < 0, -1.0, 1.0)
-    q, r = q * sg, r * sg[:, None]
-    if np.linalg.det(q) < 0:
-        q[:, -1] *= -1
-        r[-1] *= -1
-    return q, r
-
-
-def np_polar(a):
-    u, s, v = np_svd(a)
-    r = u @ v.T
-    p = r.T @ a
-    return r, (p + p.T) / 2
 
 
 def _batch(fn, a):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import gradkit as gk
+from gradkit.conformance.references import ham, rotate
 from tests.compile_errors import assert_compile_error
 from tests.kernel_check import check
 
@@ -16,22 +17,10 @@ Q, V3, F = gk.array(dtype=gk.quatd), gk.array(dtype=gk.vec3d), gk.array(dtype=gk
 
 # --------------------------------------------------------------------------- references
 
-def ham(a, b):
-    """Hamilton product in vector form: (a_w b_v + b_w a_v + a_v × b_v, a_w b_w - a_v · b_v)."""
-    av, aw, bv, bw = a[..., :3], a[..., 3:], b[..., :3], b[..., 3:]
-    return np.concatenate([aw * bv + bw * av + np.cross(av, bv), aw * bw - (av * bv).sum(-1, keepdims=True)], -1)
-
-
 def rodrigues(axis, angle):
     k = axis / np.linalg.norm(axis)
     K = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
     return np.eye(3) + np.sin(angle) * K + (1 - np.cos(angle)) * K @ K
-
-
-def rotate(q, v, sign=1.0):
-    """Warp's rotation formula for any q: v(2w²-1) + 2(q_v·v) q_v ± 2w (q_v × v)."""
-    qv, w = q[..., :3], q[..., 3:]
-    return v * (2 * w * w - 1) + 2 * (qv * v).sum(-1, keepdims=True) * qv + sign * 2 * w * np.cross(qv, v)
 
 
 def unit(rng, n):

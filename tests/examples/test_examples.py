@@ -143,7 +143,7 @@ def test_monte_carlo_estimates(device):
     """The estimates agree with the closed forms statistically, and exactly with the same draws made by an
     independent model of the random stream (so value and gradient are the right sample means)."""
     import math
-    from tests.runtime.test_random import pcg
+    from gradkit.conformance.references import pcg
     out = monte_carlo.run(device, n=6, samples=300)
     assert np.abs(out["value"] - out["exact_value"]).max() < 5 * out["stderr"]
     assert np.abs(out["grad"] - out["exact_grad"]).max() < 5 * out["stderr"]

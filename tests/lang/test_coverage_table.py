@@ -4,9 +4,9 @@ silently: run `make coverage-table`), and the generator renders a results file a
 import pathlib
 import re
 
-from .constructs import CONSTRUCTS
+from gradkit.conformance.lang.constructs import CONSTRUCTS
 from .coverage import DOC, render
-from .harness import MODES
+from gradkit.conformance.lang.harness import MODES
 
 ROW = re.compile(r"^\| [^|]+ \| `([^`]+)` \|(.*)$", re.M)
 

@@ -21,7 +21,7 @@ from gradkit.core import ir
 from gradkit.core import types as T
 from gradkit.core.ir import Builder, Function, IRError, Param, Region, Value, verify
 from gradkit.core.passes import lower
-from tests.lang.constructs import CONSTRUCTS
+from gradkit.conformance.lang.constructs import CONSTRUCTS
 from tests.passes.test_golden_ir import CASE_NAMES, load_case
 
 F32, F64, I32, BOOL = T.float32, T.float64, T.int32, T.bool_

@@ -10,15 +10,9 @@ import numpy as np
 import pytest
 
 import gradkit as gk
+from gradkit.conformance.references import M, pcg
 from tests.compile_errors import assert_compile_error
 
-M = 0xFFFFFFFF
-
-
-def pcg(s: int) -> int:
-    b = (s * 747796405 + 2891336453) & M
-    c = (((b >> ((b >> 28) + 4)) ^ b) * 277803737) & M
-    return ((c >> 22) ^ c) & M
 
 
 def model_stream(seed: int, offset: int, n: int):

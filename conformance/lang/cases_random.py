@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 import gradkit as gk
-from tests.runtime.test_random import pcg
+from ..references import pcg
 
 from .harness import Case, Const, In, Out, collect
 

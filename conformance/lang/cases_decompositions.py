@@ -6,7 +6,7 @@ singular values and eigenvalues stay apart; outputs are ones a pair's shared sig
 import numpy as np
 
 import gradkit as gk
-from tests.ad.decomposition_cases import np_polar, np_qr, np_svd
+from ..references import np_polar, np_qr, np_svd
 
 from .harness import Case, In, Out, collect
 

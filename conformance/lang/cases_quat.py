@@ -5,7 +5,7 @@ written independently in tests/core/test_quat.py."""
 import numpy as np
 
 import gradkit as gk
-from tests.core.test_quat import ham, rotate
+from ..references import ham, rotate
 
 from .harness import Case, In, Out, collect
 
