@@ -417,8 +417,8 @@ class Codegen(ControlFlow):
         return self.minmax(b, kind, old, value, st)
 
     def minmax(self, b, kind, x, y, t):
-        if t.is_float:
-            name = "llvm.minnum" if kind == "min" else "llvm.maxnum"
+        if t.is_float:     # NaN-propagating, as NumPy's minimum/maximum (minnum/maxnum would drop a NaN)
+            name = "llvm.minimum" if kind == "min" else "llvm.maximum"
             return b.call(self.module.declare_intrinsic(name, [x.type], ir.FunctionType(x.type, [x.type, x.type])),
                           [x, y])
         cmp = b.icmp_unsigned if t is T.uint32 else b.icmp_signed
