@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 
+from gradkit.backends.analysis import reduction_sites
 from gradkit.backends.base import CompileOptions, bounds_sites
 from gradkit.core.builtins import BUILTINS
 from gradkit.core.ir import Function, Instr, Region
@@ -78,6 +79,9 @@ class Plan:
 
     def __init__(self, fn: Function):
         self.sites = {id(ins): k for k, ins in enumerate(bounds_sites(fn))}
+        # atomic adds onto one element whose old value nobody reads: summed as accurately as the other
+        # backends' partial sums (float32 in float64), not as a float32 running sum (backends/README.md)
+        self.reductions = set(reduction_sites(fn))
         # prim instruction -> (eval, keyword attrs it takes, is integer // or %)
         self.prims: dict[int, tuple] = {}
         for ins in fn.walk():
@@ -290,7 +294,8 @@ class Run:
     def op_atomic(self, ins: Instr, mask) -> None:
         arr, lanes, pos, _ = self._locate(ins, mask, len(ins.args) - 2)
         self.env[ins.result.id] = memory.atomic(arr, lanes, pos, self.env[ins.args[-1].id], ins.attrs["kind"],
-                                                self.n, ins.result.type.np_dtype)
+                                                self.n, ins.result.type.np_dtype,
+                                                wide_sum=id(ins) in self.plan.reductions)
 
     def op_push(self, ins: Instr, mask) -> None:
         self.stack.push(ins, self.env[ins.args[0].id], memory.lanes_of(mask))

@@ -158,13 +158,20 @@ def store(arr: ArrayArg, lanes, pos, value) -> None:
     arr.flat[pos[keep]] = vals[keep]
 
 
-def atomic(arr: ArrayArg, lanes, pos, value, kind: str, n: int, dtype: np.dtype):
-    """Apply an atomic update for `lanes` in thread order; returns each thread's old value."""
+def atomic(arr: ArrayArg, lanes, pos, value, kind: str, n: int, dtype: np.dtype, wide_sum: bool = False):
+    """Apply an atomic update for `lanes` in thread order; returns each thread's old value. `wide_sum`
+    (a reduction whose old values are unused): a float32 add or sub runs in float64."""
     count = n if lanes is None else len(lanes)
     if count == 0:
         return np.zeros(n, dtype=dtype)
     vals = np.broadcast_to(np.asarray(_lane_values(value, lanes), dtype=dtype), (count,))
     pos = np.broadcast_to(np.asarray(pos, dtype=np.int64), (count,))
+    if wide_sum and kind in ("add", "sub") and vals.dtype == np.float32:
+        touched, slot = np.unique(pos, return_inverse=True)
+        wide = arr.flat[touched].astype(np.float64)
+        sequential_update(wide, slot.astype(np.int64), vals.astype(np.float64), _UFUNCS[kind])
+        arr.flat[touched] = wide
+        return np.zeros(n, dtype=dtype)            # unused by construction
     old = sequential_update(arr.flat, pos, vals, _UFUNCS[kind])
     if lanes is None:
         return old
