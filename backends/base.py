@@ -31,8 +31,8 @@ Lowered IR a backend receives (`compile(device, fn, options)`):
 
 Launch arguments (`launch(compiled, dim, args)`): one entry per `fn.params`, in order:
 for an array parameter a runtime array object exposing `.buffer` (this backend's
-Buffer), `.shape` (tuple) and `.strides_elems` is not needed (arrays are contiguous,
-row-major); for a scalar parameter a Python or NumPy scalar already of the right kind.
+buffer) and `.shape` (a tuple; arrays are contiguous and row-major, so no strides are
+passed); for a scalar parameter a Python or NumPy scalar already of the right kind.
 """
 
 from __future__ import annotations
