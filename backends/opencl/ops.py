@@ -70,9 +70,13 @@ def _call(fn: str) -> Formatter:
     return lambda a, t, at: f"{fn}({', '.join(a)})"
 
 
-def _by_kind(on_float: str, on_int: str) -> Formatter:
-    """A call of `on_float` for float operands, `on_int` for integers (e.g. fmin / min)."""
-    return lambda a, t, at: f"{on_float if t.is_float else on_int}({', '.join(a)})"
+def _minmax(fn: str) -> Formatter:
+    """min/max: NaN-propagating on floats, as NumPy's minimum/maximum (OpenCL's fmin/fmax drop a NaN)."""
+    def fmt(a, t, at):
+        if not t.is_float:
+            return f"{fn}({a[0]}, {a[1]})"
+        return f"((isnan({a[0]}) || isnan({a[1]})) ? ({a[0]} + {a[1]}) : f{fn}({a[0]}, {a[1]}))"
+    return fmt
 
 
 def _neg(a, t, at):
@@ -107,7 +111,7 @@ def _shift(op: str) -> Formatter:
 CODE_FOR_OP: dict[str, Formatter] = {
     "add": _infix("+"), "sub": _infix("-"), "mul": _infix("*"), "div": _infix("/"), "neg": _neg,
     "idiv": _infix("/"), "irem": _infix("%"),      # truncating; the expansion of // and % guards the divisor
-    "min": _by_kind("fmin", "min"), "max": _by_kind("fmax", "max"),
+    "min": _minmax("min"), "max": _minmax("max"),
     "where": lambda a, t, at: f"({a[0]} ? {a[1]} : {a[2]})",
     "lt": _infix("<"), "le": _infix("<="), "gt": _infix(">"), "ge": _infix(">="),
     "eq": _infix("=="), "ne": _infix("!="),

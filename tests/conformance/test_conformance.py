@@ -1,8 +1,8 @@
 """The shipped backend conformance suite (gradkit/conformance/suite/) on every device of gradkit's own
-test run: faults, grids and reductions, memory. (The op-by-op builtin check joins it once the OpenCL
-backend's min/max propagate NaN as the contract says: python -m gradkit.conformance finds it.) Its language cells are collected in
+test run: builtins op by op, faults, grids and reductions, memory. Its language cells are collected in
 tests/lang/test_lang.py, whose results feed docs/coverage.md."""
 
+from gradkit.conformance.suite.test_builtins import *  # noqa: F401,F403
 from gradkit.conformance.suite.test_faults import *  # noqa: F401,F403
 from gradkit.conformance.suite.test_grids_and_reductions import *  # noqa: F401,F403
 from gradkit.conformance.suite.test_memory import *  # noqa: F401,F403
