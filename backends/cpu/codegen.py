@@ -58,7 +58,7 @@ class Codegen(ControlFlow):
         self.fn, self.name, self.debug, self.stack_size = fn, name, debug, stack_size
         self.fast_math = fast_math
         self.module = ir.Module(name=name)
-        self.math = MathLib(self.module)
+        self.math = MathLib(self.module, fast_math)
         self.layout = layout_of(fn)
         self.values: dict[int, ir.Value] = {}
         self.loop_sums: set[int] = set()       # float add/sub ids that may reassociate (loop sums)

@@ -4,8 +4,9 @@ float32 sin, cos, exp and log (and log2/log10 from log) are inlineable LLVM IR
 polynomials (Cephes-style range reduction and minimax coefficients) built only
 from arithmetic, selects and bit casts, so the loop vectorizer turns them into
 SIMD code. Measured max error against float64 NumPy on dense sweeps
-(tests/backends/test_cpu_math.py): sin/cos ≤ 2 ULP for |x| ≤ 8192, exp ≤ 2 ULP,
-log ≤ 2 ULP on normal numbers. Everything else, and every float64 function,
+(tests/backends/test_cpu_math.py): sin/cos ≤ 2 ULP for |x| ≤ 8192 and, beyond, exact argument
+reduction in double (trig_reduction.py; under gk.config.fast_math only the first, which gives NaN
+past 8192), exp ≤ 2 ULP, log ≤ 2 ULP on normal numbers. Everything else, and every float64 function,
 calls the C library (correctly rounded to within 1 ULP, but scalar).
 """
 
@@ -18,6 +19,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ...core.builtins import BUILTINS
+from .trig_reduction import reduce
 
 F32, F64, I32 = ir.FloatType(), ir.DoubleType(), ir.IntType(32)
 _registered: set[str] = set()
@@ -117,8 +119,23 @@ def _logf(module):
     return fn
 
 
-def _sincosf(module, want_sin: bool):
-    fn, b = _define(module, "gk_sinf" if want_sin else "gk_cosf")
+def _sin_poly(b, x, z):
+    """sin x for |x| <= π/4 (z = x²), Cephes' float32 minimax coefficients."""
+    return b.fadd(b.fmul(b.fmul(_poly(b, z, [-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1]), z), x), x)
+
+
+def _cos_poly(b, z):
+    """cos x for |x| <= π/4 (z = x²)."""
+    one, half = ir.Constant(F32, 1.0), ir.Constant(F32, 0.5)
+    return b.fadd(b.fsub(b.fmul(b.fmul(_poly(b, z, [2.443315711809948e-5, -1.388731625493765e-3,
+                                                    4.166664568298827e-2]), z), z), b.fmul(z, half)), one)
+
+
+def _sincosf(module, want_sin: bool, wide: bool = True):
+    """float32 sin or cos: Cephes' float32 reduction (2 ULP for |x| <= 8192) and, with `wide`, an exact
+    reduction for larger |x| computed for every lane and selected (branchless, so loops stay SIMD; it costs
+    a few times the polynomial path; gk.config.fast_math drops it)."""
+    fn, b = _define(module, ("gk_sinf" if want_sin else "gk_cosf") + ("" if wide else "_fast"))
     (x0,) = fn.args
     c = lambda v: ir.Constant(F32, v)  # noqa: E731
     i = lambda v: ir.Constant(I32, v)  # noqa: E731
@@ -132,9 +149,7 @@ def _sincosf(module, want_sin: bool):
     flip = b.icmp_signed(">", j, i(3))
     j = b.select(flip, b.sub(j, i(4)), j)
     z = b.fmul(x, x)
-    cos_p = b.fadd(b.fsub(b.fmul(b.fmul(_poly(b, z, [2.443315711809948e-5, -1.388731625493765e-3,
-                                                     4.166664568298827e-2]), z), z), b.fmul(z, c(0.5))), c(1.0))
-    sin_p = b.fadd(b.fmul(b.fmul(_poly(b, z, [-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1]), z), x), x)
+    cos_p, sin_p = _cos_poly(b, z), _sin_poly(b, x, z)
     if want_sin:
         use_cos = b.or_(b.icmp_signed("==", j, i(1)), b.icmp_signed("==", j, i(2)))
         r = b.select(use_cos, cos_p, sin_p)
@@ -144,15 +159,34 @@ def _sincosf(module, want_sin: bool):
         r = b.select(use_sin, sin_p, cos_p)
         neg = b.xor(flip, b.icmp_signed(">", j, i(1)))
     r = b.select(neg, b.fneg(r), r)
-    b.ret(r)
+    if not wide:
+        b.ret(r)
+        return fn
+    # Beyond |x| = 8192 the float32 reduction above loses the argument: reduce exactly in double
+    # (trig_reduction.py), computed for every lane and selected, so loops stay vectorised.
+    rb, q = reduce(module, b, x0)
+    zb = b.fmul(rb, rb)
+    sb, cb = _sin_poly(b, rb, zb), _cos_poly(b, zb)
+    odd = b.icmp_signed("!=", b.and_(q, i(1)), i(0))
+    if want_sin:        # sin(r + qπ/2) = sin r, cos r, -sin r, -cos r; sin is odd
+        far = b.select(odd, cb, sb)
+        fneg = b.xor(b.icmp_signed(">", q, i(1)), b.fcmp_ordered("<", x0, c(0.0)))
+    else:               # cos(r + qπ/2) = cos r, -sin r, -cos r, sin r; cos is even
+        far = b.select(odd, sb, cb)
+        fneg = b.or_(b.icmp_signed("==", q, i(1)), b.icmp_signed("==", q, i(2)))
+    far = b.select(fneg, b.fneg(far), far)
+    ax = _fabs(b, x0)
+    big = b.and_(b.fcmp_ordered(">", ax, c(8192.0)), b.fcmp_ordered("<", ax, c(float("inf"))))
+    b.ret(b.select(big, far, r))
     return fn
 
 
 class MathLib:
     """Per-module cache of math function declarations/definitions."""
 
-    def __init__(self, module: ir.Module):
+    def __init__(self, module: ir.Module, fast_math: bool = False):
         self.module = module
+        self.fast_math = fast_math      # float32 sin/cos then hold their bound for |x| <= 8192 only
         self.fns: dict = {}
 
     def _libm(self, name: str):
@@ -166,8 +200,9 @@ class MathLib:
 
     def _poly_fn(self, name: str):
         if name not in self.fns:
-            builders = {"exp": _expf, "log": _logf, "sin": lambda m: _sincosf(m, True),
-                        "cos": lambda m: _sincosf(m, False)}
+            wide = not self.fast_math
+            builders = {"exp": _expf, "log": _logf, "sin": lambda m: _sincosf(m, True, wide),
+                        "cos": lambda m: _sincosf(m, False, wide)}
             self.fns[name] = builders[name](self.module)
         return self.fns[name]
 
