@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from gradkit.backends.base import CompileOptions
+from gradkit.conformance import irkit
 from gradkit.core import ir
 from gradkit.core import types as T
 
@@ -20,24 +21,7 @@ F32, F64, I32, I64, U32, BOOL = T.float32, T.float64, T.int32, T.int64, T.uint32
 
 # --------------------------------------------------------------------------- building and running IR
 
-class K:
-    """A lowered kernel under construction: `K(x=arr(F32), a=F32)`; `k.x` is a parameter's value."""
-
-    def __init__(self, **params):
-        self.params = [ir.Param(name, t) for name, t in params.items()]
-        self.body = ir.Region()
-        self.b = ir.Builder(self.body)
-
-    def __getattr__(self, name):
-        for p in self.__dict__.get("params", []):
-            if p.name == name:
-                return p.value
-        raise AttributeError(name)
-
-    def fn(self, name: str = "k") -> ir.Function:
-        fn = ir.Function(name, self.params, self.body, [])
-        ir.verify(fn, scalar_only=True)
-        return fn
+K = irkit.K     # a lowered kernel under construction: `K(x=arr(F32), a=F32)`; `k.x` is a parameter's value
 
 
 def arr(dtype, ndim: int = 1):

@@ -24,6 +24,7 @@ from gradkit.backends.opencl import (
 )
 from gradkit.backends.opencl import backend as backend_mod
 from gradkit.backends.opencl import devices as devices_mod
+from gradkit.conformance import irkit
 from gradkit.core import ir
 from gradkit.core import types as T
 from gradkit.core.errors import CompileError, DeviceError
@@ -42,31 +43,11 @@ def A(dtype, ndim: int = 1) -> T.ArrayType:
     return T.array_type(dtype, ndim)
 
 
-class K:
-    """A lowered kernel under construction: `K(x=A(F32), a=F32)`; `k.x` is a parameter's value, `k.b`
-    the builder; `k.tid()` a thread coordinate."""
-
-    def __init__(self, **params):
-        self.params = [ir.Param(name, t) for name, t in params.items()]
-        self.body = ir.Region()
-        self.b = ir.Builder(self.body)
-
-    def __getattr__(self, name):
-        for p in self.__dict__.get("params", []):
-            if p.name == name:
-                return p.value
-        raise AttributeError(name)
-
-    def tid(self, axis: int = 0, ndim: int = 1) -> ir.Value:
-        return self.b.emit("tid", [], [I32], {"axis": axis, "ndim": ndim}, hint=f"t{axis}").result
+class K(irkit.K):
+    """A lowered kernel under construction (gradkit.conformance.irkit's), with `k.c(value)` constants."""
 
     def c(self, value, t=I32) -> ir.Value:
         return self.b.const(value, t)
-
-    def fn(self, name: str = "k") -> ir.Function:
-        fn = ir.Function(name, self.params, self.body, [])
-        ir.verify(fn, scalar_only=True)
-        return fn
 
 
 def for_(b: ir.Builder, start, stop, step, inits: list, body) -> list:
