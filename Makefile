@@ -28,7 +28,7 @@ XDIST_WORKERS ?= 2
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: test demo bench peers fuzz clean distclean sysdeps opencl-driver
+.PHONY: test demo bench peers fuzz clean distclean sysdeps opencl-driver interop-deps
 
 # Debian/Ubuntu ship venv separately (python3-venv); as root, install it when it is missing.
 $(PY):
@@ -84,7 +84,18 @@ opencl-driver: install-$(TEST_EXTRAS)
 		fi; \
 	fi
 
-test: sysdeps install-$(TEST_EXTRAS) opencl-driver peers
+# PyTorch for the interop tests (tests/interop): the CPU build (about 750 MB installed; the default build pulls
+# GPU libraries of several GB). Best effort: without it those tests skip.
+TORCH_CPU ?= torch==2.13.0+cpu
+interop-deps: install-$(TEST_EXTRAS)
+	@stamp="$(VENV)/.installed-interop-$$(echo '$(TORCH_CPU)' | cksum | cut -d' ' -f1)"; \
+	if [ ! -f "$$stamp" ]; then \
+		echo "installing $(TORCH_CPU) into $(VENV)"; \
+		if $(PIP) install -q '$(TORCH_CPU)'; then touch "$$stamp"; \
+		else echo "warning: could not install $(TORCH_CPU) (the PyTorch interop tests are skipped)"; fi; \
+	fi
+
+test: sysdeps install-$(TEST_EXTRAS) opencl-driver interop-deps peers
 	@if $(PY) -c "import xdist" 2>/dev/null; then workers="-n $(XDIST_WORKERS) --dist worksteal"; else workers=""; fi; \
 	$(PY) -m pytest $$workers tests $(PYTEST_ARGS)
 

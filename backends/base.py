@@ -113,6 +113,11 @@ class Backend:
         """A uint8 NumPy view of the buffer's memory if it lives in host memory (zero-copy), else None."""
         return None
 
+    def adopt_host(self, device: DeviceInfo, host: np.ndarray) -> Any | None:
+        """Optional: a buffer over the memory of host array `host` (zero-copy sharing with PyTorch/JAX), or
+        None when the device cannot use host memory as it is (then gradkit copies)."""
+        return None
+
     # Code ----------------------------------------------------------------------
     def compile(self, device: DeviceInfo, fn: Function, options: CompileOptions) -> Any:
         """Compile lowered IR for `device`; the result is passed back to `launch` and `source`."""

@@ -93,7 +93,7 @@ class array:
             self.requires_dual = True
 
     # Construction -------------------------------------------------------------
-    def _setup(self, dims: tuple[int, ...], dt: Type, dev) -> None:
+    def _setup(self, dims: tuple[int, ...], dt: Type, dev, buffer=None) -> None:
         size = 1
         for d in dims:
             size *= d
@@ -108,7 +108,7 @@ class array:
         self._family = None       # a WeakSet of this array and its views (runtime/views.py), once it has one
         # OpenCL cannot allocate 0 bytes; an empty array keeps a tiny buffer nothing reads.
         try:
-            self.buffer = dev.impl.alloc(dev.info, self.nbytes or 8)
+            self.buffer = buffer if buffer is not None else dev.impl.alloc(dev.info, self.nbytes or 8)
         except DeviceMemoryError:
             raise
         except (MemoryError, ValueError, OverflowError) as exc:     # a plugin passing on NumPy's error
@@ -117,6 +117,17 @@ class array:
         memory.allocated(self)
         raw = dev.impl.host_view(dev.info, self.buffer)
         self._host = None if raw is None else raw[:self.nbytes].view(npdt).reshape(dims + dt.shape)
+
+    @classmethod
+    def _adopt(cls, host: np.ndarray, dt: Type, dev) -> "array | None":
+        """An array over `host`'s memory (shape (*dims, *dt.shape), element type dt) without a copy, when
+        the device can share it (`Backend.adopt_host`); else None."""
+        buffer = dev.impl.adopt_host(dev.info, host)
+        if buffer is None:
+            return None
+        a = object.__new__(cls)
+        a._setup(host.shape[:host.ndim - len(dt.shape)], dt, dev, buffer)
+        return a
 
     @classmethod
     def _alloc(cls, dims: tuple[int, ...], dt: Type, dev) -> "array":

@@ -20,7 +20,7 @@ def physical_memory() -> int | None:
 
 
 class HostBuffer:
-    """A zero-filled, 64-byte aligned block of host memory."""
+    """A zero-filled, 64-byte aligned block of host memory (or, `adopt`ed, another library's)."""
 
     __slots__ = ("data", "ptr", "nbytes", "_owner")
 
@@ -31,6 +31,18 @@ class HostBuffer:
         self.data = owner[offset:offset + nbytes]
         self.ptr = self.data.ctypes.data
         self.nbytes = nbytes
+
+    @classmethod
+    def adopt(cls, host: np.ndarray) -> "HostBuffer | None":
+        """A buffer over `host`'s own memory (kept alive through it), when it is C-contiguous, writable
+        and 64-byte aligned as generated code assumes; else None (the caller copies)."""
+        if not (host.flags.c_contiguous and host.flags.writeable) or host.ctypes.data % ALIGN:
+            return None
+        buf = object.__new__(cls)
+        buf._owner = host
+        buf.data = host.reshape(-1).view(np.uint8)
+        buf.ptr, buf.nbytes = host.ctypes.data, host.nbytes
+        return buf
 
 
 class HostMemory:
@@ -58,3 +70,7 @@ class HostMemory:
 
     def host_view(self, device, buf: HostBuffer) -> np.ndarray:
         return buf.data
+
+    def adopt_host(self, device, host: np.ndarray) -> HostBuffer | None:
+        """A buffer sharing `host`'s memory (zero-copy interop), or None when it cannot be shared."""
+        return HostBuffer.adopt(host)

@@ -1,0 +1,164 @@
+"""PyTorch interop: gradkit arrays as torch tensors and back (sharing memory where both live in host memory),
+and `gk.torch_function`, a Python function of gradkit arrays that launches kernels, as a torch autograd op.
+
+Vector and matrix dtypes are trailing tensor dimensions (n vec3 ↔ a tensor of shape (n, 3)). Sharing is
+zero-copy when the gradkit device keeps arrays in host memory (`cpu`) and the tensor is a contiguous,
+64-byte aligned CPU tensor; otherwise the data is copied (each function says so)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import types as T
+
+_SCALARS = {"float32": T.float32, "float64": T.float64, "int32": T.int32, "int64": T.int64, "bool": T.bool_}
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise ImportError("gradkit's PyTorch interop needs torch: pip install 'gradkit[torch]' "
+                          "(the CPU build: pip install torch --index-url <PyTorch's CPU wheel index>)") from None
+    return torch
+
+
+def to_torch(a, requires_grad: bool | None = None):
+    """A torch tensor of `a`'s data: the same memory for a host-memory (cpu) array, else a CPU copy.
+    `requires_grad` (default: `a.requires_grad`) is set on the tensor, and `a.grad` becomes its `.grad`
+    (shared likewise)."""
+    torch = _torch()
+    if not hasattr(a, "buffer"):
+        raise TypeError(f"a: gk.to_torch takes a gk.array, got {type(a).__name__}")
+    host = a.numpy() if a._host is not None else a.numpy().copy()
+    t = torch.from_numpy(host) if host.dtype != np.uint32 else torch.from_numpy(host.astype(np.int64))
+    want = a.requires_grad if requires_grad is None else bool(requires_grad)
+    if want:
+        if not a.dtype.scalar.is_float:
+            raise TypeError(f"a: only float arrays can require gradients in torch, this one is {a.dtype.name}")
+        t.requires_grad_(True)
+        if a.grad is not None:
+            t.grad = to_torch(a.grad, requires_grad=False)
+    return t
+
+
+def _dtype_of(t, dtype):
+    """The gradkit element type for tensor t (given, or its scalar type) and the element shape it takes."""
+    if dtype is not None:
+        from .array_input import _as_dtype
+        dt = _as_dtype(dtype)
+    else:
+        name = str(t.dtype).removeprefix("torch.")
+        if name not in _SCALARS:
+            raise TypeError(f"t: torch dtype {t.dtype} has no gradkit element type (float32, float64, int32, "
+                            f"int64, bool)")
+        dt = _SCALARS[name]
+    shape = tuple(getattr(dt, "shape", ()))
+    if shape and tuple(t.shape[t.dim() - len(shape):]) != shape:
+        raise ValueError(f"t: a tensor of shape {tuple(t.shape)} cannot hold {dt.name} elements: its last "
+                         f"dimensions must be {shape}")
+    return dt
+
+
+def from_torch(t, dtype=None, requires_grad: bool | None = None, device=None):
+    """A gradkit array of tensor `t`'s data: the same memory when `t` is a contiguous, aligned CPU tensor
+    and `device` keeps arrays in host memory (the default device for a CPU tensor is "cpu"), else a copy.
+    `dtype` (e.g. gk.vec3) reads trailing dimensions as vector/matrix components; `requires_grad`
+    (default: `t.requires_grad`) gives the array a `.grad`, shared with `t.grad` when there is one."""
+    from .array import array
+    from .device import get_device
+    torch = _torch()
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"t: gk.from_torch takes a torch.Tensor, got {type(t).__name__}")
+    dt = _dtype_of(t, dtype)
+    dev = get_device("cpu" if device is None and t.device.type == "cpu" else device)
+    host = t.detach()
+    if host.device.type != "cpu":
+        host = host.cpu()
+    host = host.numpy()
+    if host.dtype != dt.scalar.np_dtype:
+        host = host.astype(dt.scalar.np_dtype)
+    a = array._adopt(host, dt, dev)
+    if a is None:                       # a device without host memory, or memory it cannot use as it is
+        a = array(host, dtype=dt, device=dev)
+    want = t.requires_grad if requires_grad is None else bool(requires_grad)
+    if want:
+        if t.grad is not None:
+            a.grad = from_torch(t.grad, dtype=dt, requires_grad=False, device=dev)
+        else:
+            a.requires_grad = True
+    return a
+
+
+def torch_function(fn, dtypes=None, device=None):
+    """`fn` (gk.arrays in, gk.array or a tuple of them out, launching kernels) as a function of torch
+    tensors that torch autograd differentiates: the forward runs `fn` untaped; the backward records `fn` on
+    a gk.Tape (recomputing it) and runs `tape.backward` with torch's output gradients. `dtypes` gives the
+    gradkit element type of each tensor argument (None: its scalar type); `device` the gradkit device the
+    tensors are put on (default: "cpu" for CPU tensors, shared without a copy). Non-tensor arguments pass
+    through. Outputs come back as CPU tensors (sharing the output arrays' memory on the cpu device)."""
+    torch = _torch()
+    from .checkpoint import no_grad
+    from .tape import Tape
+
+    def arrays_of(args, grad):
+        out = []
+        for k, x in enumerate(args):
+            if isinstance(x, torch.Tensor):
+                dt = dtypes[k] if dtypes is not None and k < len(dtypes) else None
+                want = grad and x.dtype.is_floating_point
+                a = from_torch(x.detach(), dtype=dt, requires_grad=False, device=device)
+                out.append(_fresh_grad(a) if want else a)
+            else:
+                out.append(x)
+        return out
+
+    def as_tuple(result):
+        outs = tuple(result) if isinstance(result, (list, tuple)) else (result,)
+        for k, o in enumerate(outs):
+            if not hasattr(o, "buffer"):
+                raise TypeError(f"gk.torch_function: '{getattr(fn, '__name__', 'fn')}' must return gk.arrays; "
+                                f"its output {k} is {type(o).__name__}")
+        return outs
+
+    class GradkitFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *args):
+            ctx.args = args
+            with no_grad():
+                outs = as_tuple(fn(*arrays_of(args, grad=False)))
+            return tuple(to_torch(o, requires_grad=False) for o in outs)     # the outputs' own memory
+
+        @staticmethod
+        def backward(ctx, *grads):
+            arrays = arrays_of(ctx.args, grad=True)
+            tape = Tape()
+            with no_grad(), tape:
+                outs = as_tuple(fn(*arrays))
+            seeds = {o: from_torch(g.contiguous(), dtype=o.dtype, requires_grad=False, device=o.device)
+                     for o, g in zip(outs, grads) if g is not None and o.dtype.scalar.is_float}
+            for o in seeds:
+                if o.grad is None:
+                    o.requires_grad = True
+            tape.backward(grads=seeds)
+            result = []
+            for x, a in zip(ctx.args, arrays):
+                if isinstance(x, torch.Tensor) and x.dtype.is_floating_point and getattr(a, "grad", None) is not None:
+                    result.append(torch.from_numpy(a.grad.numpy().copy()).reshape(x.shape).to(x.dtype))
+                else:
+                    result.append(None)
+            return tuple(result)
+
+    def wrapped(*args):
+        outs = GradkitFunction.apply(*args)
+        return outs[0] if len(outs) == 1 else outs
+
+    wrapped.__name__ = getattr(fn, "__name__", "torch_function")
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
+def _fresh_grad(a):
+    """`a` with a zero gradient of its own (the backward's gradients land there, not in torch's)."""
+    a.requires_grad = True
+    return a
