@@ -84,15 +84,17 @@ opencl-driver: install-$(TEST_EXTRAS)
 		fi; \
 	fi
 
-# PyTorch for the interop tests (tests/interop): the CPU build (about 750 MB installed; the default build pulls
-# GPU libraries of several GB). Best effort: without it those tests skip.
-TORCH_CPU ?= torch==2.13.0+cpu
+# PyTorch and JAX for the interop tests (tests/interop): torch's CPU build (about 750 MB installed; the default
+# build pulls GPU libraries of several GB) and jax[cpu] (about 380 MB). Best effort: without them those tests skip.
+INTEROP_PACKAGES ?= torch==2.13.0+cpu jax[cpu]
 interop-deps: install-$(TEST_EXTRAS)
-	@stamp="$(VENV)/.installed-interop-$$(echo '$(TORCH_CPU)' | cksum | cut -d' ' -f1)"; \
+	@stamp="$(VENV)/.installed-interop-$$(echo '$(INTEROP_PACKAGES)' | cksum | cut -d' ' -f1)"; \
 	if [ ! -f "$$stamp" ]; then \
-		echo "installing $(TORCH_CPU) into $(VENV)"; \
-		if $(PIP) install -q '$(TORCH_CPU)'; then touch "$$stamp"; \
-		else echo "warning: could not install $(TORCH_CPU) (the PyTorch interop tests are skipped)"; fi; \
+		echo "installing $(INTEROP_PACKAGES) into $(VENV)"; \
+		ok=1; for pkg in $(INTEROP_PACKAGES); do \
+			$(PIP) install -q "$$pkg" || { ok=0; echo "warning: could not install $$pkg (its interop tests are skipped)"; }; \
+		done; \
+		[ $$ok = 1 ] && touch "$$stamp"; true; \
 	fi
 
 test: sysdeps install-$(TEST_EXTRAS) opencl-driver interop-deps peers

@@ -1,5 +1,6 @@
-"""PyTorch interop: gradkit arrays as torch tensors and back (sharing memory where both live in host memory),
-and `gk.torch_function`, a Python function of gradkit arrays that launches kernels, as a torch autograd op.
+"""PyTorch and JAX interop: gradkit arrays as torch tensors / JAX arrays and back (sharing memory where both
+live in host memory and the other side allows it), and `gk.torch_function`, a Python function of gradkit
+arrays that launches kernels, as a torch autograd op.
 
 Vector and matrix dtypes are trailing tensor dimensions (n vec3 ↔ a tensor of shape (n, 3)). Sharing is
 zero-copy when the gradkit device keeps arrays in host memory (`cpu`) and the tensor is a contiguous,
@@ -42,7 +43,7 @@ def to_torch(a, requires_grad: bool | None = None):
     return t
 
 
-def _dtype_of(t, dtype):
+def _dtype_of(t, dtype, arg: str = "t", lib: str = "torch"):
     """The gradkit element type for tensor t (given, or its scalar type) and the element shape it takes."""
     if dtype is not None:
         from .array_input import _as_dtype
@@ -50,12 +51,12 @@ def _dtype_of(t, dtype):
     else:
         name = str(t.dtype).removeprefix("torch.")
         if name not in _SCALARS:
-            raise TypeError(f"t: torch dtype {t.dtype} has no gradkit element type (float32, float64, int32, "
+            raise TypeError(f"{arg}: {lib} dtype {t.dtype} has no gradkit element type (float32, float64, int32, "
                             f"int64, bool)")
         dt = _SCALARS[name]
     shape = tuple(getattr(dt, "shape", ()))
     if shape and tuple(t.shape[t.dim() - len(shape):]) != shape:
-        raise ValueError(f"t: a tensor of shape {tuple(t.shape)} cannot hold {dt.name} elements: its last "
+        raise ValueError(f"{arg}: an array of shape {tuple(t.shape)} cannot hold {dt.name} elements: its last "
                          f"dimensions must be {shape}")
     return dt
 
@@ -156,6 +157,53 @@ def torch_function(fn, dtypes=None, device=None):
     wrapped.__name__ = getattr(fn, "__name__", "torch_function")
     wrapped.__doc__ = fn.__doc__
     return wrapped
+
+
+def _jax():
+    try:
+        import jax
+        import jax.dlpack  # noqa: F401
+    except ImportError:
+        raise ImportError("gradkit's JAX interop needs jax: pip install 'gradkit[jax]'") from None
+    return jax
+
+
+def to_jax(a):
+    """A JAX array of `a`'s data: through DLPack (the same memory, where JAX takes it) for a host-memory
+    (cpu) array, else from a host copy. JAX arrays are immutable: do not write `a` while JAX uses it. A
+    64-bit array needs JAX's 64-bit mode (JAX would otherwise round it to 32 bits)."""
+    jax = _jax()
+    if not hasattr(a, "buffer"):
+        raise TypeError(f"a: gk.to_jax takes a gk.array, got {type(a).__name__}")
+    if a.dtype.scalar.bits == 64 and not jax.config.jax_enable_x64:
+        raise ValueError(f"a: a {a.dtype.name} array needs JAX's 64-bit mode, which is off (JAX would round it "
+                         f"to 32 bits): jax.config.update('jax_enable_x64', True)")
+    if a._host is not None:
+        return jax.dlpack.from_dlpack(a)
+    return jax.numpy.asarray(a.numpy())
+
+
+def from_jax(x, dtype=None, device=None):
+    """A gradkit array holding a copy of JAX array `x` (JAX arrays are immutable; gradkit arrays are written
+    by kernels). `dtype` (e.g. gk.vec3) reads trailing dimensions as vector/matrix components."""
+    import numpy as np_
+    from .array import array
+    jax = _jax()
+    if not isinstance(x, jax.Array):
+        raise TypeError(f"x: gk.from_jax takes a jax.Array, got {type(x).__name__}")
+    host = np_.asarray(x)
+    dt = _dtype_of(_ShapeOf(host), dtype, arg="x", lib="JAX")
+    return array(host.astype(dt.scalar.np_dtype, copy=False), dtype=dt, device=device)
+
+
+class _ShapeOf:
+    """The shape and dtype questions `_dtype_of` asks a torch tensor, answered for a NumPy array."""
+
+    def __init__(self, host):
+        self.shape, self.dtype = host.shape, host.dtype
+
+    def dim(self) -> int:
+        return len(self.shape)
 
 
 def _fresh_grad(a):
