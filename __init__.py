@@ -27,7 +27,7 @@ from .runtime.launch import launch
 from .runtime.tape import LaunchRecord, ScopedTimer, Tape
 from .runtime.forward_mode import ForwardMode
 from .runtime.checkpoint import checkpoint, grad_for, grad_replaced, no_grad
-from .runtime.interop import from_jax, from_torch, to_jax, to_torch, torch_function
+from .runtime.interop import from_jax, from_torch, jax_function, to_jax, to_torch, torch_function
 from .ad.transforms import grad, jvp
 from . import backends  # noqa: E402  (gk.backends.available())
 from .runtime import autograd  # noqa: E402  (gk.autograd.jacobian, gradcheck, ...)
@@ -40,7 +40,7 @@ __all__ = [
     "quat", "quatd", "quaternion", "vec2", "vec3", "vec4", "vec2d", "vec3d", "vec4d", "vec2i", "vec3i", "vec4i", "mat22", "mat33", "mat44",
     "mat22d", "mat33d", "mat44d", "vector", "matrix", "array", "array1d", "array2d", "array3d", "array4d",
     "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "copy", "from_numpy", "from_dlpack",
-    "to_torch", "from_torch", "torch_function", "to_jax", "from_jax", "Device",
+    "to_torch", "from_torch", "torch_function", "to_jax", "from_jax", "jax_function", "Device",
     "ScopedDevice", "get_device", "get_devices", "set_device", "synchronize", "Kernel", "kernel", "func",
     "func_grad", "func_replay", "struct", "func_native", "launch", "Tape", "LaunchRecord", "ScopedTimer", "ForwardMode", "checkpoint", "grad_replaced", "grad_for", "no_grad", "grad", "jvp", "backends", "autograd", "optim", "viz", *_LANG_NAMES,
 ]

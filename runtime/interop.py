@@ -196,6 +196,91 @@ def from_jax(x, dtype=None, device=None):
     return array(host.astype(dt.scalar.np_dtype, copy=False), dtype=dt, device=device)
 
 
+def jax_function(fn, dtypes=None, device=None):
+    """`fn` (gk.arrays in, gk.array or a tuple of them out, launching kernels) as a function of JAX arrays
+    usable under `jax.jit`, `jax.grad` and `jax.vmap`: a `jax.custom_vjp` whose forward and backward run
+    on the host through `jax.pure_callback` (the backward records `fn` on a gk.Tape and runs
+    `tape.backward` with JAX's output cotangents). Output shapes are learned by running `fn` once on zeros
+    per input signature. Under `vmap`, `fn` runs once per batch element (`vmap_method="sequential"`).
+    `dtypes` gives each argument's gradkit element type (None: its scalar type); `device` where it runs."""
+    jax = _jax()
+    import numpy as np_
+    from .checkpoint import no_grad
+    from .tape import Tape
+    shapes: dict = {}
+
+    def arrays_of(host_args, grad):
+        out = []
+        for k, h in enumerate(host_args):
+            h = np_.asarray(h)
+            dt = _dtype_of(_ShapeOf(h), dtypes[k] if dtypes is not None and k < len(dtypes) else None,
+                           arg=f"argument {k}", lib="JAX")
+            from .array import array
+            a = array(h.astype(dt.scalar.np_dtype, copy=False), dtype=dt, device=device)
+            if grad and dt.scalar.is_float:
+                a.requires_grad = True
+            out.append(a)
+        return out
+
+    def as_tuple(result):
+        outs = tuple(result) if isinstance(result, (list, tuple)) else (result,)
+        for k, o in enumerate(outs):
+            if not hasattr(o, "buffer"):
+                raise TypeError(f"gk.jax_function: '{getattr(fn, '__name__', 'fn')}' must return gk.arrays; "
+                                f"its output {k} is {type(o).__name__}")
+        return outs
+
+    def run_forward(*host_args):
+        with no_grad():
+            return tuple(np_.array(o.numpy()) for o in as_tuple(fn(*arrays_of(host_args, grad=False))))
+
+    def run_backward(n_args, *host):
+        args, cots = host[:n_args], host[n_args:]
+        arrays = arrays_of(args, grad=True)
+        tape = Tape()
+        with no_grad(), tape:
+            outs = as_tuple(fn(*arrays))
+        seeds = {}
+        for o, g in zip(outs, cots):
+            if o.dtype.scalar.is_float:
+                if o.grad is None:
+                    o.requires_grad = True
+                seeds[o] = np_.ascontiguousarray(g, dtype=o.dtype.scalar.np_dtype)
+        tape.backward(grads=seeds)
+        return tuple(np_.array(a.grad.numpy()).reshape(np_.shape(h)).astype(np_.asarray(h).dtype)
+                     if a.grad is not None else np_.zeros(np_.shape(h), np_.asarray(h).dtype)
+                     for a, h in zip(arrays, args))
+
+    def out_structs(args):
+        key = tuple((tuple(x.shape), str(x.dtype)) for x in args)
+        if key not in shapes:
+            zeros = [np_.zeros(x.shape, x.dtype) for x in args]
+            shapes[key] = tuple(jax.ShapeDtypeStruct(o.shape, o.dtype) for o in run_forward(*zeros))
+        return shapes[key]
+
+    @jax.custom_vjp
+    def f(*args):
+        return jax.pure_callback(run_forward, out_structs(args), *args, vmap_method="sequential")
+
+    def f_fwd(*args):
+        return f(*args), args
+
+    def f_bwd(args, cots):
+        structs = tuple(jax.ShapeDtypeStruct(x.shape, x.dtype) for x in args)
+        return jax.pure_callback(lambda *h: run_backward(len(args), *h), structs, *args, *cots,
+                                 vmap_method="sequential")
+
+    f.defvjp(f_fwd, f_bwd)
+
+    def wrapped(*args):
+        outs = f(*args)
+        return outs[0] if len(outs) == 1 else outs
+
+    wrapped.__name__ = getattr(fn, "__name__", "jax_function")
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
 class _ShapeOf:
     """The shape and dtype questions `_dtype_of` asks a torch tensor, answered for a NumPy array."""
 

@@ -44,3 +44,40 @@ def test_float32_without_x64_and_refusals(device, rng):
         gk.from_jax(np.zeros(3), device=device)
     with pytest.raises(ValueError, match=r"x: an array of shape \(4, 2\) cannot hold vec3 elements"):
         gk.from_jax(jax.numpy.zeros((4, 2)), dtype=gk.vec3, device=device)
+
+
+@gk.kernel
+def springs(p: gk.array(dtype=gk.vec3d), k: gk.array(dtype=gk.float64), e: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    d = p[i] - p[(i + 1) % p.shape[0]]
+    e[i] = 0.5 * k[i] * (gk.length(d) - 1.0) ** 2 + gk.sin(k[i]) * d.x
+
+
+def _energy_on(device):
+    def energy(p, k):
+        e = gk.zeros(k.shape[0], dtype=gk.float64, device=device)
+        gk.launch(springs, k.shape[0], inputs=[p, k], outputs=[e], device=device)
+        return e
+    return energy
+
+
+def _reference(p, k):
+    d = p - np.roll(p, -1, 0)
+    return 0.5 * k * (np.linalg.norm(d, axis=1) - 1) ** 2 + np.sin(k) * d[:, 0]
+
+
+def test_jax_function_under_jit_grad_and_vmap(device, rng, x64):
+    from jax.test_util import check_grads
+    jnp = jax.numpy
+    f = gk.jax_function(_energy_on(device), dtypes=[gk.vec3d, None], device=device)
+    p, k = jnp.asarray(rng.normal(size=(6, 3))), jnp.asarray(rng.uniform(0.5, 2.0, 6))
+    np.testing.assert_allclose(np.asarray(jax.jit(f)(p, k)), _reference(np.asarray(p), np.asarray(k)), rtol=1e-12)
+    check_grads(f, (p, k), order=1, modes=["rev"], eps=1e-6, atol=1e-6, rtol=1e-6)
+    g = jax.jit(jax.grad(lambda p, k: jnp.sum(f(p, k) ** 2), argnums=1))(p, k)
+    pn, kn = np.asarray(p), np.asarray(k)
+    d = pn - np.roll(pn, -1, 0)
+    length = np.linalg.norm(d, axis=1)
+    e = _reference(pn, kn)
+    np.testing.assert_allclose(np.asarray(g), 2 * e * (0.5 * (length - 1) ** 2 + np.cos(kn) * d[:, 0]), rtol=1e-10)
+    batch = jax.vmap(f)(jnp.stack([p, 2 * p]), jnp.stack([k, k]))            # one launch per batch element
+    np.testing.assert_allclose(np.asarray(batch[1]), _reference(2 * pn, kn), rtol=1e-12)
