@@ -156,7 +156,10 @@ def torch_function(fn, dtypes=None, device=None):
 
     wrapped.__name__ = getattr(fn, "__name__", "torch_function")
     wrapped.__doc__ = fn.__doc__
-    return wrapped
+    # torch.compile cannot trace gradkit's launches (Dynamo tripped over gradkit's internals): the call is a
+    # graph break, run eagerly, with the compiled graphs on both sides of it
+    disable = getattr(getattr(torch, "compiler", None), "disable", None)
+    return disable(wrapped) if disable is not None else wrapped
 
 
 def _jax():

@@ -87,3 +87,25 @@ def test_misuse_is_a_clear_error(device):
     f = gk.torch_function(lambda x: 3.0, device=device)
     with pytest.raises(TypeError, match=r"must return gk.arrays; its output 0 is float"):
         f(torch.zeros(2))
+
+
+def test_torch_compile_breaks_the_graph_around_it(device, rng):
+    """torch.compile cannot trace gradkit launches: the call is one graph break and runs eagerly; values
+    and gradients stay right."""
+    import torch._dynamo as dynamo
+    f = gk.torch_function(energy, dtypes=[gk.vec3d, None], device=device)
+
+    def loss(p, k):
+        return (f(p * 1.5, k) ** 2).sum()
+
+    p = torch.from_numpy(rng.normal(size=(5, 3))).requires_grad_(True)
+    k = torch.from_numpy(rng.uniform(0.5, 2.0, 5)).requires_grad_(True)
+    dynamo.reset()
+    assert dynamo.explain(loss)(p, k).graph_break_count == 1
+    compiled = torch.compile(loss)(p, k)
+    compiled.backward()
+    eager_p, eager_k = p.detach().clone().requires_grad_(True), k.detach().clone().requires_grad_(True)
+    loss(eager_p, eager_k).backward()
+    assert float(compiled) == pytest.approx(float(loss(p, k)), rel=1e-12)
+    np.testing.assert_allclose(k.grad.numpy(), eager_k.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(p.grad.numpy(), eager_p.grad.numpy(), rtol=1e-12)
