@@ -117,6 +117,11 @@ def main(argv=None) -> int:
     parser.add_argument("--iters", type=int, default=60)
     parser.add_argument("--json", action="store_true", help="print the result as JSON (worker processes)")
     args = parser.parse_args(argv)
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("this example needs PyTorch: pip install 'gradkit[torch]' (make test installs its CPU build)")
+        return 0
     if "RANK" in os.environ:                  # a worker: started by launch_workers or by torchrun
         import torch.distributed as dist
         dist.init_process_group("gloo")
