@@ -87,7 +87,7 @@ def train(device: str = "cpu", rank: int = 0, world: int = 1, iters: int = 60, l
         loss.backward()                       # DDP averages the gradient over the processes
         opt.step()
         losses.append(float(loss.detach()))
-    log_k = float((model.module if world > 1 else model).log_k)
+    log_k = (model.module if world > 1 else model).log_k.item()
     if world > 1:
         dist.barrier()
     return {"k": float(np.exp(log_k)), "losses": losses}
