@@ -15,26 +15,15 @@ its scalar value. `Generated.args` says how to fill them from launch arguments.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from ...backends.analysis import reduction_sites
-from ...backends.base import STACK_OVERFLOW, bounds_sites
 from ...core import types as T
-from ...core.errors import CompileError
-from ...core.ir import Function, Instr, Region, Value, used_ids
-from ...core.ops import MEMORY, Op
-from . import access, native
-from .ops import ARGTYPE, CODE_FOR_OP, MEMTYPE, ctype, formatter, helpers_for, literal
+from ...core.ir import Function
+from ..cstyle import ArrayInfo, CStyleKernel, ident
+from . import access
+from .ops import ARGTYPE, MEMTYPE, OPENCL, op_table
 
-
-@dataclass
-class ArrayInfo:
-    """How generated code names an array parameter and which of its extents it receives."""
-
-    name: str
-    type: T.ArrayType
-    extents: dict[int, str] = field(default_factory=dict)    # axis -> C name of the extent argument
+__all__ = ["ArrayInfo", "Codegen", "Generated"]
 
 
 @dataclass
@@ -50,11 +39,7 @@ class Generated:
     workgroup: int
 
 
-def _ident(text: str) -> str:
-    return re.sub(r"\W", "_", text)[:24]
-
-
-class Codegen:
+class Codegen(CStyleKernel):
     """Emits one kernel. Args: fn (lowered IR), name (the C kernel name), debug (bounds checks),
     stack_size (value-stack slots), fp64 (the device has float64), device_extensions (its OpenCL
     extension names, for 64-bit atomics), workgroup (the work-group size launches use; a power of two),
@@ -66,53 +51,25 @@ class Codegen:
                  device_extensions: frozenset, workgroup: int, tree_reduction: bool = True,
                  ptx_atomics: bool = False,
                  ops: dict | None = None):
-        self.fn, self.name, self.debug, self.stack_size = fn, name, debug, stack_size
+        super().__init__(fn, name, lang=OPENCL, backend="opencl", debug=debug, stack_size=stack_size,
+                         ops=ops if ops is not None else op_table(False))
         self.fp64, self.device_extensions, self.workgroup = fp64, device_extensions, workgroup
         self.tree_reduction = tree_reduction
         self.ptx_atomics = ptx_atomics
-        self.native_defs: dict[str, str] = {}  # @gk.func_native snippets as functions (native.py)
-        self.ops = ops if ops is not None else CODE_FOR_OP
-        self.kernel_name = fn.attrs.get("source_name", fn.name)
-        self.lines: list[str] = []
-        self.names: dict[int, str] = {}
-        self.arrays: dict[int, ArrayInfo] = {}
-        self.used = used_ids(fn)
-        self.sites = {id(ins): k for k, ins in enumerate(bounds_sites(fn))} if debug else {}
-        self.uses_stack = any(ins.op == Op.PUSH for ins in fn.walk())
-        self.can_fault = debug or self.uses_stack
-        self.reductions = {} if debug else reduction_sites(fn)
-        self.accs: dict = {}                  # reduction key -> (accumulator name, instruction, C type)
         self.extensions: set[str] = set()     # OpenCL extensions the emitted code needs
-        self.tid_ndims = {ins.attrs["ndim"] for ins in fn.walk() if ins.op == Op.TID}
         self.split = False                    # thread body in its own function (see build)
 
-    # ------------------------------------------------------------------ naming
-    def var(self, v: Value) -> str:
-        name = self.names.get(v.id)
-        if name is None:
-            name = self.names[v.id] = f"v{len(self.names)}" + (f"_{_ident(v.hint)}" if v.hint else "")
-        return name
+    # ------------------------------------------------------------------ dialect hooks
+    def atomic(self, kind: str, ptr: str, v: str, st: T.ScalarType) -> str:
+        return access.atomic(self, kind, ptr, v, st)
 
-    def decl(self, v: Value) -> str:
-        return f"{ctype(v.type)} {self.var(v)}"
+    def accumulator_ref(self, acc: str) -> str:
+        return f"*{acc}" if self.split else acc      # a separate thread function receives it by pointer
 
-    def emit(self, depth: int, text: str) -> None:
-        self.lines.append("    " * depth + text)
-
-    def error(self, message: str) -> CompileError:
-        return CompileError(f"in kernel '{self.kernel_name}': {message}")
+    def accumulator_type(self, st: T.ScalarType) -> str:
+        return ("double" if self.fp64 else "float") if st.is_float else self.lang.ctype(st)
 
     # ------------------------------------------------------------------ the kernel
-    def uses_float64(self) -> bool:
-        for p in self.fn.params:
-            if p.value.id in self.used and (p.type.scalar if p.type.is_array else p.type) is T.float64:
-                return True
-        for ins in self.fn.walk():
-            values = ins.results + [p for r in ins.regions for p in r.params]
-            if any(v.type is T.float64 for v in values):
-                return True
-        return False
-
     def signature(self) -> tuple[list[str], list[tuple]]:
         """Kernel parameter declarations and the argument-binding plan (see Generated.args)."""
         decls = ["__global long* gk_fault_rec"] if self.can_fault else []
@@ -120,17 +77,11 @@ class Codegen:
         ndims = max(self.tid_ndims, default=1)
         decls += [f"long gk_d{k}" for k in range(ndims)] if ndims > 1 else []
         plan: list[tuple] = []
-        need_axes: dict[int, set] = {}
-        for ins in self.fn.walk():
-            if ins.op in MEMORY:
-                nd = ins.args[0].type.ndim
-                need_axes.setdefault(ins.args[0].id, set()).update(range(0 if self.debug else 1, nd))
-            elif ins.op == Op.SHAPE:
-                need_axes.setdefault(ins.args[0].id, set()).add(ins.attrs["axis"])
+        need_axes = self.needed_extents()
         for k, p in enumerate(self.fn.params):
             if p.value.id not in self.used:
                 continue
-            name = f"p{k}_{_ident(p.name)}"
+            name = f"p{k}_{ident(p.name)}"
             self.names[p.value.id] = name
             if p.type.is_array:
                 info = self.arrays[p.value.id] = ArrayInfo(name, p.type)
@@ -150,7 +101,7 @@ class Codegen:
             raise self.error("this OpenCL device lacks float64 support (no cl_khr_fp64 extension); "
                              "use float32 data or another device")
         decls, plan = self.signature()
-        access.declare_reductions(self)
+        self.declare_reductions()
         # A kernel with work-group reductions has barriers. If it also has a value stack, the thread body
         # goes into its own (noinline) function: a CPU runtime like PoCL keeps private variables that live
         # across a barrier once per work-item, and stack_size x 8 bytes per work-item overflows its thread
@@ -193,135 +144,9 @@ class Codegen:
             head.append(f"#pragma OPENCL EXTENSION {ext} : enable")
         if self.ptx_atomics:
             head.append("#define GK_PTX_ATOMICS 1     /* float atomic adds as native PTX atom.global.add */")
-        natives = "".join(f"/* @gk.func_native */\n{code}\n" for code in self.native_defs.values())
-        source = ("\n".join(head) + "\n\n" + helpers_for(thread + body) + "\n" + natives + pre +
+        natives = self.natives_source()
+        source = ("\n".join(head) + "\n\n" + self.lang.helpers_for(thread + body) + "\n" + natives + pre +
                   f"__kernel void __attribute__((reqd_work_group_size({self.workgroup}, 1, 1)))\n"
                   f"{self.name}({', '.join(decls)})\n{{\n{body}\n}}\n")
         ndims = max(self.tid_ndims, default=1)
         return Generated(self.name, source, plan, self.can_fault, ndims if ndims > 1 else 0, self.workgroup)
-
-    def coordinates(self, d: int) -> None:
-        """Row-major coordinates of the linear thread id for each multi-dimensional tid in the kernel."""
-        for nd in sorted(n for n in self.tid_ndims if n > 1):
-            self.emit(d, f"long gk_rest{nd} = gk_gid;")
-            for axis in range(nd - 1, 0, -1):
-                self.emit(d, f"const int gk_c{nd}_{axis} = (int)(gk_rest{nd} % gk_d{axis}); "
-                             f"gk_rest{nd} /= gk_d{axis};")
-            self.emit(d, f"const int gk_c{nd}_0 = (int)gk_rest{nd};")
-
-    # ------------------------------------------------------------------ regions and instructions
-    def region(self, region: Region, depth: int) -> list[str]:
-        for ins in region.body:
-            self.instr(ins, depth)
-        return [self.var(y) for y in region.yields]
-
-    def instr(self, ins: Instr, d: int) -> None:
-        op = ins.op
-        if op == Op.CONST:
-            self.emit(d, f"const {self.decl(ins.result)} = {literal(ins.attrs['value'], ins.result.type)};")
-        elif op == Op.PRIM:
-            self.emit(d, f"const {self.decl(ins.result)} = {self.prim(ins)};")
-        elif op == Op.TID:
-            nd, axis = ins.attrs["ndim"], ins.attrs["axis"]
-            coord = "(int)gk_gid" if nd == 1 else f"gk_c{nd}_{axis}"
-            self.emit(d, f"const {self.decl(ins.result)} = {coord};")
-        elif op == Op.SHAPE:
-            info = self.arrays[ins.args[0].id]
-            self.emit(d, f"const {self.decl(ins.result)} = (int){info.extents[ins.attrs['axis']]};")
-        elif op in MEMORY:
-            access.emit_access(self, ins, d)
-        elif op == Op.IF:
-            self.if_(ins, d)
-        elif op == Op.FOR:
-            self.for_(ins, d)
-        elif op == Op.WHILE:
-            self.while_(ins, d)
-        elif op == Op.PUSH:
-            v = ins.args[0]
-            self.emit(d, f"if (gk_sp < {self.stack_size}) gk_stack[gk_sp++] = {self.to_bits(self.var(v), v.type)};")
-            self.emit(d, f"else gk_fault(gk_fault_rec, {STACK_OVERFLOW}, {int(ins.attrs['stack'])}, 0, 0, 0);")
-        elif op == Op.POP:
-            raw = "(gk_sp > 0 ? gk_stack[--gk_sp] : 0UL)"
-            self.emit(d, f"const {self.decl(ins.result)} = {self.from_bits(raw, ins.result.type)};")
-        elif op == Op.NATIVE:
-            native.emit_native(self, ins, d)
-        else:
-            raise self.error(f"the OpenCL backend cannot compile IR op '{op}' (is the IR lowered?)")
-
-    def prim(self, ins: Instr) -> str:
-        name = ins.attrs["name"]
-        fmt = formatter(self.ops, name)
-        if fmt is None:
-            raise self.error(f"the OpenCL backend has no code for builtin '{name}'")
-        t = ins.args[0].type if ins.args else ins.result.type
-        if name == "where":
-            t = ins.args[1].type
-        return fmt([self.var(a) for a in ins.args], t, ins.attrs)
-
-    def results_decl(self, results: list[Value], inits: list[str] | None, d: int) -> list[str]:
-        """Declare a mutable C variable per region result / carried value (zero or `inits`)."""
-        for k, r in enumerate(results):
-            self.emit(d, f"{self.decl(r)} = {inits[k] if inits is not None else '0'};")
-        return [self.var(r) for r in results]
-
-    def assign(self, targets: list[str], values: list[str], d: int) -> None:
-        for t, v in zip(targets, values):
-            if t != v:
-                self.emit(d, f"{t} = {v};")
-
-    def bind_params(self, params: list[Value], values: list[str], d: int) -> None:
-        for p, v in zip(params, values):
-            self.emit(d, f"const {self.decl(p)} = {v};")
-
-    def if_(self, ins: Instr, d: int) -> None:
-        out = self.results_decl(ins.results, None, d)
-        then, other = ins.regions
-        self.emit(d, f"if ({self.var(ins.args[0])}) {{")
-        self.assign(out, self.region(then, d + 1), d + 1)
-        if other.body or out:
-            self.emit(d, "} else {")
-            self.assign(out, self.region(other, d + 1), d + 1)
-        self.emit(d, "}")
-
-    def for_(self, ins: Instr, d: int) -> None:
-        start, stop, step, *inits = [self.var(a) for a in ins.args]
-        (body,) = ins.regions
-        acc = self.results_decl(ins.results, inits, d)
-        iv = body.params[0]
-        s = ins.args[2].const_value
-        cond = (f"{self.var(iv)} < {stop}" if s > 0 else f"{self.var(iv)} > {stop}") if s is not None else \
-            f"({step} > 0 ? {self.var(iv)} < {stop} : {self.var(iv)} > {stop})"
-        self.emit(d, f"for ({self.decl(iv)} = {start}; {cond}; {self.var(iv)} += {step}) {{")
-        self.bind_params(body.params[1:], acc, d + 1)
-        self.assign(acc, self.region(body, d + 1), d + 1)
-        self.emit(d, "}")
-
-    def while_(self, ins: Instr, d: int) -> None:
-        cond, body = ins.regions
-        acc = self.results_decl(ins.results, [self.var(a) for a in ins.args], d)
-        self.emit(d, "for (;;) {")
-        self.bind_params(cond.params, acc, d + 1)
-        (c,) = self.region(cond, d + 1)
-        self.emit(d + 1, f"if (!{c}) break;")
-        self.bind_params(body.params, acc, d + 1)
-        self.assign(acc, self.region(body, d + 1), d + 1)
-        self.emit(d, "}")
-
-    # ------------------------------------------------------------------ value stack slots (8 bytes)
-    @staticmethod
-    def to_bits(x: str, t: T.ScalarType) -> str:
-        if t is T.float64:
-            return f"as_ulong({x})"
-        if t is T.float32:
-            return f"(ulong)as_uint({x})"
-        return f"(ulong)({x})"
-
-    @staticmethod
-    def from_bits(raw: str, t: T.ScalarType) -> str:
-        if t is T.float64:
-            return f"as_double({raw})"
-        if t is T.float32:
-            return f"as_float((uint){raw})"
-        if t.is_bool:
-            return f"({raw} != 0UL)"
-        return f"({ctype(t)}){raw}"
