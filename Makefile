@@ -2,8 +2,9 @@
 # they create .venv, install gradkit (editable) with the right extras, and (as root) missing system tools.
 #
 #   make demo    open the gradient debugger on the bundled examples (gradkit examples; Ctrl-C stops it)
-#   make test    run the test suite (pytest -n 2 --dist worksteal when pytest-xdist is installed, so no
-#                worker idles at the end; Warp and Taichi best effort, for the benchmark harness smoke tests)
+#   make test    run the test suite on the built-in devices and the numpy oracle (pytest -n 2 --dist worksteal
+#                when pytest-xdist is installed), then the shipped conformance suite on the `c` example plugin;
+#                Warp and Taichi best effort, for the benchmark harness smoke tests
 #   make bench   install the `bench` extra (Warp, Taichi; best effort) and run the benchmarks
 #   make clean   remove build artefacts and caches (make distclean also removes .venv)
 #
@@ -50,6 +51,7 @@ install-%: | $(PY)
 		$(PIP) install -q 'setuptools>=68' && \
 		$(PIP) install -q --no-build-isolation -e '.[$*]' && \
 		$(PIP) install -q --no-build-isolation -e examples/numpy_backend && \
+		$(PIP) install -q --no-build-isolation -e examples/c_backend && \
 		rm -f $(VENV)/.installed-$*-* && touch "$$stamp"; \
 	fi
 
@@ -97,9 +99,20 @@ interop-deps: install-$(TEST_EXTRAS)
 		[ $$ok = 1 ] && touch "$$stamp"; true; \
 	fi
 
+# The whole suite runs on the built-in devices and the numpy oracle; the shipped conformance suite
+# (python -m gradkit.conformance) then checks the other example plugin, `c`, as a third party would.
+SUITE_DEVICES ?= cpu,numpy,opencl
+CONFORMANCE_DEVICES ?= c
 test: sysdeps install-$(TEST_EXTRAS) opencl-driver interop-deps peers
 	@if $(PY) -c "import xdist" 2>/dev/null; then workers="-n $(XDIST_WORKERS) --dist worksteal"; else workers=""; fi; \
-	$(PY) -m pytest $$workers tests $(PYTEST_ARGS)
+	GRADKIT_TEST_DEVICES=$${GRADKIT_TEST_DEVICES:-$(SUITE_DEVICES)} $(PY) -m pytest $$workers tests $(PYTEST_ARGS) && \
+	for dev in $$(echo $(CONFORMANCE_DEVICES) | tr ',' ' '); do \
+		if ! $(PY) -m gradkit.conformance --list-devices | cut -f1 | grep -qx "$$dev"; then \
+			echo "note: no device '$$dev' here (its plugin or a C compiler is missing): its conformance run is skipped"; \
+			continue; fi; \
+		echo "conformance suite on device '$$dev', run from outside the repository:"; \
+		(cd /tmp && $(CURDIR)/$(PY) -m gradkit.conformance --device $$dev -q $$workers -p no:cacheprovider) || exit 1; \
+	done
 
 # Captures every examples/*.py into debug bundles (progress shown), then serves the Streamlit debugger on
 # them and prints its URL; `make demo DEMO_ARGS="--port 8501 --no-browser"` and so on pass options through.
