@@ -257,19 +257,24 @@ class array:
             return self._host.view()
         return self._read()
 
-    def _fingerprint(self) -> None:
-        """Remember a checksum of the data at this version before handing out a writable view, so that
-        `Tape.backward` can tell whether the recorded values were changed through it (see `modified`)."""
-        if self._crc is None or self._crc[0] != self.version:
+    def _fingerprint(self, now: bool = False) -> int:
+        """Remember (and return) a checksum of the data at this version before handing out a writable view,
+        so that `Tape.backward` can tell whether the recorded values were changed through it (see
+        `modified`). `now` recomputes it: a view handed out earlier may have changed the data since."""
+        if now or self._crc is None or self._crc[0] != self.version:
             self._crc = (self.version, _checksum(self._host))
+        return self._crc[1]
 
-    def modified_since(self, version: int) -> bool:
+    def modified_since(self, version: int, crc: int | None = None) -> bool:
         """True when the data may differ from what it was at `version`: written through gradkit (the
-        version moved) or through a NumPy/DLPack view handed out since (the checksum moved)."""
+        version moved) or through a NumPy/DLPack view (the checksum moved from `crc`, the one a tape took
+        when it recorded the array, else the one taken when a view was handed out at that version)."""
         if self.version != version:
             return True
-        crc = self._crc
-        return crc is not None and crc[0] == version and _checksum(self._host) != crc[1]
+        if crc is None:
+            held = self._crc
+            crc = held[1] if held is not None and held[0] == version else None
+        return crc is not None and _checksum(self._host) != crc
 
     def _read(self) -> np.ndarray:
         """The data for gradkit's own reads (no fingerprint: nothing is handed to the user)."""

@@ -31,6 +31,8 @@ class LaunchRecord:
     snapshots: object = field(default=None, repr=False)        # LaunchSnapshots when the tape takes them
     prepared: object = field(default=None, repr=False)         # launch.PreparedAdjoint, made by backward
     saved: dict | None = field(default=None, repr=False)       # parameter index -> copy taken before the launch
+    crcs: dict | None = field(default=None, repr=False)        # id(array) -> checksum at record, for arrays
+                                                               # with a NumPy view out (writes bump no version)
 
     def adjoint_arguments(self) -> tuple[list, list]:
         """(inputs, outputs) for the adjoint launch: the copies saved before the launch in place of the
@@ -144,17 +146,17 @@ class Tape:
             exposed |= a._exposed
             if id(a) not in touched:
                 self._touch(a)
-        if exposed:                                  # a NumPy view of an input exists: fingerprint it now
-            for j in tape_info(kernel)[1]:
-                if bound[j]._exposed:
-                    bound[j]._fingerprint()
+        crcs = None
+        if exposed:       # a NumPy view of an input is out: checksum the values recorded now, not at handout
+            crcs = {id(bound[j]): bound[j]._fingerprint(now=True) for j in tape_info(kernel)[1]
+                    if bound[j]._exposed}
         if snaps is not None:
             snapshot.after_launch(snaps, kernel, bound)
         if kernel.rule_violations and not kernel.rules_warned:
             kernel.warn_rules()
         rec = LaunchRecord(kernel.key, dims, device.name, bound[:n_inputs], bound[n_inputs:],
                            tuple(self._scopes) if self._scopes else (), ms, kernel, {id(a): a.version for a in arrays},
-                           snapshots=snaps, saved=saved)
+                           snapshots=snaps, saved=saved, crcs=crcs)
         self.records.append(rec)
         if process.capture is not None:
             process.capture.recorded(self)

@@ -72,7 +72,7 @@ def check_unchanged(tape, index: int, rec) -> None:
             check_aliasing(rec.kernel_obj, args)
     for j in reads:
         a = args[j]
-        if a.version != versions[id(a)] or a._crc is not None:
+        if a.version != versions[id(a)] or a._crc is not None or rec.crcs:
             check_record(tape, index, rec, reads)
             return
 
@@ -85,7 +85,8 @@ def check_record(tape, index: int, rec, reads: list[int]) -> None:
             continue                                  # the adjoint reads the copy taken before the launch
         a = rec.args[j]
         recorded = rec.versions.get(id(a), a.version)
-        if not a.modified_since(recorded):
+        crc = rec.crcs.get(id(a)) if rec.crcs else None
+        if not a.modified_since(recorded, crc):
             continue
         label = getattr(a, "label", None) or names[j]
         needed = needed_rows(rec.kernel_obj, rec.args, j)
@@ -116,7 +117,7 @@ def check_record(tape, index: int, rec, reads: list[int]) -> None:
                         "values into a fresh array (or another row) instead of overwriting them in place.")
             cur = after
         else:
-            if not a.modified_since(cur):
+            if not a.modified_since(cur, crc if cur == recorded else None):
                 continue
         raise GradientRuleError(
             f"{where} was modified after it was recorded on the tape, but the backward pass of "
