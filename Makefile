@@ -102,7 +102,7 @@ interop-deps: install-$(TEST_EXTRAS)
 # The whole suite runs on the built-in devices and the numpy oracle; the shipped conformance suite
 # (python -m gradkit.conformance) then checks the other example plugin, `c`, as a third party would.
 SUITE_DEVICES ?= cpu,numpy,opencl
-CONFORMANCE_DEVICES ?= c
+CONFORMANCE_DEVICES ?= numpy,c
 test: sysdeps install-$(TEST_EXTRAS) opencl-driver interop-deps peers
 	@if $(PY) -c "import xdist" 2>/dev/null; then workers="-n $(XDIST_WORKERS) --dist worksteal"; else workers=""; fi; \
 	GRADKIT_TEST_DEVICES=$${GRADKIT_TEST_DEVICES:-$(SUITE_DEVICES)} $(PY) -m pytest $$workers tests $(PYTEST_ARGS) && \
