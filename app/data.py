@@ -335,6 +335,10 @@ def nan_origin(bundle: Bundle) -> dict | None:
             matches = [la["index"] for la in bundle.launches if la["kernel"] == rec.get("kernel")]
             out["launch"] = matches[-1] if matches else None
         out["param"] = _param_of(bundle, out)
+        if isinstance(out.get("origin"), dict):
+            op = out["origin"] = dict(out["origin"])
+            op["description"] = redact(bundle, op.get("description"))
+            op["file"] = shown_path(bundle, op.get("file"))
         return out
     for la in bundle.launches:
         gained = _new_nonfinite(la.get("stats"))
@@ -432,6 +436,52 @@ def _element(data, index):
         return None                      # a differently shaped argument (e.g. a 1-element loss)
     value = np.asarray(value, dtype=np.float64)
     return float(value) if value.ndim == 0 else str(np.round(value, 6).tolist())
+
+
+def op_diagnosis(origin: dict) -> dict | None:
+    """The op-level diagnosis of a NaN origin, laid out for the view: headline, facts and operand rows.
+
+    {"headline": "`sqrt` (its gradient: div(0.5, 0.0) = inf)", "op", "where": "s.py:8", "code": the line,
+     "call site": "s.py:21", "backward call": "s.py:22" or None, "iteration": 2 or None, "thread",
+     "loops": "iteration 3 of the loop at line 12", "operands": [{"operand", "value"}]}; None without one."""
+    op = origin.get("origin")
+    if not op:
+        return None
+    where = f"{op.get('file') or '?'}:{op.get('line') or '?'}"
+    if op.get("op") in ("load", "argument"):
+        headline = f"read {op.get('call')}: the value was already non-finite before this launch"
+        name = op.get("op")
+    elif op.get("grad_of"):
+        name = op["grad_of"]
+        primal = ""
+        if op.get("primal_operands") is not None:
+            primal = f"{name}({', '.join(_cell(v) for v in op['primal_operands'])}) = {_cell(op.get('primal_result'))}; "
+        headline = f"`{name}` — {primal}its gradient {op.get('call')}"
+    else:
+        name = op.get("op")
+        headline = f"`{name}` — {op.get('call')}"
+    thread = op.get("thread") or []
+    site = origin.get("call_site") or {}
+    back = origin.get("backward_site") or {}
+    operands = [{"operand": f"{op.get('op')} operand {k}", "value": _cell(v)}
+                for k, v in enumerate(op.get("operands") or [])]
+    if op.get("primal_operands") is not None:
+        operands += [{"operand": f"forward {op.get('grad_of')} operand {k}", "value": _cell(v)}
+                     for k, v in enumerate(op["primal_operands"])]
+    return {"headline": headline, "op": name, "where": where, "code": (op.get("text") or "").strip(),
+            "call site": f"{site['file']}:{site['line']}" if site else None,
+            "backward call": f"{back['file']}:{back['line']}" if back else None,
+            "iteration": origin.get("iteration"),
+            "thread": str(thread[0] if len(thread) == 1 else thread),
+            "loops": ", ".join(f"iteration {it} of the loop at line {ln}" for ln, it in op.get("loops") or []),
+            "operands": operands, "description": op.get("description")}
+
+
+def _cell(v) -> str:
+    """A traced value as the op text writes it (floats in full: 0.0, 1e-45)."""
+    if isinstance(v, list):
+        return "(" + ", ".join(_cell(x) for x in v) + ")"
+    return repr(float(v)) if isinstance(v, float) else str(v) if v is not None else "—"
 
 
 # Code --------------------------------------------------------------------------------------------------

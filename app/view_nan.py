@@ -4,6 +4,7 @@ element, the kernel source with the line that wrote it highlighted, and the argu
 from __future__ import annotations
 
 import html
+import re
 
 import streamlit as st
 
@@ -25,12 +26,42 @@ def source_html(excerpt: dict) -> str:
             'background:#f7f7f9;border-radius:4px;overflow-x:auto">' + "".join(out) + "</pre>")
 
 
+def _code(text: str) -> str:
+    """Escaped HTML with `backticked` spans as <code>."""
+    return re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(text))
+
+
+def _diagnosis(d: dict) -> None:
+    """The op that made the first NaN/Inf, its line, the launch's call site and the iteration, up top."""
+    st.markdown(f'<div class="gk-nan-op" style="font-size:1.25em;padding:0.4em 0.6em;border-left:5px solid '
+                f'#d62728;background:#fff0f0">First non-finite value made by {_code(d["headline"])}</div>',
+                unsafe_allow_html=True)
+    facts = [("operation", d["op"] or "?"), ("line", d["where"]), ("gk.launch call site", d["call site"] or "?"),
+             ("iteration (tape)", "?" if d["iteration"] is None else str(d["iteration"]))]
+    cells = "".join(f'<div class="gk-nan-fact"><div style="color:#666;font-size:0.8em">{html.escape(k)}</div>'
+                    f'<div style="font-size:1.3em;overflow-wrap:anywhere">{html.escape(v)}</div></div>'
+                    for k, v in facts)
+    st.markdown(f'<div style="display:grid;grid-template-columns:repeat(4,1fr);gap:0.8em;margin:0.6em 0">'
+                f'{cells}</div>', unsafe_allow_html=True)
+    facts = [f"thread {d['thread']}"]
+    if d["loops"]:
+        facts.append(d["loops"])
+    if d["backward call"]:
+        facts.append(f"backward() called at {d['backward call']}")
+    st.caption(" · ".join(facts) + (f" — `{d['code']}`" if d["code"] else ""))
+    if d["operands"]:
+        static_table(d["operands"])
+
+
 def render(bundle, name: str) -> None:
     origin = data.nan_origin(bundle)
     if origin is None:
         st.success("No NaN or Inf was recorded: no launch, forward or backward, wrote a non-finite value "
                    "(with `gradkit debug` every launch is checked).")
         return
+    diagnosis = data.op_diagnosis(origin)
+    if diagnosis is not None:
+        _diagnosis(diagnosis)
     st.error(origin.get("message") or "a launch wrote a non-finite value")
     cols = st.columns(5)
     cols[0].metric("pass", origin.get("direction") or "?")
@@ -47,9 +78,10 @@ def render(bundle, name: str) -> None:
     how = "raised by the NaN check" if origin["source"] == "manifest" else "found in the snapshots"
     st.markdown(f"First non-finite value written by **{where}** ({how}).")
     st.subheader("Source")
-    excerpt = data.source_excerpt(bundle, origin.get("kernel"), origin.get("line"), origin.get("file"))
+    line = (origin.get("origin") or {}).get("line") or origin.get("line")    # the op's line, else the write's
+    excerpt = data.source_excerpt(bundle, origin.get("kernel"), line, origin.get("file"))
     if excerpt["lines"]:
-        st.caption(f"{excerpt['file']}:{origin.get('line') or '?'}")
+        st.caption(f"{excerpt['file']}:{line or '?'}")
         st.markdown(source_html(excerpt), unsafe_allow_html=True)
         if excerpt["hit"] is None:
             st.caption("(the writing line is unknown: the whole kernel is shown)")

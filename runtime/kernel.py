@@ -32,7 +32,7 @@ from .device import get_device
 class Specialization:
     """One compiled variant of a kernel on one device, with what a launch needs precomputed."""
 
-    __slots__ = ("fn", "compiled", "options", "device", "launch", "written", "split", "has_split")
+    __slots__ = ("fn", "compiled", "options", "device", "launch", "written", "split", "has_split", "nan_reread")
 
     def __init__(self, fn: Function, compiled, options: CompileOptions, device):
         self.fn, self.compiled, self.options, self.device = fn, compiled, options, device
@@ -40,6 +40,7 @@ class Specialization:
         self.split = fn.attrs.get("param_split", [])
         self.has_split = any(n > 1 for _, n in self.split)
         self.written = written_params(fn)
+        self.nan_reread = None          # runtime/nan_check.py: written params the kernel reads back
 
 
 @contextlib.contextmanager

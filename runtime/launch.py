@@ -102,7 +102,7 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     if tape is not None:
         tape.record_launch(kernel, dims, dev, bound, len(inputs), variant, (time.perf_counter() - t0) * 1e3, prepared)
     if config.check_nan:
-        check_after_launch(kernel, spec, call_args, variant, before)
+        check_after_launch(kernel, spec, call_args, variant, before, dims)
     return None
 
 

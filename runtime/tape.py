@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from ..core.config import config
 from . import snapshots as snapshot
+from .call_site import user_site
 from .state import current as state, process
 from .grad_check import GradCheck
 from .tape_rules import check_launch, tape_info, written_user_params
@@ -31,6 +32,7 @@ class LaunchRecord:
     snapshots: object = field(default=None, repr=False)        # LaunchSnapshots when the tape takes them
     prepared: object = field(default=None, repr=False)         # launch.PreparedAdjoint, made by backward
     saved: dict | None = field(default=None, repr=False)       # parameter index -> copy taken before the launch
+    site: tuple | None = field(default=None, repr=False)       # (file, line) of the gk.launch call (snapshotting)
     crcs: dict | None = field(default=None, repr=False)        # id(array) -> checksum at record, for arrays
                                                                # with a NumPy view out (writes bump no version)
 
@@ -156,7 +158,8 @@ class Tape:
             kernel.warn_rules()
         rec = LaunchRecord(kernel.key, dims, device.name, bound[:n_inputs], bound[n_inputs:],
                            tuple(self._scopes) if self._scopes else (), ms, kernel, {id(a): a.version for a in arrays},
-                           snapshots=snaps, saved=saved, crcs=crcs)
+                           snapshots=snaps, saved=saved, crcs=crcs,
+                           site=user_site(2) if snaps is not None else None)
         self.records.append(rec)
         if process.capture is not None:
             process.capture.recorded(self)

@@ -189,6 +189,8 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
         entry = {"index": len(launches), "kernel": rec.kernel, "dim": list(rec.dim), "device": rec.device,
                  "scope": list(rec.scope), "ms": rec.ms, "params": params, "n_inputs": len(rec.inputs),
                  "arrays": ids, "scalars": [None if i is not None else _scalar(v) for i, v in zip(ids, rec.args)]}
+        if getattr(rec, "site", None):
+            entry["site"] = {"file": rec.site[0], "line": int(rec.site[1])}
         if rec.snapshots is not None:
             entry["stats"], n = _snapshot_entries(rec.snapshots, "", entry["index"], dict(zip(params, ids)),
                                                   blobs, cap)
@@ -258,23 +260,49 @@ def portable_path(file: str, base: pathlib.Path | None) -> str:
 
 
 def _portable_paths(manifest: dict, path: pathlib.Path) -> None:
-    """Replace the kernels' and the NaN origin's absolute file paths, in their fields and in messages."""
+    """Replace the absolute file paths of the kernels, the launch call sites and the NaN origin (its fields,
+    nested ones and messages included) with portable ones."""
     base = pathlib.Path(os.path.abspath(path)).parent
     files = {k["file"] for k in manifest["kernels"].values() if k.get("file")}
+    files |= {la["site"]["file"] for la in manifest.get("launches", []) if la.get("site")}
     nan = manifest.get("nan")
-    if nan and nan.get("file"):
-        files.add(nan["file"])
+    if nan:
+        files |= set(_strings_at(nan, "file"))
     shown = {f: portable_path(os.path.abspath(f), base) for f in files}
     for k in manifest["kernels"].values():
         if k.get("file"):
             k["file"] = shown[k["file"]]
+    for la in manifest.get("launches", []):
+        if la.get("site"):
+            la["site"]["file"] = shown[la["site"]["file"]]
     if nan:
-        nan = manifest["nan"] = dict(nan)
-        for key, value in nan.items():
+        ordered = sorted(shown, key=len, reverse=True)
+
+        def rewrite(value):
             if isinstance(value, str):
-                for f in sorted(shown, key=len, reverse=True):
+                for f in ordered:
                     value = value.replace(f, shown[f])
-                nan[key] = value
+                return value
+            if isinstance(value, dict):
+                return {k: rewrite(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [rewrite(v) for v in value]
+            return value
+
+        manifest["nan"] = rewrite(nan)
+
+
+def _strings_at(value, key: str):
+    """Every string stored under `key` in nested dicts/lists."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k == key and isinstance(v, str):
+                yield v
+            else:
+                yield from _strings_at(v, key)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings_at(v, key)
 
 
 def _snapshot_entries(snaps, prefix: str, number: int, aid_of: dict, blobs: dict, cap: int) -> tuple[dict, int]:

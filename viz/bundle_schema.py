@@ -15,7 +15,12 @@ from .bundle_io import BundleError
 
 SCHEMA = 2
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_NAN_KEYS = {"message", "kernel", "array", "direction", "index", "value", "file", "line", "launch"}
+_NAN_KEYS = {"message", "kernel", "array", "direction", "index", "value", "file", "line", "launch", "origin",
+             "call_site", "backward_site", "iteration"}
+# runtime/op_trace.py's OpOrigin.as_dict(): the op that made the first NaN/Inf
+_ORIGIN_STR = ("op", "file", "text", "grad_of", "array", "call", "description")
+_ORIGIN_INT = ("line", "col")
+_ORIGIN_VALUES = ("operands", "result", "primal_operands", "primal_result")
 
 # A kernel's pass log (`passes`): the printed IR after each pass building a variant (Kernel.pass_log).
 PASS_VARIANTS = ("forward", "adjoint")
@@ -202,7 +207,9 @@ def _launches(c: _Check, launches: list, arrays: dict, kernels: dict) -> list:
     keys = ("index", "kernel", "dim", "device", "scope", "ms", "params", "n_inputs", "arrays", "scalars")
     for k, la in enumerate(launches):
         p = f"launches[{k}]"
-        c.obj(la, p, dict.fromkeys(keys), {"stats": dict})
+        c.obj(la, p, dict.fromkeys(keys), {"stats": dict, "site": dict})
+        if "site" in la:
+            _site(c, la["site"], p + ".site")
         c.int(la["index"], p + ".index", lo=k, hi=k + 1)
         c.str(la["kernel"], p + ".kernel")
         if la["kernel"] not in kernels:
@@ -277,3 +284,46 @@ def _nan(c: _Check, nan, n_launches: int, n_backward: int) -> None:
     c.int(nan.get("line"), "nan.line", lo=1, none=True)
     limit = n_backward if nan.get("direction") == "backward" else n_launches
     c.int(nan.get("launch"), "nan.launch", hi=max(limit, 0), none=True)
+    c.int(nan.get("iteration"), "nan.iteration", none=True)
+    for key in ("call_site", "backward_site"):
+        if nan.get(key) is not None:
+            _site(c, nan[key], f"nan.{key}")
+    if nan.get("origin") is not None:
+        _op_origin(c, nan["origin"], "nan.origin")
+
+
+def _site(c: _Check, site, path: str) -> None:
+    c.obj(site, path, {"file": str, "line": int})
+    c.str(site["file"], path + ".file")
+    c.int(site["line"], path + ".line", lo=1)
+
+
+def _op_origin(c: _Check, o, path: str) -> None:
+    keys = _ORIGIN_STR + _ORIGIN_INT + _ORIGIN_VALUES + ("thread", "loops", "index", "step")
+    c.obj(o, path, {}, dict.fromkeys(keys))
+    for key in _ORIGIN_STR:
+        c.str(o.get(key), f"{path}.{key}", none=True)
+    for key in _ORIGIN_INT:
+        c.int(o.get(key), f"{path}.{key}", none=True)
+    c.int(o.get("step"), f"{path}.step", none=True)
+    for key in _ORIGIN_VALUES:
+        _value(c, o.get(key), f"{path}.{key}")
+    for key in ("thread", "index"):
+        if o.get(key) is not None:
+            for j, i in enumerate(c.list(o[key], f"{path}.{key}", hi=4)):
+                c.int(i, f"{path}.{key}[{j}]")
+    for j, loop in enumerate(c.list(o.get("loops", []), f"{path}.loops", hi=64)):
+        c.list(loop, f"{path}.loops[{j}]", length=2)
+        c.int(loop[0], f"{path}.loops[{j}][0]", none=True)
+        c.int(loop[1], f"{path}.loops[{j}][1]")
+
+
+def _value(c: _Check, v, path: str, depth: int = 0) -> None:
+    """A traced value: a number, a string ('nan', 'inf'), null, or a (nested, short) list of those."""
+    if isinstance(v, list):
+        if depth >= 3:
+            c.fail(path, "nests lists too deeply")
+        for j, x in enumerate(c.list(v, path, hi=64)):
+            _value(c, x, f"{path}[{j}]", depth + 1)
+    elif not isinstance(v, str):
+        c.num(v, path)

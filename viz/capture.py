@@ -14,7 +14,12 @@ import threading
 from ..core.config import config
 from ..core.errors import NaNError
 from ..runtime.state import process
+from ..runtime.call_site import traceback_site
 from .bundle import save_bundle
+
+
+def _site(site) -> dict | None:
+    return {"file": site[0], "line": int(site[1])} if site else None
 
 
 class Capture:
@@ -42,7 +47,7 @@ class Capture:
         config.snapshot_launches, config.check_nan = self._saved
         process.capture = None
         if isinstance(exc, NaNError):
-            self.error, self.nan = exc, self._nan_origin(exc)
+            self.error, self.nan = exc, self._nan_origin(exc, tb)
             return True
         return False
 
@@ -57,18 +62,29 @@ class Capture:
         with self._lock:
             self.loss_history.append(loss_value)
 
-    def _nan_origin(self, exc: NaNError) -> dict:
-        """The error as bundle data, with the index of the launch (forward or backward) that raised it."""
+    def _nan_origin(self, exc: NaNError, tb=None) -> dict:
+        """The error as bundle data: the index of the launch (forward or backward) that raised it, the op that
+        made the value (runtime/op_trace.py), where the script called the launch (and backward), and which
+        of the script's tapes it was (0 for the first: the training-loop iteration, for one tape a step)."""
         origin = {"message": str(exc)}
-        for key in ("kernel", "array", "direction", "index", "value", "file", "line"):
+        for key in ("kernel", "array", "direction", "index", "value", "file", "line", "origin"):
             origin[key] = getattr(exc, key, None)
-        tape, launch = self.tape, None
+        tape, launch, site = self.tape, None, None
         if tape is not None:
             if origin["direction"] == "backward" and tape.backward_records:
                 launch = len(tape.backward_records) - 1
+                record = tape.records[tape.backward_records[-1].record]
+                site = getattr(record, "site", None)
             elif origin["direction"] == "forward" and tape.launches:
                 launch = len(tape.launches) - 1
         origin["launch"] = launch
+        raised_at = traceback_site(tb)
+        if origin["direction"] == "backward":
+            origin["backward_site"] = _site(raised_at)
+            origin["call_site"] = _site(site)
+        else:
+            origin["call_site"] = _site(raised_at)
+        origin["iteration"] = max(self.tapes_seen - 1, 0) if tape is not None else None
         return origin
 
     def save(self, path) -> pathlib.Path:

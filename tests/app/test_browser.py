@@ -159,8 +159,15 @@ def test_nan_origin_forward(page, server):
     expect(metrics.filter(has_text="kernel")).to_contain_text("log_energy")
     expect(metrics.filter(has_text="pass")).to_contain_text("forward")
     expect(page.get_by_text("forward launch #1")).to_be_visible()
-    expect(page.locator('[data-testid="stTable"]')).to_contain_text("-0.35")   # y at the element
+    expect(page.locator('[data-testid="stTable"]').last).to_contain_text("-0.35")   # y at the element
     expect(page.locator('[data-testid="stSidebar"]')).to_contain_text("NaN/Inf recorded")
+    # the op, its line, the gk.launch call site and the tape iteration, named at the top
+    expect(page.locator(".gk-nan-op")).to_contain_text("log")
+    facts = page.locator(".gk-nan-fact")
+    expect(facts.filter(has_text="operation")).to_contain_text("log")
+    expect(facts.filter(has_text="line")).to_contain_text("sample_nan.py:18")
+    expect(facts.filter(has_text="call site")).to_contain_text("sample_nan.py:36")
+    expect(facts.filter(has_text="iteration")).to_contain_text("0")
     shoot(page, "nan")
 
 
@@ -169,6 +176,11 @@ def test_nan_origin_backward(page, server):
     expect(page.locator(".gk-nan-line")).to_contain_text("r[i] = gk.sqrt(x[i])")
     expect(page.locator('[data-testid="stMetric"]').filter(has_text="pass")).to_contain_text("backward")
     expect(page.get_by_text("adjoint of forward launch #0")).to_be_visible()
+    # the adjoint op of sqrt at x = 0: 0.5 / sqrt(0) = inf, tied to the forward sqrt(0.0)
+    expect(page.locator(".gk-nan-op")).to_contain_text("sqrt(0.0) = 0.0")
+    expect(page.locator(".gk-nan-op")).to_contain_text("inf")
+    expect(page.locator(".gk-nan-fact").filter(has_text="call site")).to_contain_text("sample_sqrt.py:27")
+    expect(page.get_by_text("backward() called at sample_sqrt.py:29")).to_be_visible()
     shoot(page, "nan-backward")
 
 

@@ -277,3 +277,14 @@ def test_gradcheck_refuses_a_kernel_calling_a_user_function(tmp_path):
     b = data.open_bundle(record_bundle(tmp_path / "b", uses_helper, [x], [gk.zeros(3, requires_grad=True)]))
     with pytest.raises(checks.CheckError, match="'twice' is not defined in the source stored in the bundle"):
         checks.run_gradcheck(b, 0, approved=_approved(b, "uses_helper"))
+
+
+def test_op_diagnosis_names_op_line_call_site_and_iteration(bundles):
+    """The NaN view's headline facts, from the bundles `gradkit debug` wrote."""
+    fwd = data.op_diagnosis(data.nan_origin(bundles["nan"]))
+    assert (fwd["op"], fwd["where"], fwd["call site"], fwd["iteration"]) == \
+        ("log", "sample_nan.py:18", "sample_nan.py:36", 0)
+    back = data.op_diagnosis(data.nan_origin(bundles["sqrt"]))
+    assert back["op"] == "sqrt" and "sqrt(0.0) = 0.0" in back["headline"] and "= inf" in back["headline"]
+    assert (back["call site"], back["backward call"]) == ("sample_sqrt.py:27", "sample_sqrt.py:29")
+    assert data.op_diagnosis(data.nan_origin(bundles["train"]) or {}) is None
