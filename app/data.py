@@ -14,6 +14,7 @@ import zipfile
 
 import numpy as np
 
+from ..viz import flow_states as flow
 from ..viz.bundle import Bundle, BundleError, BundleLimits, load_bundle
 from .paths import redact, shown_path
 
@@ -235,11 +236,18 @@ def cut_off_arrays(bundle: Bundle) -> list[dict]:
 
 # Gradient flow -----------------------------------------------------------------------------------------
 def gradient_flow(bundle: Bundle, vanishing: float = VANISHING, exploding: float = EXPLODING) -> list[dict]:
-    """One row per array: its gradient norm and a flag: ok / zero / vanishing / exploding / non-finite /
-    no gradient (requires_grad=False) / no backward (no backward pass ran)."""
+    """One row per array: the norm of the gradient that reached it and its state (viz/flow_states.py: ok,
+    consumed, zero, vanishing, exploding, NaN/Inf, not reached, cut off, not differentiable, no backward).
+
+    An intermediate's gradient is cleared by the adjoint of the launch that wrote it, so its norm is the one
+    its snapshots saw arrive (before that adjoint); a NaN anywhere makes the norm NaN."""
     norms = bundle.manifest.get("grad_norms") or {}
     ran_backward = bool(bundle.backward) or bool(bundle.manifest.get("loss_history")) or any(
         v for v in norms.values() if not math.isnan(v))
+    arrived = _arrived(bundle)
+    unreached = _unreached(bundle)
+    written = _written_arrays(bundle)
+    unused = _unused_outputs(bundle)
     rows = []
     for a in bundle.manifest["arrays"]:
         aid = a["id"]
@@ -248,43 +256,97 @@ def gradient_flow(bundle: Bundle, vanishing: float = VANISHING, exploding: float
         nonfinite = int(np.count_nonzero(~np.isfinite(grad))) if floating else 0
         norm = norms.get(aid)
         if norm is None and grad is not None:
-            g = np.asarray(grad, dtype=np.float64)
-            g = g[np.isfinite(g)]
-            norm = float(np.sqrt(np.dot(g, g)))
-        if not a["requires_grad"]:
-            flag = "no gradient (requires_grad=False)"
-        elif norm is None:
-            flag = "not stored"
-        elif nonfinite:
-            flag = "non-finite"
-        elif not ran_backward:
-            flag = "no backward"
-        elif norm == 0.0:
-            flag = "zero"
-        elif norm < vanishing:
-            flag = "vanishing"
-        elif norm > exploding:
-            flag = "exploding"
-        else:
-            flag = "ok"
+            norm = _norm(grad)
+        consumed = aid in written
+        if consumed and aid in arrived:
+            norm, bad = arrived[aid]
+            nonfinite = max(nonfinite, bad)
+        elif consumed and not nonfinite and norm == 0.0:
+            norm = None                          # cleared and no snapshot of what arrived: just "consumed"
+        if nonfinite:
+            norm = math.nan
+        flag = flow.classify(differentiable=flow.differentiable_dtype(a["dtype"]), requires_grad=a["requires_grad"],
+                             ran_backward=ran_backward, reached=aid not in unreached, consumed=consumed,
+                             norm=norm, nonfinite=nonfinite, vanishing=vanishing, exploding=exploding,
+                             unused=aid in unused)
         rows.append({"array": a["label"], "id": aid, "shape": "x".join(map(str, a["shape"])),
                      "requires_grad": a["requires_grad"], "grad norm": norm, "non-finite": nonfinite,
                      "flag": flag})
     return rows
 
 
+def _norm(grad) -> float:
+    """L2 norm of a gradient; NaN when any entry is not finite (a NaN gradient has no finite norm)."""
+    g = np.asarray(grad, dtype=np.float64).reshape(-1)
+    return float(np.sqrt(np.dot(g, g))) if np.isfinite(g).all() else math.nan
+
+
+def _written_params(la: dict) -> list[int]:
+    """The parameter indices a launch's kernel writes (recorded in the bundle; older bundles: its outputs)."""
+    if "written" in la:
+        return la["written"]
+    return list(range(la.get("n_inputs", len(la["params"])), len(la["params"])))
+
+
+def _written_arrays(bundle: Bundle) -> set:
+    written = set()
+    for la in bundle.launches:
+        written.update(la["arrays"][j] for j in _written_params(la) if la["arrays"][j] is not None)
+    return written
+
+
+def _unused_outputs(bundle: Bundle) -> set:
+    """Arrays a launch wrote that no later launch reads (passes as a parameter it does not only write)."""
+    last_write, read_after = {}, set()
+    for la in bundle.launches:
+        w = set(_written_params(la))
+        reads = set(la["read"]) if "read" in la else set(range(len(la["arrays"]))) - w
+        for j, aid in enumerate(la["arrays"]):
+            if aid is None:
+                continue
+            if j in reads and aid in last_write:
+                read_after.add(aid)
+        for j in w:
+            if la["arrays"][j] is not None:
+                last_write[la["arrays"][j]] = la["index"]
+    return set(last_write) - read_after
+
+
+def _arrived(bundle: Bundle) -> dict:
+    """{array id: (norm, non-finite entries)} of the gradient that reached each array a launch wrote, read from
+    the snapshots taken before the adjoint of its last writer (the first to consume it in backward order)."""
+    out = {}
+    for b in bundle.backward:                      # backward order: the last writer's adjoint comes first
+        fwd = bundle.launches[b["record"]]
+        before = (b.get("stats") or {}).get("before") or {}
+        for j in _written_params(fwd):
+            p, aid = fwd["params"][j], fwd["arrays"][j]
+            if aid is None or aid in out or p not in before:
+                continue
+            st = before[p]
+            bad = int(st.get("nonfinite") or 0)
+            norm = st.get("norm", 0.0 if st.get("size") else None)
+            out[aid] = (math.nan if bad else norm, bad)
+    return out
+
+
+def _unreached(bundle: Bundle) -> set:
+    """Arrays used only by launches whose adjoint never ran because backward stopped (a NaN in backward)."""
+    nan = bundle.nan or {}
+    if nan.get("direction") != "backward" or not bundle.backward:
+        return set()
+    ran = {b["record"] for b in bundle.backward}
+    reached, used = set(), set()
+    for la in bundle.launches:
+        ids = {a for a in la["arrays"] if a is not None}
+        used |= ids
+        if la["index"] in ran:
+            reached |= ids
+    return used - reached
+
+
 def flow_explanation(flag: str) -> str:
-    return {
-        "zero": "the gradient is exactly zero: the loss does not depend on this array along any recorded "
-                "path (or a branch/clamp blocks it)",
-        "vanishing": "the gradient norm is below the vanishing threshold: updates through it are negligible",
-        "exploding": "the gradient norm is above the exploding threshold",
-        "non-finite": "the gradient holds NaN or Inf entries (see NaN/Inf origin)",
-        "no gradient (requires_grad=False)": "created without requires_grad=True: gradient flow is cut off "
-                                             "here",
-        "no backward": "no backward pass ran on this tape (all gradients are zero)",
-        "not stored": "the gradient was over the snapshot size cap and was not stored",
-    }.get(flag, "")
+    return flow.EXPLAIN.get(flag, "")
 
 
 def gradient_histogram(bundle: Bundle, aid: str, bins: int = 30) -> dict | None:

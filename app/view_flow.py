@@ -7,12 +7,11 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from ..viz import flow_states as flow
 from . import data
 from .ui import table
 
-FLAG_COLORS = {"ok": "#4c78a8", "zero": "#f2b701", "vanishing": "#e45756", "exploding": "#b279a2",
-               "non-finite": "#000000", "no gradient (requires_grad=False)": "#ff9da6",
-               "no backward": "#bab0ac", "not stored": "#bab0ac"}
+FLAG_COLORS = flow.COLORS
 
 
 def render(bundle, name: str) -> None:
@@ -26,10 +25,10 @@ def render(bundle, name: str) -> None:
         st.warning("This bundle holds no arrays.")
         return
     _norm_chart(rows)
-    flagged = [r for r in rows if r["flag"] != "ok"]
+    flagged = [r for r in rows if r["flag"] not in (flow.OK, flow.CONSUMED, flow.NOT_DIFFERENTIABLE, flow.UNUSED)]
     for r in flagged:
         text = f"**{r['array']}** — {r['flag']}: {data.flow_explanation(r['flag'])}"
-        (st.error if r["flag"] in ("non-finite", "exploding", "vanishing", "zero") else st.warning)(text)
+        (st.error if r["flag"] in flow.ALARMS else st.warning)(text)
     table([{k: v for k, v in r.items() if k != "id"} for r in rows], key="flow_table")
     _histogram(bundle, rows)
     history = bundle.manifest.get("loss_history") or []

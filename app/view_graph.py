@@ -8,9 +8,10 @@ import streamlit as st
 from . import data
 from .ui import static_table
 
-LEGEND = ("**Colours** — blue ellipse: array with `requires_grad`; **pink dashed ellipse: no "
-          "`requires_grad`, gradients cannot flow through it**; yellow bold: gradient exactly zero. "
-          "Boxes are launches, one port per argument; clusters are `tape.scope(...)` blocks.")
+LEGEND = ("**Colours** (the gradient-flow view's states) — ok: blue; consumed (an intermediate whose gradient "
+          "backward passed on and cleared): teal; **cut off (no `requires_grad`): pink dashed**; zero: yellow "
+          "bold; NaN/Inf: red bold; unused output: grey. Boxes are launches, one port per argument; clusters "
+          "are `tape.scope(...)` blocks.")
 
 
 def render(bundle, name: str) -> None:

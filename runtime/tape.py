@@ -231,6 +231,8 @@ class Tape:
         self._run_adjoints()
         self._last_pass = {k: (a, a.grad, a.grad.version) for k, a in self._written().items()
                            if k not in seeds and a.grad is not None}
+        if process.capture is not None:
+            process.capture.backward_finished(self)
 
     def _zero_previous_pass(self) -> None:
         """Zero the gradients the previous backward pass of this tape left in intermediates and outputs,

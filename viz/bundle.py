@@ -35,6 +35,8 @@ import zipfile
 import numpy as np
 
 from ..runtime.snapshots import array_stats
+from ..runtime.tape_rules import read_user_params, written_user_params
+from .tape_graph import tape_graph
 from .bundle_io import BundleError, BundleLimits, load_arrays, read_folder, read_zip
 from .bundle_schema import (PASS_LOG_MAX_CHARS, PASS_NAME_MAX, PASS_STEPS_MAX, PASS_VARIANTS, SCHEMA,
                             check_manifest, source_sha256)
@@ -158,10 +160,13 @@ def _truncate(text: str, limit: int) -> str:
     return (text[:kept] + marker(kept))[:limit]
 
 
-def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history=None) -> pathlib.Path:
+def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history=None, grads=None,
+                history=None) -> pathlib.Path:
     """Write the tape's records, snapshots, graph, arrays, gradients and kernel code to a folder (or a .zip).
 
-    `nan` is a dict describing a NaN/Inf origin (see `runtime.capture`); `loss_history` a list of floats.
+    `nan` is a dict describing a NaN/Inf origin (see `runtime.capture`); `loss_history` a list of floats;
+    `grads` {id(array): NumPy gradient} as backward left them (the script may zero them afterwards: the
+    capture keeps them), else the arrays' current `.grad`; `history` per-iteration gradient statistics.
     """
     from ..core.config import config
     cap = config.snapshot_max_bytes if max_bytes is None else max_bytes
@@ -189,6 +194,8 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
         entry = {"index": len(launches), "kernel": rec.kernel, "dim": list(rec.dim), "device": rec.device,
                  "scope": list(rec.scope), "ms": rec.ms, "params": params, "n_inputs": len(rec.inputs),
                  "arrays": ids, "scalars": [None if i is not None else _scalar(v) for i, v in zip(ids, rec.args)]}
+        entry["written"] = list(written_user_params(rec.kernel_obj))
+        entry["read"] = list(read_user_params(rec.kernel_obj))
         if getattr(rec, "site", None):
             entry["site"] = {"file": rec.site[0], "line": int(rec.site[1])}
         if rec.snapshots is not None:
@@ -209,10 +216,11 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
                      "(gk.config.snapshot_max_bytes)")
     grad_norms = {}
     for aid, a in arrays.items():
-        for kind, src in (("value", a), ("grad", a.grad)):
+        kept = grads.get(id(a)) if grads else None
+        for kind, src in (("value", a), ("grad", kept if kept is not None else a.grad)):
             if src is None:
                 continue
-            data = np.asarray(src._read())
+            data = np.asarray(src if isinstance(src, np.ndarray) else src._read())
             if kind == "grad":
                 grad_norms[aid] = array_stats(data).get("norm", float("nan"))
             if data.nbytes > cap:
@@ -225,10 +233,12 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
                 "arrays": [_array_meta(aid, a, names) for aid, a in arrays.items()],
                 "grad_norms": grad_norms,
                 "kernels": kernel_meta,
-                "graph": tape.visualize(), "graph_gradients": tape.visualize(show_gradients=True),
+                "graph": tape.visualize(), "graph_gradients": tape_graph(tape, show_gradients=True, grads=grads),
                 "nan": nan, "loss_history": list(loss_history if loss_history is not None
                                                   else getattr(tape, "loss_history", [])),
                 "notes": notes}
+    if history:
+        manifest["history"] = history
     _portable_paths(manifest, path)
     text = json.dumps(manifest, indent=1, default=str)
     check_manifest(json.loads(text), str(path))       # never write a bundle the loader would refuse

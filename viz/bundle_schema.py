@@ -114,6 +114,7 @@ def check_manifest(m, where: str) -> None:
                           f"(this gradkit reads schema {SCHEMA})")
     c.obj(m, "", {"schema": int, "launches": list, "arrays": list, "kernels": dict, "graph": str},
           {"backward": list, "grad_norms": dict, "graph_gradients": str, "nan": dict, "loss_history": list,
+           "history": dict,
            "notes": list})
     arrays = _arrays(c, m["arrays"])
     kernels = _kernels(c, m["kernels"])
@@ -131,6 +132,8 @@ def check_manifest(m, where: str) -> None:
         c.str(v, f"notes[{k}]")
     if m.get("nan") is not None:
         _nan(c, m["nan"], len(launches), len(m.get("backward", [])))
+    if m.get("history") is not None:
+        _history(c, m["history"])
 
 
 def _arrays(c: _Check, arrays) -> dict:
@@ -207,7 +210,10 @@ def _launches(c: _Check, launches: list, arrays: dict, kernels: dict) -> list:
     keys = ("index", "kernel", "dim", "device", "scope", "ms", "params", "n_inputs", "arrays", "scalars")
     for k, la in enumerate(launches):
         p = f"launches[{k}]"
-        c.obj(la, p, dict.fromkeys(keys), {"stats": dict, "site": dict})
+        c.obj(la, p, dict.fromkeys(keys), {"stats": dict, "site": dict, "written": list, "read": list})
+        for key in ("written", "read"):
+            for j, w in enumerate(c.list(la.get(key, []), f"{p}.{key}")):
+                c.int(w, f"{p}.{key}[{j}]", hi=len(la["params"]) if isinstance(la.get("params"), list) else None)
         if "site" in la:
             _site(c, la["site"], p + ".site")
         c.int(la["index"], p + ".index", lo=k, hi=k + 1)
@@ -290,6 +296,28 @@ def _nan(c: _Check, nan, n_launches: int, n_backward: int) -> None:
             _site(c, nan[key], f"nan.{key}")
     if nan.get("origin") is not None:
         _op_origin(c, nan["origin"], "nan.origin")
+
+
+def _history(c: _Check, h) -> None:
+    """viz/grad_history.py's History.as_dict(): per-iteration loss, norms and quantiles by array label."""
+    c.obj(h, "history", {"iterations": list, "loss": list, "norms": dict, "quantiles": dict})
+    n = len(c.list(h["iterations"], "history.iterations", hi=4096))
+    for j, k in enumerate(h["iterations"]):
+        c.int(k, f"history.iterations[{j}]")
+    for j, v in enumerate(c.list(h["loss"], "history.loss", length=n)):
+        c.num(v, f"history.loss[{j}]")
+    c.obj(h["norms"], "history.norms", {}, dict.fromkeys(h["norms"]))
+    for label, values in h["norms"].items():
+        q = _join("history.norms", label)
+        for j, v in enumerate(c.list(values, q, length=n)):
+            c.num(v, f"{q}[{j}]")
+    c.obj(h["quantiles"], "history.quantiles", {}, dict.fromkeys(h["quantiles"]))
+    for label, values in h["quantiles"].items():
+        q = _join("history.quantiles", label)
+        for j, v in enumerate(c.list(values, q, length=n)):
+            if v is not None:
+                for i, x in enumerate(c.list(v, f"{q}[{j}]", length=5)):
+                    c.num(x, f"{q}[{j}][{i}]", none=False)
 
 
 def _site(c: _Check, site, path: str) -> None:

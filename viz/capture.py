@@ -11,11 +11,14 @@ from __future__ import annotations
 import pathlib
 import threading
 
+import numpy as np
+
 from ..core.config import config
 from ..core.errors import NaNError
 from ..runtime.state import process
 from ..runtime.call_site import traceback_site
 from .bundle import save_bundle
+from .grad_history import History, pass_stats
 
 
 def _site(site) -> dict | None:
@@ -31,6 +34,8 @@ class Capture:
         self.tapes_seen = 0
         self.loss_history: list[float] = []
         self.error: NaNError | None = None
+        self.grads: dict = {}                # id(array) -> gradient as the last backward of `tape` left it
+        self.history = History()
         self.nan: dict | None = None
         self._saved = None
         self._lock = threading.Lock()    # tapes of several threads report here
@@ -56,11 +61,27 @@ class Capture:
         with self._lock:
             if tape is not self.tape:
                 self.tapes_seen += 1
-                self.tape = tape
+                self.tape, self.grads = tape, {}
 
     def backward_started(self, loss_value: float) -> None:
         with self._lock:
             self.loss_history.append(loss_value)
+
+    def backward_finished(self, tape) -> None:
+        """Called by a tape when its backward pass ends: keep the gradients as they are now (the script may
+        zero them before the bundle is written) and this pass's statistics for the history."""
+        from ..core.config import config
+        grads = {}
+        for rec in tape.launches:
+            for a in rec.args:
+                g = getattr(a, "grad", None)
+                if g is not None and id(a) not in grads and g.nbytes <= config.snapshot_max_bytes:
+                    grads[id(a)] = np.array(g._read(), copy=True)
+        stats = pass_stats(tape, grads)
+        with self._lock:
+            if tape is self.tape:
+                self.grads = grads
+            self.history.add(tape.loss_history[-1] if tape.loss_history else None, stats)
 
     def _nan_origin(self, exc: NaNError, tb=None) -> dict:
         """The error as bundle data: the index of the launch (forward or backward) that raised it, the op that
@@ -92,4 +113,5 @@ class Capture:
         if self.tape is None or not self.tape.launches:
             raise ValueError("nothing to save: the script recorded no launches on a gk.Tape "
                              "(the debugger shows what a Tape records)")
-        return save_bundle(self.tape, path, nan=self.nan, loss_history=self.loss_history)
+        return save_bundle(self.tape, path, nan=self.nan, loss_history=self.loss_history, grads=self.grads,
+                           history=self.history.as_dict())

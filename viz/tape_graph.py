@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import flow_states as flow
 from .dot import attrs, html_escape, quote, write
 from .launch_folding import fold
 
@@ -23,15 +24,48 @@ def _label(a, names: dict, array_labels) -> str:
     return names.get(id(a), f"array{len(names)}")
 
 
-def _grad_norm(a):
-    g = getattr(a, "grad", None)
+def _grad_norm(a, grads=None):
+    """L2 norm of a's gradient (NaN when it holds a NaN or Inf); None without one. `grads` {id: NumPy}
+    overrides the array's current `.grad` (a debug capture keeps them as backward left them)."""
+    g = grads.get(id(a)) if grads else None
     if g is None:
-        return None
-    return float(np.linalg.norm(np.asarray(g._read(), dtype=np.float64)))
+        g = getattr(a, "grad", None)
+        if g is None:
+            return None
+        g = g._read()
+    data = np.asarray(g, dtype=np.float64).reshape(-1)
+    return float(np.sqrt(np.dot(data, data))) if np.isfinite(data).all() else float("nan")
+
+
+def _arrived(tape) -> dict:
+    """{id(array): norm} of the gradient that reached each array a launch wrote, from the snapshots a
+    snapshotting tape took before the adjoint of its last writer (empty without them)."""
+    out = {}
+    for b in getattr(tape, "backward_records", []):
+        rec = tape.records[b.record]
+        params = [n for n, _ in rec.kernel_obj.params]
+        for name, a in list(zip(params, rec.args))[len(rec.inputs):]:
+            snap = b.grads.before.get(name)
+            if snap is None or id(a) in out or not hasattr(a, "buffer"):
+                continue
+            bad = snap.stats.get("nonfinite", 0)
+            out[id(a)] = float("nan") if bad else snap.stats.get("norm", 0.0)
+    return out
+
+
+def _grad_state(a, written: bool, arrived, grads=None) -> tuple[str, float | None]:
+    """The array's flow state (viz/flow_states.py) and the gradient norm it is based on."""
+    norm = arrived if written and arrived is not None else _grad_norm(a, grads)
+    if written and arrived is None and norm == 0.0:
+        norm = None                   # cleared by backward, what arrived unknown: just "consumed"
+    ran = bool(getattr(a, "grad", None) is not None)
+    state = flow.classify(differentiable=flow.differentiable_dtype(a.dtype.name), requires_grad=a.requires_grad,
+                          ran_backward=ran, consumed=written, norm=norm)
+    return state, norm
 
 
 def tape_graph(tape, filename=None, array_labels=None, graph_direction: str = "LR", hide_readonly_arrays: bool = False,
-               show_gradients: bool = False, simplify_graph: bool = False) -> str:
+               show_gradients: bool = False, simplify_graph: bool = False, grads: dict | None = None) -> str:
     records = tape.launches
     first, launch_rep, array_rep = {}, {}, {}
     if simplify_graph:
@@ -56,7 +90,8 @@ def tape_graph(tape, filename=None, array_labels=None, graph_direction: str = "L
     lines = ["digraph tape {", f"  rankdir={graph_direction};", "  node [fontname=Helvetica, fontsize=10];",
              "  edge [fontname=Helvetica, fontsize=9];"]
     # Arrays.
-    zero_grad = []
+    flagged = []
+    arrived = _arrived(tape) if show_gradients else {}
     for aid, a in arrays.items():
         if (hide_readonly_arrays and aid not in written) or aid in array_rep:
             continue
@@ -67,16 +102,16 @@ def tape_graph(tape, filename=None, array_labels=None, graph_direction: str = "L
             text += f"\n(and {folded_arrays[aid]} more of the repeats)"
         fill = GRAD_COLOR if a.requires_grad else NOGRAD_COLOR
         style = "filled" if a.requires_grad else "filled,dashed"
-        if show_gradients and a.requires_grad:
-            if aid in written:
-                # The backward pass consumes (reads, then zeroes) the gradients of arrays launches wrote.
-                text += "\n|grad| consumed"
-            else:
-                norm = _grad_norm(a)
-                text += f"\n|grad| = {norm:.3g}" if norm is not None else ""
-                if norm == 0.0:
-                    fill, style = "#ffe9a8", "filled,bold"
-                    zero_grad.append(label)
+        if show_gradients:
+            state, norm = _grad_state(a, aid in written, arrived.get(aid), grads)
+            if state in (flow.OK, flow.CONSUMED, flow.ZERO, flow.VANISHING, flow.EXPLODING, flow.NONFINITE):
+                shown = "nan" if norm is not None and np.isnan(norm) else (f"{norm:.3g}" if norm is not None else "")
+                text += f"\n{state}" + (f" |grad| = {shown}" if shown else "")
+            if a.requires_grad:
+                fill = flow.FILLS[state]
+                if state in flow.ALARMS:
+                    style = "filled,bold"
+                    flagged.append(f"{label}: {state}")
         tooltip = "requires_grad" if a.requires_grad else "no requires_grad: gradients cannot flow through this array"
         lines.append(f"  a{aid}{attrs(label=text, shape='ellipse', style=style, fillcolor=fill, tooltip=tooltip)};")
     # Launch nodes inside nested scope clusters.
@@ -136,8 +171,8 @@ def tape_graph(tape, filename=None, array_labels=None, graph_direction: str = "L
             aid = array_rep.get(id(a), id(a))
             edges[f"  a{aid} -> l{node}:p{j};" if j < n_in else f"  l{node}:p{j} -> a{aid};"] = None
     lines += edges
-    if zero_grad:
-        lines.append(f"  legend [shape=note, label={quote('zero gradient: ' + ', '.join(zero_grad))}];")
+    if flagged:
+        lines.append(f"  legend [shape=note, label={quote(chr(10).join(flagged))}];")
     lines.append("}")
     dot = "\n".join(lines) + "\n"
     write(dot, filename)

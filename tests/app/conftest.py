@@ -50,3 +50,12 @@ def _record_plain():
 def bundles(bundle_dir):
     from gradkit.app.data import open_bundle
     return {p.name: open_bundle(p) for p in sorted(bundle_dir.iterdir())}
+
+
+@pytest.fixture(scope="session")
+def example_bundles(tmp_path_factory) -> pathlib.Path:
+    """Every bundled example script captured as `gradkit examples` does (one bundle each)."""
+    from gradkit.app import cli
+    out = tmp_path_factory.mktemp("example-bundles")
+    assert cli.main(["examples", "--out", str(out), "--bundle-only", "-q"]) == 0
+    return out

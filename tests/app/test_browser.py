@@ -140,7 +140,8 @@ def test_tape_graph_shows_cut_off_arrays(page, server):
 def test_gradient_flow_flags_and_histogram(page, server):
     open_view(page, server, "train", "flow")
     expect(page.locator('[data-testid="stAlert"]', has_text="feature — vanishing")).to_be_visible()
-    expect(page.locator('[data-testid="stAlert"]', has_text="w — no gradient")).to_be_visible()
+    expect(page.locator('[data-testid="stAlert"]', has_text="w — cut off")).to_be_visible()
+    expect(page.locator('[data-testid="stAlert"]', has_text="— zero")).to_have_count(0)   # pred, g: consumed
     charts = page.locator('[data-testid="stVegaLiteChart"]')
     expect(charts).to_have_count(3)                               # norms, histogram, loss history
     expect(page.get_by_text("Loss history")).to_be_visible()

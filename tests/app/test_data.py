@@ -72,14 +72,19 @@ def test_detail_without_snapshots_says_so(bundles):
 
 def test_gradient_flow_flags(bundles):
     flags = {r["array"]: r["flag"] for r in data.gradient_flow(bundles["train"])}
-    assert flags == {"feature": "vanishing", "g": "ok", "x": "ok", "w": "no gradient (requires_grad=False)",
-                     "b": "ok", "pred": "ok", "target": "no gradient (requires_grad=False)", "loss": "ok"}
+    # intermediates (g, pred, loss) were consumed by backward, not "zero": their norm is what arrived
+    assert flags == {"feature": "vanishing", "g": "consumed", "x": "ok", "w": "cut off",
+                     "b": "ok", "pred": "consumed", "target": "cut off", "loss": "consumed"}
+    rows = {r["array"]: r for r in data.gradient_flow(bundles["train"])}
+    assert rows["loss"]["grad norm"] == 1.0 and rows["g"]["grad norm"] == pytest.approx(rows["pred"]["grad norm"])
     flags = {r["array"]: r["flag"] for r in data.gradient_flow(bundles["train"], vanishing=0, exploding=10)}
     assert flags["b"] == "exploding" and flags["feature"] == "ok"
     assert {r["flag"] for r in data.gradient_flow(bundles["nan"])} == {"no backward"}
-    assert {r["array"]: r["flag"] for r in data.gradient_flow(bundles["sqrt"])}["x"] == "non-finite"
-    flags = ("zero", "vanishing", "exploding", "non-finite", "no backward")
-    assert all(data.flow_explanation(f) for f in flags)
+    sqrt = {r["array"]: r for r in data.gradient_flow(bundles["sqrt"])}
+    assert sqrt["x"]["flag"] == "NaN/Inf" and np.isnan(sqrt["x"]["grad norm"])     # no finite norm for NaN
+    assert sqrt["r"]["flag"] == "consumed"
+    from gradkit.viz import flow_states
+    assert all(data.flow_explanation(f) for f in flow_states.COLORS)
 
 
 def test_cut_off_arrays(bundles):
@@ -288,3 +293,15 @@ def test_op_diagnosis_names_op_line_call_site_and_iteration(bundles):
     assert back["op"] == "sqrt" and "sqrt(0.0) = 0.0" in back["headline"] and "= inf" in back["headline"]
     assert (back["call site"], back["backward call"]) == ("sample_sqrt.py:27", "sample_sqrt.py:29")
     assert data.op_diagnosis(data.nan_origin(bundles["train"]) or {}) is None
+
+
+def test_no_false_zero_alarms_on_the_bundled_examples(example_bundles):
+    """Every example's gradient flow: intermediates backward consumed are 'consumed' (with the norm that
+    arrived), outputs nothing reads are 'unused output'; 'zero' is left for gradients that truly are."""
+    bundles = data.find_bundles(example_bundles)
+    assert len(bundles) >= 10
+    for path in bundles:
+        rows = data.gradient_flow(data.open_bundle(path))
+        assert not [r["array"] for r in rows if r["flag"] == "zero"], path.name
+        consumed = [r for r in rows if r["flag"] == "consumed"]
+        assert all(r["grad norm"] is None or r["grad norm"] > 0 for r in consumed), path.name

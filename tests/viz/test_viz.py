@@ -59,11 +59,28 @@ def test_gradient_flow_view(device):
     tape, (a, b, c, d, e) = _warp_example(device)
     tape.backward(grads={e: gk.array([1.0, 1.0], device=device)})
     dot = tape.visualize(show_gradients=True)
-    leaves = {line.split('"')[1].split("\\n")[0]: line for line in dot.splitlines() if "|grad| =" in line}
+    leaves = {line.split('"')[1].split("\\n")[0]: line for line in dot.splitlines() if "ok |grad| =" in line}
     assert set(leaves) == {"a", "b"}
     assert "|grad| = 1.41" in leaves["a"]                              # via d = a + c
     assert "|grad| = 1.41" in leaves["b"]                              # only via e: the path through c is cut
-    assert "|grad| consumed" in dot
+    assert "\\nok |grad| = 1.41" in leaves["a"]
+    assert "\\nconsumed" in dot and "zero" not in dot                 # intermediates (d, e) are consumed
+
+
+def test_gradient_flow_states_with_snapshots(device):
+    """A snapshotting tape tells what reached each intermediate before backward consumed it; a NaN gradient is
+    coloured as one and gets no finite norm."""
+    tape, (a, b, c, d, e) = _warp_example(device)
+    tape.snapshotting = True
+    tape.backward(grads={e: gk.array([1.0, 1.0], device=device)})
+    dot = tape.visualize(show_gradients=True)
+    assert dot.count("consumed |grad| = ") >= 1
+    from gradkit.viz import flow_states
+    a.grad.assign(np.array([np.nan, 1.0], dtype=np.float32))
+    node = _nodes(tape.visualize(show_gradients=True))
+    line = next(v for v in node.values() if v.startswith("a\\n"))
+    assert "NaN/Inf |grad| = nan" in line
+    assert flow_states.FILLS[flow_states.NONFINITE] in tape.visualize(show_gradients=True)
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="GraphViz `dot` not installed")
