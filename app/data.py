@@ -205,6 +205,45 @@ def summary(bundle: Bundle) -> dict:
             "loss_history": list(m.get("loss_history") or []), "notes": list(m.get("notes") or [])}
 
 
+def bundle_status(bundle: Bundle) -> dict:
+    """The landing view's line for one bundle: {"status": "NaN/Inf" | "alarms" | "cut off" | "ok", "rank"
+    (problems sort first), "launches", "problems": [{"text", "view", "launch"?}]}."""
+    problems, status, rank = [], "ok", 3
+    origin = nan_origin(bundle)
+    if origin is not None:
+        d = op_diagnosis(origin)
+        what = (f"{d['op']} at {d['where']}, iteration {d['iteration']}" if d else
+                f"{origin.get('kernel')} wrote {origin.get('array')}")
+        row = nan_launch_row(bundle, origin)
+        problems.append({"text": f"NaN/Inf: {what}", "view": "nan"})
+        if row is not None:
+            problems.append({"text": f"the launch: {row_title(launch_rows(bundle)[row])}", "view": "launches",
+                             "launch": row})
+        status, rank = "NaN/Inf", 0
+    alarms = [r for r in gradient_flow(bundle) if r["flag"] in flow.ALARMS and r["flag"] != flow.NONFINITE]
+    if alarms:
+        names = ", ".join(f"{r['array']} ({r['flag']})" for r in alarms[:4]) + (" ..." if len(alarms) > 4 else "")
+        problems.append({"text": f"gradient flow: {names}", "view": "flow"})
+        if rank > 1:
+            status, rank = "alarms", 1
+    cut = cut_off_arrays(bundle)
+    if cut:
+        problems.append({"text": "cut off from the gradient: " + ", ".join(c["array"] for c in cut[:4])
+                         + (" ..." if len(cut) > 4 else ""), "view": "graph"})
+        if rank > 2:
+            status, rank = "cut off", 2
+    return {"status": status, "rank": rank, "problems": problems, "launches": len(bundle.launches)}
+
+
+def nan_launch_row(bundle: Bundle, origin: dict | None) -> int | None:
+    """The `launch_rows` row (execution order) of the launch that wrote the first NaN/Inf."""
+    if not origin or origin.get("launch") is None:
+        return None
+    if origin.get("backward") is not None:
+        return len(bundle.launches) + origin["backward"]
+    return origin["launch"]
+
+
 # Tape graph --------------------------------------------------------------------------------------------
 def graph_dot(bundle: Bundle, gradients: bool = True) -> str:
     """The tape graph as DOT: the gradient-coloured one when the bundle has it."""
@@ -343,6 +382,28 @@ def _unreached(bundle: Bundle) -> set:
         if la["index"] in ran:
             reached |= ids
     return used - reached
+
+
+def history(bundle: Bundle) -> dict | None:
+    """The captured run's history as tables: {"loss": DataFrame(iteration, loss), "norms": DataFrame(array,
+    iteration, norm), "quantiles": DataFrame(array, iteration, min, p25, median, p75, max)}; older bundles
+    give the loss history alone; None without any."""
+    import pandas as pd
+    h = bundle.manifest.get("history")
+    if h is None:
+        losses = bundle.manifest.get("loss_history") or []
+        if not losses:
+            return None
+        h = {"iterations": list(range(len(losses))), "loss": losses, "norms": {}, "quantiles": {}}
+    its = h["iterations"]
+    loss = pd.DataFrame({"iteration": its, "loss": h["loss"]})
+    norms = pd.DataFrame([{"array": lb, "iteration": k, "norm": v} for lb, vals in h["norms"].items()
+                          for k, v in zip(its, vals) if v is not None and v > 0],
+                         columns=["array", "iteration", "norm"])
+    quantiles = pd.DataFrame([{"array": lb, "iteration": k, **dict(zip(("min", "p25", "median", "p75", "max"), v))}
+                              for lb, vals in h["quantiles"].items() for k, v in zip(its, vals) if v],
+                             columns=["array", "iteration", "min", "p25", "median", "p75", "max"])
+    return {"loss": loss, "norms": norms, "quantiles": quantiles}
 
 
 def flow_explanation(flag: str) -> str:

@@ -12,7 +12,8 @@ import sys
 
 import streamlit as st
 
-from gradkit.app import data, paths, view_check, view_code, view_flow, view_graph, view_launches, view_nan
+from gradkit.app import (data, paths, view_check, view_code, view_flow, view_graph, view_launches, view_nan,
+                         view_overview)
 from gradkit.app.ui import VIEWS
 from gradkit.viz.bundle import BundleError
 
@@ -31,6 +32,14 @@ def _mtime(path: pathlib.Path) -> float:
         return path.stat().st_mtime
     except OSError:
         return 0.0
+
+
+def _try_load(path: pathlib.Path, shown_root: pathlib.Path):
+    """The loaded bundle, or the message saying why it cannot be read (the overview lists it anyway)."""
+    try:
+        return _load(str(path), _mtime(path))
+    except BundleError as exc:
+        return paths.strip_folder(str(exc), shown_root)
 
 
 def _target() -> pathlib.Path | None:
@@ -79,6 +88,10 @@ def main() -> None:
                        f"devices: {', '.join(s['devices']) or '—'}")
     if s["nan"]:
         st.sidebar.error("NaN/Inf recorded")
+    if view == "overview":
+        st.title("Overview")
+        view_overview.render_all([(p.name, _try_load(p, shown_root)) for p in bundles])
+        return
     st.title(f"{VIEWS[view]} — {name}")
     RENDER[view](bundle, name)
 

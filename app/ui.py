@@ -7,7 +7,7 @@ import math
 import streamlit as st
 
 # slug -> title, in sidebar order
-VIEWS = {"launches": "Launches", "graph": "Tape graph", "flow": "Gradient flow", "nan": "NaN/Inf origin",
+VIEWS = {"overview": "Overview", "launches": "Launches", "graph": "Tape graph", "flow": "Gradient flow", "nan": "NaN/Inf origin",
          "code": "Code", "check": "Check"}
 
 

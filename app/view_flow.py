@@ -31,11 +31,38 @@ def render(bundle, name: str) -> None:
         (st.error if r["flag"] in flow.ALARMS else st.warning)(text)
     table([{k: v for k, v in r.items() if k != "id"} for r in rows], key="flow_table")
     _histogram(bundle, rows)
-    history = bundle.manifest.get("loss_history") or []
-    if history:
-        st.subheader("Loss history")
-        st.caption("The loss at each backward(loss=...) of the captured tapes.")
-        st.line_chart({"loss": history})
+    _history(bundle)
+
+
+def _history(bundle) -> None:
+    """Loss and per-array gradient norms over the captured run's iterations (log scales, titled axes)."""
+    h = data.history(bundle)
+    if h is None:
+        return
+    st.subheader("History over iterations")
+    st.caption(f"{len(h['loss'])} backward passes of the captured run (every pass of `gradkit debug`).")
+    if any(v is not None for v in h["loss"]["loss"]):
+        if len(h["loss"]) < 2:
+            st.metric("loss (one iteration)", data.fmt(h["loss"]["loss"].iloc[0]))
+        else:
+            st.altair_chart(alt.Chart(h["loss"]).mark_line(point=True).encode(
+                x=alt.X("iteration:Q", title="iteration (backward pass)"),
+                y=alt.Y("loss:Q", scale=alt.Scale(type="log"), title="loss (log scale)"),
+                tooltip=["iteration:Q", "loss:Q"]), width="stretch")
+    if len(h["norms"]):
+        st.altair_chart(alt.Chart(h["norms"]).mark_line().encode(
+            x=alt.X("iteration:Q", title="iteration (backward pass)"),
+            y=alt.Y("norm:Q", scale=alt.Scale(type="log"), title="‖grad‖ (log scale)"),
+            color=alt.Color("array:N"), tooltip=["array:N", "iteration:Q", "norm:Q"]), width="stretch")
+    if len(h["quantiles"]):
+        pick = st.selectbox("Distribution over iterations of", sorted(h["quantiles"]["array"].unique()),
+                            key="flow_history_array")
+        q = h["quantiles"][h["quantiles"]["array"] == pick]
+        band = alt.Chart(q).encode(x=alt.X("iteration:Q", title="iteration (backward pass)"))
+        st.altair_chart(band.mark_area(opacity=0.25).encode(y=alt.Y("min:Q", title=f"{pick}.grad"), y2="max:Q")
+                        + band.mark_area(opacity=0.45).encode(y="p25:Q", y2="p75:Q")
+                        + band.mark_line().encode(y="median:Q"), width="stretch")
+        st.caption("Shaded: min-max and the 25-75 % band of the gradient's entries; line: the median.")
 
 
 def _norm_chart(rows: list[dict]) -> None:

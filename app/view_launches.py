@@ -42,9 +42,19 @@ def render(bundle, name: str) -> None:
           column_order=["order", "pass", "kernel", "dim", "device", "ms", "scope", "forward launch",
                         "new non-finite"])
     if st.session_state.get(PICK) not in titles:
-        st.session_state[PICK] = titles[0]
+        st.session_state[PICK] = titles[_first_row(bundle, len(titles))]
     title = st.selectbox("Launch", titles, key=PICK)
     _detail(bundle, rows[titles.index(title)])
+
+
+def _first_row(bundle, n: int) -> int:
+    """The launch shown first: the one the URL names (?launch=N), else the one that wrote the first NaN/Inf,
+    else the first."""
+    asked = st.query_params.get("launch")
+    if asked is not None and asked.isdigit() and int(asked) < n:
+        return int(asked)
+    row = data.nan_launch_row(bundle, data.nan_origin(bundle))
+    return row if row is not None and row < n else 0
 
 
 def _detail(bundle, row: dict) -> None:

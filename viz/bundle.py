@@ -160,6 +160,9 @@ def _truncate(text: str, limit: int) -> str:
     return (text[:kept] + marker(kept))[:limit]
 
 
+FOLD_OVER = 24      # launches beyond which a bundle's tape graph folds repeats (tape.visualize(simplify_graph=True))
+
+
 def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history=None, grads=None,
                 history=None) -> pathlib.Path:
     """Write the tape's records, snapshots, graph, arrays, gradients and kernel code to a folder (or a .zip).
@@ -229,11 +232,15 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
                 continue
             blobs[f"{kind}/{aid}"] = data
     kernel_meta = {n: _kernel_meta(k, devices, first_device.get(n), notes) for n, k in kernels.items()}
+    fold = len(launches) > FOLD_OVER      # a long rollout's graph: launches repeated back to back drawn once
+    if fold:
+        notes.append(f"the tape graph folds launches repeated back to back ({len(launches)} launches)")
     manifest = {"schema": SCHEMA, "launches": launches, "backward": backward,
                 "arrays": [_array_meta(aid, a, names) for aid, a in arrays.items()],
                 "grad_norms": grad_norms,
                 "kernels": kernel_meta,
-                "graph": tape.visualize(), "graph_gradients": tape_graph(tape, show_gradients=True, grads=grads),
+                "graph": tape_graph(tape, simplify_graph=fold),
+                "graph_gradients": tape_graph(tape, show_gradients=True, grads=grads, simplify_graph=fold),
                 "nan": nan, "loss_history": list(loss_history if loss_history is not None
                                                   else getattr(tape, "loss_history", [])),
                 "notes": notes}

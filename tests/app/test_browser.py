@@ -143,8 +143,10 @@ def test_gradient_flow_flags_and_histogram(page, server):
     expect(page.locator('[data-testid="stAlert"]', has_text="w — cut off")).to_be_visible()
     expect(page.locator('[data-testid="stAlert"]', has_text="— zero")).to_have_count(0)   # pred, g: consumed
     charts = page.locator('[data-testid="stVegaLiteChart"]')
-    expect(charts).to_have_count(3)                               # norms, histogram, loss history
-    expect(page.get_by_text("Loss history")).to_be_visible()
+    # norms, histogram, then the history: loss, norms and the distribution over the three iterations
+    expect(charts).to_have_count(5)
+    expect(page.get_by_text("History over iterations")).to_be_visible()
+    expect(page.get_by_text("loss (log scale)")).to_have_count(1)           # a titled, log-scale loss axis
     choose(page, "Gradient of", "b")
     expect(page.get_by_role("combobox", name="Gradient of")).to_have_value("b")
     shoot(page, "flow")
@@ -255,10 +257,42 @@ def test_check_without_snapshots(page, server):
     expect(page.get_by_text("has no stored 'before' snapshot")).to_be_visible()
 
 
+def test_landing_overview_one_click_to_the_nan_op(page, server):
+    """The landing page lists every bundle with its status, problems first; one click on the NaN line opens
+    the NaN/Inf view naming the op, its line, the gk.launch call site and the iteration."""
+    page.goto(server)
+    expect(page.locator("h1", has_text="Overview")).to_be_visible()
+    _settled(page)
+    rows = page.locator(".gk-bundle-row")
+    expect(rows.first).to_contain_text("NaN/Inf")                               # problems sort first
+    expect(page.locator(".gk-bundle-row", has_text="train")).to_contain_text("cut off from the gradient: w")
+    shoot(page, "overview")
+    page.locator(".gk-bundle-row", has_text="sqrt").locator("a.gk-link", has_text="NaN/Inf: sqrt").click()
+    expect(page.locator("h1", has_text="NaN/Inf origin — sqrt")).to_be_visible()
+    _settled(page)
+    expect(page.locator(".gk-nan-op")).to_contain_text("sqrt(0.0) = 0.0")
+    facts = page.locator(".gk-nan-fact")
+    expect(facts.filter(has_text="line")).to_contain_text("sample_sqrt.py:12")
+    expect(facts.filter(has_text="call site")).to_contain_text("sample_sqrt.py:27")
+    expect(facts.filter(has_text="iteration")).to_contain_text("0")
+    shoot(page, "overview-to-nan")
+
+
+def test_launch_link_opens_the_offending_launch(page, server):
+    page.goto(server)
+    _settled(page)
+    page.locator(".gk-bundle-row", has_text="sqrt").locator("a.gk-link", has_text="the launch").click()
+    expect(page.locator("h1", has_text="Launches — sqrt")).to_be_visible()
+    _settled(page)
+    expect(page.locator("h3", has_text="backward root")).to_be_visible()         # the adjoint that wrote inf
+
+
 def test_sidebar_switches_bundle_and_view(page, server):
     page.goto(server)
-    expect(page.locator("h1", has_text="Launches — nan")).to_be_visible()      # first bundle, first view
+    expect(page.locator("h1", has_text="Overview")).to_be_visible()      # the landing view
     _settled(page)
+    page.locator('[data-testid="stSidebar"]').get_by_text("Launches", exact=True).click()
+    expect(page.locator("h1", has_text="Launches — nan")).to_be_visible()      # first bundle
     choose(page, "Bundle", "train")
     expect(page.locator("h1", has_text="Launches — train")).to_be_visible()
     page.locator('[data-testid="stSidebar"]').get_by_text("Tape graph").click()

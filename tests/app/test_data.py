@@ -305,3 +305,17 @@ def test_no_false_zero_alarms_on_the_bundled_examples(example_bundles):
         assert not [r["array"] for r in rows if r["flag"] == "zero"], path.name
         consumed = [r for r in rows if r["flag"] == "consumed"]
         assert all(r["grad norm"] is None or r["grad norm"] > 0 for r in consumed), path.name
+
+
+def test_history_over_iterations(bundles, example_bundles):
+    """The train sample runs three steps: loss and per-array norms for each; the cloth example's graph folds
+    its 180 launches into a readable handful of nodes."""
+    h = data.history(bundles["train"])
+    assert list(h["loss"]["iteration"]) == [0, 1, 2] and h["loss"]["loss"].is_monotonic_decreasing
+    per_array = h["norms"].groupby("array")["iteration"].count()
+    assert per_array["x"] == 3 and per_array["b"] == 3
+    assert set(h["quantiles"]["array"]) >= {"x", "b"}
+    assert (h["quantiles"]["min"] <= h["quantiles"]["max"]).all()
+    cloth = data.open_bundle(example_bundles / "cloth_trajectory")
+    assert len(cloth.launches) >= 120
+    assert data.graph_dot(cloth).count("shape=plaintext") <= 6 and "repeated x" in data.graph_dot(cloth)
