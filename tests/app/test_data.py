@@ -319,3 +319,13 @@ def test_history_over_iterations(bundles, example_bundles):
     cloth = data.open_bundle(example_bundles / "cloth_trajectory")
     assert len(cloth.launches) >= 120
     assert data.graph_dot(cloth).count("shape=plaintext") <= 6 and "repeated x" in data.graph_dot(cloth)
+
+
+def test_flow_not_reached_after_backward_stopped(tmp_path):
+    """A NaN check that stops backward midway: arrays only the unreached launches use are 'not reached', not
+    'zero'; the array holding the inf is 'NaN/Inf'."""
+    from gradkit.app.cli import capture_script
+    report = capture_script(pathlib.Path(__file__).with_name("sample_chain.py"), [], tmp_path / "chain")
+    assert report.bundle is not None, report.error
+    flags = {r["array"]: r["flag"] for r in data.gradient_flow(data.open_bundle(tmp_path / "chain"))}
+    assert flags == {"x": "not reached", "y": "NaN/Inf", "r": "consumed", "loss": "consumed"}
