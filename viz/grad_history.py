@@ -17,22 +17,29 @@ def _label(a, name: str) -> str:
     return getattr(a, "label", None) or name
 
 
-def pass_stats(tape, grads: dict) -> dict:
-    """{label: {"norm": float, "q": [5 quantiles] or None}} for one finished backward pass of `tape`.
-    `grads` holds each array's gradient as backward left it ({id: NumPy}); intermediates, which backward
-    clears, are measured from the snapshot taken before the adjoint that consumed them, when there is one."""
+def arrived_norms(tape) -> dict:
+    """{id(array): norm} of the gradient that reached each array a launch wrote (NaN when it held a NaN or
+    Inf), from the snapshots a snapshotting tape took before the adjoint of its last writer, the first to
+    consume it in backward order; empty without snapshots."""
     from ..runtime.tape_rules import written_user_params
-    squares: dict[str, float] = {}
-    samples: dict[str, list] = {}
-    arrived: dict[int, float] = {}
+    out: dict[int, float] = {}
     for b in getattr(tape, "backward_records", []):
         rec = tape.records[b.record]
         params = [n for n, _ in rec.kernel_obj.params]
         for j in written_user_params(rec.kernel_obj):
             snap = b.grads.before.get(params[j])
-            if snap is not None and id(rec.args[j]) not in arrived:
-                bad = snap.stats.get("nonfinite", 0)
-                arrived[id(rec.args[j])] = math.nan if bad else snap.stats.get("norm", 0.0)
+            if snap is not None and id(rec.args[j]) not in out:
+                out[id(rec.args[j])] = math.nan if snap.stats.get("nonfinite", 0) else snap.stats.get("norm", 0.0)
+    return out
+
+
+def pass_stats(tape, grads: dict) -> dict:
+    """{label: {"norm": float, "q": [5 quantiles] or None}} for one finished backward pass of `tape`.
+    `grads` holds each array's gradient as backward left it ({id: NumPy}); intermediates, which backward
+    clears, are measured from the snapshot taken before the adjoint that consumed them, when there is one."""
+    squares: dict[str, float] = {}
+    samples: dict[str, list] = {}
+    arrived = arrived_norms(tape)
     seen = set()
     for rec in tape.launches:
         params = [n for n, _ in rec.kernel_obj.params]

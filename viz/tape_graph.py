@@ -9,6 +9,7 @@ import numpy as np
 
 from . import flow_states as flow
 from .dot import attrs, html_escape, quote, write
+from .grad_history import arrived_norms
 from .launch_folding import fold
 
 GRAD_COLOR = "#cfe8ff"      # requires_grad arrays
@@ -35,22 +36,6 @@ def _grad_norm(a, grads=None):
         g = g._read()
     data = np.asarray(g, dtype=np.float64).reshape(-1)
     return float(np.sqrt(np.dot(data, data))) if np.isfinite(data).all() else float("nan")
-
-
-def _arrived(tape) -> dict:
-    """{id(array): norm} of the gradient that reached each array a launch wrote, from the snapshots a
-    snapshotting tape took before the adjoint of its last writer (empty without them)."""
-    out = {}
-    for b in getattr(tape, "backward_records", []):
-        rec = tape.records[b.record]
-        params = [n for n, _ in rec.kernel_obj.params]
-        for name, a in list(zip(params, rec.args))[len(rec.inputs):]:
-            snap = b.grads.before.get(name)
-            if snap is None or id(a) in out or not hasattr(a, "buffer"):
-                continue
-            bad = snap.stats.get("nonfinite", 0)
-            out[id(a)] = float("nan") if bad else snap.stats.get("norm", 0.0)
-    return out
 
 
 def _grad_state(a, written: bool, arrived, grads=None) -> tuple[str, float | None]:
@@ -91,7 +76,7 @@ def tape_graph(tape, filename=None, array_labels=None, graph_direction: str = "L
              "  edge [fontname=Helvetica, fontsize=9];"]
     # Arrays.
     flagged = []
-    arrived = _arrived(tape) if show_gradients else {}
+    arrived = arrived_norms(tape) if show_gradients else {}
     for aid, a in arrays.items():
         if (hide_readonly_arrays and aid not in written) or aid in array_rep:
             continue
