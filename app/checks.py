@@ -86,7 +86,9 @@ def rebuild_arguments(bundle: Bundle, index: int, kernel, device: str) -> tuple[
         if aid is not None:
             data = np.array(bundle.snapshot(index, aid, "before"), copy=True)
             dtype = ptype.dtype if ptype is not None and ptype.is_array else None
-            args.append(gk.array(data, dtype=dtype, device=device, requires_grad=True))
+            floating = data.dtype.kind == "f" and (dtype is None or dtype.scalar.is_float)
+            # integer arrays (indices, counts) are not differentiated: no gradient is asked of them
+            args.append(gk.array(data, dtype=dtype, device=device, requires_grad=floating))
         else:
             args.append(ptype(scalar) if ptype is not None and callable(ptype) else scalar)
     n_in = la.get("n_inputs", len(args))

@@ -329,3 +329,14 @@ def test_flow_not_reached_after_backward_stopped(tmp_path):
     assert report.bundle is not None, report.error
     flags = {r["array"]: r["flag"] for r in data.gradient_flow(data.open_bundle(tmp_path / "chain"))}
     assert flags == {"x": "not reached", "y": "NaN/Inf", "r": "consumed", "loss": "consumed"}
+
+
+def test_check_runs_on_a_kernel_with_an_int_array(example_bundles):
+    """The cloth example's spring_forces takes an int32 index array: the check differentiates the float
+    arrays only (it used to raise creating a gradient for the int one)."""
+    b = data.open_bundle(example_bundles / "cloth_trajectory")
+    k = next(j for j, la in enumerate(b.launches) if la["kernel"] == "spring_forces")
+    src = checks.stored_source(b, "spring_forces")
+    result = checks.run_gradcheck(b, k, approved=src["sha256"])
+    inputs = {p["input"] for p in result.pairs}
+    assert "springs" not in inputs and {"x", "v"} <= inputs
