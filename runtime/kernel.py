@@ -21,7 +21,7 @@ from ..core.frontend.context import remember_enclosing_scope
 from ..core.errors import CompileError, GradientRuleWarning
 from ..core.func import Func
 from ..core.ir import Function, format_function
-from ..core.locks import COMPILING
+from ..core.locks import compiling
 from ..core.native import check_snippets
 from ..core.ops import WRITES, Op
 from ..core.types import ArrayType
@@ -32,11 +32,13 @@ from .device import get_device
 class Specialization:
     """One compiled variant of a kernel on one device, with what a launch needs precomputed."""
 
-    __slots__ = ("fn", "compiled", "options", "device", "launch", "written", "split", "has_split", "nan_reread")
+    __slots__ = ("fn", "compiled", "options", "device", "launch", "written", "split", "has_split", "nan_reread",
+                 "tid_ndim")
 
     def __init__(self, fn: Function, compiled, options: CompileOptions, device):
         self.fn, self.compiled, self.options, self.device = fn, compiled, options, device
         self.launch = device.impl.launch
+        self.tid_ndim = fn.attrs.get("tid_ndim", 1)
         self.split = fn.attrs.get("param_split", [])
         self.has_split = any(n > 1 for _, n in self.split)
         self.written = written_params(fn)
@@ -88,6 +90,7 @@ class Kernel:
         self._lowered: dict[str, Function] = {}
         self._rules_generation = _func.rules_generation
         self._specs: dict[tuple, Specialization] = {}
+        self._last_spec: tuple | None = None   # (device, variant, codegen key, Specialization)
         self._binder = None
         self.rule_violations: list = []
         self._tape_info = None          # runtime/tape_rules.py's tape_info cache
@@ -97,7 +100,7 @@ class Kernel:
     @property
     def typed_ir(self) -> Function:
         if self._typed is None:
-            with COMPILING:
+            with compiling():
                 if self._typed is None:
                     self._typed = lower_function(self.pyfunc, "kernel", max_unroll=self.max_unroll)
         return self._typed
@@ -111,7 +114,7 @@ class Kernel:
         fn = self._lowered.get(variant)
         if fn is not None and self._rules_generation == _func.rules_generation:
             return fn
-        with COMPILING, _too_deep(self.key, variant):
+        with compiling(), _too_deep(self.key, variant):
             return self._lower(variant)
 
     def _lower(self, variant: str) -> Function:
@@ -148,7 +151,7 @@ class Kernel:
         native = None
         if device is not None:
             native = frozenset(getattr(get_device(device).impl, "native_prims", ()))
-        with COMPILING, _too_deep(self.key, variant):
+        with compiling(), _too_deep(self.key, variant):
             return variant_log(self.typed_ir, variant, native)
 
     def _find_rule_violations(self, fn: Function) -> None:
@@ -192,11 +195,16 @@ class Kernel:
 
     # Compilation --------------------------------------------------------------
     def specialization(self, device, variant: str = "forward") -> Specialization:
-        key = (device.name, variant, *config.codegen_key())
+        codegen = config.codegen_key()
+        last = self._last_spec          # the previous lookup's answer: most launches repeat it
+        if last is not None and last[0] is device and last[1] == variant and last[2] == codegen:
+            return last[3]
+        key = (device.name, variant, *codegen)
         spec = self._specs.get(key)
         if spec is not None:
+            self._last_spec = (device, variant, codegen, spec)
             return spec
-        with COMPILING, _too_deep(self.key, variant):
+        with compiling(), _too_deep(self.key, variant):
             return self._specs.get(key) or self._compile(key, device, variant)
 
     def _compile(self, key: tuple, device, variant: str) -> Specialization:

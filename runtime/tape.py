@@ -15,7 +15,7 @@ from .tape_rules import check_launch, tape_info, written_user_params
 from .version_check import check_unchanged, copies_for_backward
 
 
-@dataclass
+@dataclass(slots=True)      # slots: a record per launch is made in the W5 hot path (no __dict__ to build)
 class LaunchRecord:
     """One recorded launch (public: what `tape.launches` lists)."""
 
@@ -127,7 +127,7 @@ class Tape:
         """The recording hook `gk.launch` calls before a launch it will record: checks the gradient rules (with
         checks on; nothing is overwritten when they fail), copies the arrays the backward pass needs from
         before the launch and snapshots the arguments (when snapshotting). Returns what `record_launch` keeps."""
-        if self._checking():
+        if config.check_ad if self.check is None else self.check:
             check_launch(self.launches, kernel, bound)
         if self.grad_check is not None:
             self.grad_check.before_launch(bound)
@@ -140,14 +140,19 @@ class Tape:
         """The recording hook `gk.launch` calls after the launch: one LaunchRecord (`prepared` is what
         `before_launch` returned)."""
         snaps, saved = prepared
-        arrays = [a for a in bound if hasattr(a, "buffer")]
         touched = self._touched
         exposed = False
-        for a in arrays:
-            a._held = True
-            exposed |= a._exposed
-            if id(a) not in touched:
-                self._touch(a)
+        versions, touching = {}, False
+        for a in bound:
+            if hasattr(a, "buffer"):
+                a._held = True
+                exposed |= a._exposed
+                if id(a) not in touched:
+                    self._touch(a)
+                    touching = True
+                versions[id(a)] = a.version
+        if touching:      # touching zeroes gradients, which may be arguments too: their versions from now
+            versions = {id(a): a.version for a in bound if hasattr(a, "buffer")}
         crcs = None
         if exposed:       # a NumPy view of an input is out: checksum the values recorded now, not at handout
             crcs = {id(bound[j]): bound[j]._fingerprint(now=True) for j in tape_info(kernel)[1]
@@ -157,9 +162,8 @@ class Tape:
         if kernel.rule_violations and not kernel.rules_warned:
             kernel.warn_rules()
         rec = LaunchRecord(kernel.key, dims, device.name, bound[:n_inputs], bound[n_inputs:],
-                           tuple(self._scopes) if self._scopes else (), ms, kernel, {id(a): a.version for a in arrays},
-                           snapshots=snaps, saved=saved, crcs=crcs,
-                           site=user_site(2) if snaps is not None else None)
+                           tuple(self._scopes) if self._scopes else (), ms, kernel, versions, "launch", snaps,
+                           None, saved, user_site(2) if snaps is not None else None, crcs)
         self.records.append(rec)
         if process.capture is not None:
             process.capture.recorded(self)

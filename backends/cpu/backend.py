@@ -6,23 +6,48 @@ from __future__ import annotations
 
 import ctypes
 import os
+import struct
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ...backends.analysis import reduction_sites
 from ...backends.base import Backend, DeviceInfo, KernelFault, fault_error
 from ...core import types as T
 from ...core.ir import fingerprint
+from ...core.locks import COMPILING
 from ...core.ops import LOOPS, Op
 from . import jit
 from .codegen import HEADER, Codegen, layout_of
 from .memory import HostBuffer, HostMemory
+from .packing import make_packer
 from .schedule import CHUNK_MAX, CHUNK_MAX_LOOPS, chunk_bounds, run_chunks
 
 KERNEL_T = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
+WHOLE_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 INLINE_BELOW = 1 << 15      # straight-line kernels with fewer threads run on the calling thread
 INLINE_BELOW_LOOPS = 64     # kernels with loops do far more work per thread: split them much earlier
+
+# Tiered compilation of straight-line kernels: the first launches run code from the quick tier (no IR
+# passes, -O0 code generation: ~1 ms instead of ~15 ms), and the optimised, vectorised code is compiled
+# when the kernel proves busy — a launch of INLINE_BELOW threads or more, more than QUICK_LAUNCHES
+# launches, or QUICK_THREADS threads in all — or its source is asked for. Scripts that define many small
+# kernels and launch each a few times (tests, notebooks, W7's 2000 kernels) then skip most of LLVM.
+QUICK_LAUNCHES = 32
+QUICK_THREADS = 1 << 16
+
+
+def quick_tier_ok(fn, options) -> bool:
+    """Whether `fn` may start on the quick tier: it must compute bit-identical results at -O0 and -O3, so
+    nothing LLVM may reassociate (fast math, loop sums, per-range reduction accumulators) and no native
+    snippet (its IR is the user's); kernels with loops are worth optimising from the start."""
+    if options.fast_math:
+        return False
+    for ins in fn.walk():
+        if ins.op in LOOPS or ins.op == Op.NATIVE:
+            return False
+    return options.debug or not reduction_sites(fn)
 
 
 def _workers() -> int:
@@ -39,9 +64,14 @@ class CompiledKernel:
     holds `lock` from packing to gathering: launches of one kernel from several Python threads take turns,
     launches of different kernels run at the same time."""
 
-    def __init__(self, fn, options, addr: int, text: str):
+    def __init__(self, fn, options, addrs: tuple[int, int], text: str, upgrade=None):
         self.fn, self.options, self.text = fn, options, text
-        self.entry = KERNEL_T(addr)
+        self.entry = KERNEL_T(addrs[0])             # (start, end, args): a range of threads
+        self.entry_all = WHOLE_T(addrs[1])          # (args): the whole grid, for inline launches
+        # On the quick tier: (module text function, symbol, cache key) to compile the optimised code
+        # with; None once optimised.
+        self.upgrade = upgrade
+        self.quick_launches = self.quick_threads = 0
         self.layout = layout_of(fn)
         self.can_fault = options.debug or any(i.op == Op.PUSH for i in fn.walk())
         loops = any(i.op in LOOPS for i in fn.walk())
@@ -55,9 +85,24 @@ class CompiledKernel:
         self.ptr = ctypes.addressof(self.block)
         self.block[4] = self.fault.ctypes.data
         self.setters = [self._setter(off, kind, t) for off, kind, t in self.layout.slots]
+        self.packer = make_packer(self.layout, self.block, self.block[4])
         self.private = sorted(self.layout.private.items())      # (param index, slot)
         self.scratch: dict = {}                                  # (worker, param index) -> HostBuffer
         self.lock = threading.Lock()
+
+    def busy(self, n: int) -> bool:
+        """Count a launch of `n` threads on the quick tier; True when the kernel deserves optimised code."""
+        self.quick_launches += 1
+        self.quick_threads += n
+        return n >= INLINE_BELOW or self.quick_launches > QUICK_LAUNCHES or self.quick_threads >= QUICK_THREADS
+
+    def optimise(self) -> None:
+        """Replace the quick tier's code with optimised code (caller holds `lock`)."""
+        text_fn, symbol, key = self.upgrade
+        with COMPILING:
+            addrs, self.text, _ = jit.compile_cached(text_fn, symbol, key, self.options.cache)
+        self.entry, self.entry_all = KERNEL_T(addrs[0]), WHOLE_T(addrs[1])
+        self.upgrade = None
 
     def _setter(self, off, kind, t):
         block, f64, f32 = self.block, self.as_f64, self.as_f32
@@ -82,6 +127,13 @@ class CompiledKernel:
         return set_int
 
     def pack(self, dim, args) -> int:
+        try:
+            self.packer(dim, args)
+        except struct.error:        # a value the packer's format does not take: the per-slot setters
+            self.pack_slots(dim, args)
+        return self.ptr
+
+    def pack_slots(self, dim, args) -> int:
         block = self.block
         n = len(dim)
         block[0] = dim[0]
@@ -136,13 +188,14 @@ class CPUBackend(HostMemory, Backend):
                            {"threads": self._nworkers, "fp64": True})]
 
     def compile(self, device, fn, options):
-        symbol = f"gk_{fn.name}_{fingerprint(fn)[:16]}"
-        key = jit.cache_key(fingerprint(fn), options.key())
+        digest = fingerprint(fn)
+        symbol = f"gk_{fn.name}_{digest[:16]}"
+        key = jit.cache_key(digest, options.key())
 
-        def text():
-            return Codegen(fn, symbol, options.debug, options.stack_size, options.fast_math).text()
-        addr, optimised = jit.compile_cached(text, symbol, key, options.cache)
-        return CompiledKernel(fn, options, addr, optimised)
+        def text(name):
+            return Codegen(fn, name, options.debug, options.stack_size, options.fast_math).text()
+        addrs, code, quick = jit.compile_cached(text, symbol, key, options.cache, quick_tier_ok(fn, options))
+        return CompiledKernel(fn, options, addrs, code, (text, symbol, key) if quick else None)
 
     def _executor(self):
         if self._pool is None:
@@ -157,11 +210,13 @@ class CPUBackend(HostMemory, Backend):
             n = 1
             for d in dim:
                 n *= d
+            if compiled.upgrade is not None and compiled.busy(n):
+                compiled.optimise()
             ptr = compiled.pack(dim, args)
             if compiled.can_fault:
                 compiled.fault[:] = 0
             if n < compiled.inline_below:
-                compiled.entry(0, n, ptr)
+                compiled.entry_all(ptr)
             else:
                 bounds = chunk_bounds(n, self._nworkers, compiled.chunk_max)
                 workers = min(self._nworkers, len(bounds) - 1)
@@ -182,6 +237,10 @@ class CPUBackend(HostMemory, Backend):
         pass
 
     def source(self, compiled: CompiledKernel) -> str:
+        """The optimised LLVM IR (compiled now if the kernel still runs quick-tier code)."""
+        with compiled.lock:
+            if compiled.upgrade is not None:
+                compiled.optimise()
         return compiled.text
 
 

@@ -1,5 +1,6 @@
-"""LLVM set-up for the host: target machine (-O3, host CPU features), the new pass manager, one MCJIT
-engine that loads each kernel's object code (compiled now or read from the disk cache)."""
+"""LLVM set-up for the host: target machines (-O3 and the quick tier's -O0, host CPU features), the new
+pass manager, one MCJIT engine that loads each kernel's object code (compiled now or read from the disk
+cache)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import warnings
 import llvmlite
 import llvmlite.binding as llvm
 
+from .codegen import ALL
 from .mathlib import register_libm
 
 def _source_hash() -> str:
@@ -41,8 +43,12 @@ def _init():
     target = llvm.Target.from_default_triple()
     cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
     tm = target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="default", codemodel="jitdefault")
+    # The quick tier (see optimize): no IR passes, fast instruction selection and register allocation.
+    quick = target.create_target_machine(cpu=cpu, features=features, opt=0, reloc="default",
+                                         codemodel="jitdefault")
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
-    _state.update(tm=tm, engine=engine, cpu=cpu, features=features, triple=llvm.get_process_triple())
+    _state.update(tm=tm, quick_tm=quick, engine=engine, cpu=cpu, features=features,
+                  triple=llvm.get_process_triple())
     return _state
 
 
@@ -59,13 +65,19 @@ def cache_key(fingerprint: str, options_key: str) -> str:
     return "cpu:" + hashlib.sha256("|".join(parts).encode()).hexdigest()
 
 
-def optimize(module_text: str) -> tuple[bytes, str]:
-    """Parse, verify, optimise at -O3 and emit object code; returns (object bytes, optimised IR text)."""
+def optimize(module_text: str, quick: bool = False) -> tuple[bytes, str]:
+    """Parse, verify, optimise at -O3 and emit object code; returns (object bytes, optimised IR text).
+
+    `quick`: no optimisation passes and LLVM's -O0 code generator (about 1 ms instead of 15 for a small
+    kernel, slower code). The IR is the same, and without fast-math flags LLVM keeps IEEE semantics at
+    every level, so both tiers compute identical results (backend.py offers it only to such kernels)."""
     s = _init()
     mod = llvm.parse_assembly(module_text)
     mod.triple = s["triple"]
     mod.data_layout = str(s["tm"].target_data)
     mod.verify()
+    if quick:
+        return s["quick_tm"].emit_object(mod), module_text
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
@@ -75,32 +87,52 @@ def optimize(module_text: str) -> tuple[bytes, str]:
     return s["tm"].emit_object(mod), str(mod)
 
 
-def load_object(obj: bytes, symbol: str) -> int:
-    """Add object code to the engine and return the address of `symbol`."""
+def load_object(obj: bytes, symbol: str) -> tuple[int, int]:
+    """Add object code to the engine; returns the addresses of `symbol` and of its whole-grid entry."""
     s = _init()
     with _lock:
         s["engine"].add_object_file(llvm.ObjectFileRef.from_data(obj))
         s["engine"].finalize_object()
-        addr = s["engine"].get_function_address(symbol)
-    if not addr:
+        addrs = s["engine"].get_function_address(symbol), s["engine"].get_function_address(symbol + ALL)
+    if not all(addrs):
         raise RuntimeError(f"cpu backend: symbol {symbol} not found after loading object code")
-    return addr
+    return addrs
 
 
-def compile_cached(module_text_fn, symbol: str, key: str, cache) -> tuple[int, str]:
-    """Object code from the disk cache when present (a corrupt entry is rebuilt), else compiled now."""
+QUICK = "_q"      # suffix of the quick tier's symbol and cache key (both tiers may be loaded at once)
+
+
+def _cached(cache, key: str, symbol: str):
+    blob = cache.get(key)
+    if blob is None:
+        return None
+    try:
+        text_len = int.from_bytes(blob[:8], "little")
+        text = blob[8:8 + text_len].decode()
+        return load_object(blob[8 + text_len:], symbol), text
+    except Exception as exc:   # unreadable entry: rebuild
+        warnings.warn(f"gradkit: ignoring an unreadable kernel cache entry ({exc}); recompiling")
+        return None
+
+
+def compile_cached(module_text_fn, symbol: str, key: str, cache, quick: bool = False) -> tuple[int, str, bool]:
+    """Object code from the disk cache when present (a corrupt entry is rebuilt), else compiled now.
+    `module_text_fn(symbol)` gives the module. With `quick`, an optimised object already in the cache is
+    still preferred; otherwise the quick tier is looked up or compiled. Returns ((entry address,
+    whole-grid entry address), IR text, whether it is the quick tier)."""
     register_libm()                      # math functions of builtins registered since the last compile
     if cache is not None:
-        blob = cache.get(key)
-        if blob is not None:
-            try:
-                text_len = int.from_bytes(blob[:8], "little")
-                text = blob[8:8 + text_len].decode()
-                return load_object(blob[8 + text_len:], symbol), text
-            except Exception as exc:   # unreadable entry: rebuild
-                warnings.warn(f"gradkit: ignoring an unreadable kernel cache entry ({exc}); recompiling")
-    obj, text = optimize(module_text_fn())
+        hit = _cached(cache, key, symbol)
+        if hit is not None:
+            return (*hit, False)
+        if quick:
+            hit = _cached(cache, key + QUICK, symbol + QUICK)
+            if hit is not None:
+                return (*hit, True)
+    if quick:
+        key, symbol = key + QUICK, symbol + QUICK
+    obj, text = optimize(module_text_fn(symbol), quick)
     if cache is not None:
         raw = text.encode()
         cache.put(key, len(raw).to_bytes(8, "little") + raw + obj)
-    return load_object(obj, symbol), text
+    return load_object(obj, symbol), text, quick

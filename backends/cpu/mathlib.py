@@ -61,17 +61,24 @@ def _pow2i(b, n):
     return b.bitcast(b.shl(b.add(n, ir.Constant(I32, 127)), ir.Constant(I32, 23)), F32)
 
 
-def _define(module: ir.Module, name: str, nargs: int = 1):
+# Past this many inlined float32 sin/cos/exp/log calls in one kernel the math functions are called instead
+# of inlined (see MathLib): each inlined, vectorised sin/cos costs ~50 ms of LLVM time, so a straight-line
+# body of 1000 of them took minutes to compile; called, they compile once per module.
+INLINE_MATH_MAX = 16
+POLY_FNS = ("sin", "cos", "exp", "log", "log2", "log10")
+
+
+def _define(module: ir.Module, name: str, nargs: int = 1, inline: bool = True):
     fn = ir.Function(module, ir.FunctionType(F32, [F32] * nargs), name=name)
     fn.linkage = "internal"
-    fn.attributes.add("alwaysinline")
+    fn.attributes.add("alwaysinline" if inline else "noinline")
     fn.attributes.add("nounwind")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     return fn, b
 
 
-def _expf(module):
-    fn, b = _define(module, "gk_expf")
+def _expf(module, inline=True):
+    fn, b = _define(module, "gk_expf", inline=inline)
     (x0,) = fn.args
     c = lambda v: ir.Constant(F32, v)  # noqa: E731
     x = b.select(b.fcmp_ordered(">", x0, c(88.72283)), c(88.72283), x0)
@@ -92,8 +99,8 @@ def _expf(module):
     return fn
 
 
-def _logf(module):
-    fn, b = _define(module, "gk_logf")
+def _logf(module, inline=True):
+    fn, b = _define(module, "gk_logf", inline=inline)
     (x0,) = fn.args
     c = lambda v: ir.Constant(F32, v)  # noqa: E731
     i = lambda v: ir.Constant(I32, v)  # noqa: E731
@@ -131,11 +138,11 @@ def _cos_poly(b, z):
                                                     4.166664568298827e-2]), z), z), b.fmul(z, half)), one)
 
 
-def _sincosf(module, want_sin: bool, wide: bool = True):
+def _sincosf(module, want_sin: bool, wide: bool = True, inline: bool = True):
     """float32 sin or cos: Cephes' float32 reduction (2 ULP for |x| <= 8192) and, with `wide`, an exact
     reduction for larger |x| computed for every lane and selected (branchless, so loops stay SIMD; it costs
     a few times the polynomial path; gk.config.fast_math drops it)."""
-    fn, b = _define(module, ("gk_sinf" if want_sin else "gk_cosf") + ("" if wide else "_fast"))
+    fn, b = _define(module, ("gk_sinf" if want_sin else "gk_cosf") + ("" if wide else "_fast"), inline=inline)
     (x0,) = fn.args
     c = lambda v: ir.Constant(F32, v)  # noqa: E731
     i = lambda v: ir.Constant(I32, v)  # noqa: E731
@@ -182,11 +189,15 @@ def _sincosf(module, want_sin: bool, wide: bool = True):
 
 
 class MathLib:
-    """Per-module cache of math function declarations/definitions."""
+    """Per-module cache of math function declarations/definitions. With `inline` (kernels with at most
+    INLINE_MATH_MAX float32 polynomial calls) the polynomials are inlined into the loop so it vectorises;
+    otherwise each is one function the body calls (scalar, but the module compiles in time linear in its
+    size)."""
 
-    def __init__(self, module: ir.Module, fast_math: bool = False):
+    def __init__(self, module: ir.Module, fast_math: bool = False, inline: bool = True):
         self.module = module
         self.fast_math = fast_math      # float32 sin/cos then hold their bound for |x| <= 8192 only
+        self.inline = inline
         self.fns: dict = {}
 
     def _libm(self, name: str):
@@ -200,15 +211,15 @@ class MathLib:
 
     def _poly_fn(self, name: str):
         if name not in self.fns:
-            wide = not self.fast_math
-            builders = {"exp": _expf, "log": _logf, "sin": lambda m: _sincosf(m, True, wide),
-                        "cos": lambda m: _sincosf(m, False, wide)}
-            self.fns[name] = builders[name](self.module)
+            wide, inline = not self.fast_math, self.inline
+            builders = {"exp": _expf, "log": _logf, "sin": lambda m, inline: _sincosf(m, True, wide, inline),
+                        "cos": lambda m, inline: _sincosf(m, False, wide, inline)}
+            self.fns[name] = builders[name](self.module, inline=inline)
         return self.fns[name]
 
     def call(self, b: ir.IRBuilder, name: str, args: list):
         t = args[0].type
-        if t == F32 and name in ("sin", "cos", "exp", "log"):
+        if t == F32 and name in POLY_FNS[:4]:
             return b.call(self._poly_fn(name), args)
         if t == F32 and name in ("log2", "log10"):
             scale = 1.4426950408889634 if name == "log2" else 0.4342944819032518

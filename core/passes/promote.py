@@ -173,15 +173,18 @@ def _straight_line_once(fn: Function) -> bool:
                 top_of[id(sub)] = pos
     looped = {s.args[0].id for ins in body.body if ins.op in LOOPS
               for r in ins.regions for s in r.walk() if s.op in MEMORY}
-    defined = {p.value.id for p in fn.params}
-    defined_before = []
-    for ins in body.body:
-        defined_before.append(set(defined))
-        defined.update(r.id for r in ins.results)
+    # Position of the top-level instruction defining each value (-1: a parameter): "defined before
+    # position p" is def_pos < p. One dict, not a set per position (that was quadratic in body length).
+    def_pos = {p.value.id: -1 for p in fn.params}
+    for pos, ins in enumerate(body.body):
+        for r in ins.results:
+            def_pos.setdefault(r.id, pos)
+    top = None
     for arr_id, group in accesses.items():
         if arr_id in looped or any(i.op == Op.ATOMIC for i in group) or not any(i.op == Op.STORE for i in group):
             continue
-        top = {id(i) for i in body.body}
+        if top is None:
+            top = {id(i) for i in body.body}
         if all(id(i) in top for i in group):
             continue                                  # nothing under a branch: simplify forwards it already
         elements: dict = {}
@@ -195,13 +198,13 @@ def _straight_line_once(fn: Function) -> bool:
                 continue                              # only an element stored under a branch needs it
             first, last = min(top_of[id(m)] for m in members), max(top_of[id(m)] for m in members)
             idx = access_index(members[0])
-            if any(v.const_value is None and v.id not in defined_before[first] for v in idx):
+            if any(v.const_value is None and def_pos.get(v.id, first) >= first for v in idx):
                 continue
             arr = members[0].args[0]
             pre = []
             outer = []
             for v in idx:
-                if v.const_value is not None and v.id not in defined_before[first]:
+                if v.const_value is not None and def_pos.get(v.id, first) >= first:
                     c = Value(v.type, v.hint)
                     c.const_value = v.const_value
                     pre.append(Instr(Op.CONST, [], [c], {"value": v.const_value}, loc=members[0].loc))
