@@ -16,6 +16,7 @@ from harness import Case
 from reference import HEAT_ALPHA, NBODY_EPS, check, ref_w1, ref_w2, ref_w3, ref_w4
 
 NAME = "Taichi"
+DIALECT = "taichi"
 
 
 def _init(device: str, **kwargs):
@@ -261,3 +262,34 @@ def cold_start(device: str, cache_dir: str, p_np) -> dict:
     with ti.ad.Tape(loss=U):
         nbody()
     return {"import_s": t_import, "grad": p.grad.to_numpy()}
+
+
+def compile_case(device: str, cache_dir: str, kind: str, n: int, path: str, x_np) -> dict:
+    """W7: import the generated kernels (over global fields x, y) and take each one's first call and its
+    `.grad()`, with Taichi's offline cache at `cache_dir` (empty: everything compiles)."""
+    import time
+    ti = _init(device, offline_cache=True, offline_cache_file_path=cache_dir)
+    from compile_time import STATEMENT_C, import_path, rss_mb
+    m = len(x_np)
+    x = ti.field(ti.f32, shape=m, needs_grad=True)
+    y = ti.field(ti.f32, shape=m, needs_grad=True)
+    x.from_numpy(np.asarray(x_np, np.float32))
+    ti.sync()
+    rss0 = rss_mb()
+    t0 = time.perf_counter()
+    mod = import_path(path)
+    mod.x, mod.y = x, y
+    if kind == "tiny":
+        for j in range(n):
+            k = getattr(mod, f"k{j}")
+            k()
+            y.grad.fill(1.0)
+            k.grad()
+    else:
+        k = getattr(mod, kind)
+        k(STATEMENT_C)
+        y.grad.fill(1.0)
+        k.grad(STATEMENT_C)
+    ti.sync()
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "rss_mb": rss_mb() - rss0, "y": y.to_numpy(), "grad": x.grad.to_numpy()}

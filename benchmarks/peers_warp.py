@@ -16,6 +16,7 @@ from harness import Case, w5_cases
 from reference import HEAT_ALPHA, NBODY_EPS, check, ref_w1, ref_w2, ref_w3, ref_w4
 
 NAME = "Warp"
+DIALECT = "warp"
 
 
 def _init(cache_dir: str | None = None):
@@ -243,3 +244,34 @@ def cold_start(device: str, cache_dir: str, p_np) -> dict:
         wp.launch(kernel, dim=len(p_np), inputs=[p], outputs=[U], device=device)
     tape.backward(loss=U)
     return {"import_s": t_import, "grad": p.grad.numpy()}
+
+
+def compile_case(device: str, cache_dir: str, kind: str, n: int, path: str, x_np) -> dict:
+    """W7: import the generated kernels (one Warp module: Warp builds a Python module's kernels together, at
+    the first launch) and take each one's first forward launch and gradient on a tape, with the kernel
+    cache at `cache_dir` (empty: everything compiles)."""
+    import time
+    wp = _init(cache_dir)
+    from compile_time import STATEMENT_C, import_path, rss_mb
+    m = len(x_np)
+    x = wp.array(x_np, dtype=wp.float32, device=device, requires_grad=True)
+    y = wp.zeros(m, dtype=wp.float32, device=device, requires_grad=True)
+    ones = wp.ones(m, dtype=wp.float32, device=device)
+    wp.synchronize_device(device)
+    rss0 = rss_mb()
+    t0 = time.perf_counter()
+    mod = import_path(path)
+    if kind == "tiny":
+        for j in range(n):
+            tape = wp.Tape()
+            with tape:
+                wp.launch(getattr(mod, f"k{j}"), dim=m, inputs=[x], outputs=[y], device=device)
+            tape.backward(grads={y: ones})
+    else:
+        tape = wp.Tape()
+        with tape:
+            wp.launch(getattr(mod, kind), dim=m, inputs=[x, STATEMENT_C], outputs=[y], device=device)
+        tape.backward(grads={y: ones})
+    wp.synchronize_device(device)
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "rss_mb": rss_mb() - rss0, "y": y.numpy().copy(), "grad": x.grad.numpy().copy()}

@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import pathlib
 
-from harness import COLD_CASES, WORKLOAD_CASES
+import compile_time
+from harness import COLD_CASES, COLD_EXTRA, WORKLOAD_CASES
 
-UNITS = {"ms": "ms", "us": "µs/launch", "s": "s"}
+UNITS = {"ms": "ms", "us": "µs/launch", "s": "s", "MB": "MB"}
 
 
 def case_order(results, planned=()) -> list[str]:
@@ -29,6 +30,10 @@ def case_order(results, planned=()) -> list[str]:
         order += [c for c in cases if c in seen]
         order += sorted(c for c in seen if c.startswith(workload + " ") and c not in cases)
     order += [c for c in COLD_CASES if c in seen]
+    order += [c for c in COLD_EXTRA if c in seen]
+    for case in compile_time.CASES:
+        order += [c for c in (case, compile_time.MEMORY_CASE) if c in seen and c not in order
+                  and (c == case or compile_time.CASES[case][0] == "tiny")]
     return order
 
 
@@ -75,7 +80,9 @@ def markdown(doc: dict) -> str:
     lines.append(f"{meta['machine']}; {meta['date']}. Every result (values and gradients) was checked "
                  f"against a float64 NumPy reference before timing; figures are the **minimum** over "
                  f"{meta['repeat']} runs after {meta['warmup']} warm-up runs (median in the second "
-                 f"table). W6 is one fresh process per run ({meta['cold_repeat']} runs).")
+                 f"table). W6 is one fresh process per run ({meta['cold_repeat']} runs); W7 one fresh "
+                 f"process with an empty kernel cache per case (seconds to the first gradient, framework "
+                 f"import excluded).")
     lines.append("")
     lines.append("Systems: " + "; ".join(
         f"**{s['label']}** ({s.get('version', '?')}, {s.get('device_desc', s['device'])})"
@@ -87,7 +94,7 @@ def markdown(doc: dict) -> str:
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * 2 + "---:|" * (len(head) - 2)]
     for case in order:
         unit = next((by[(s, case)]["unit"] for s in labels if "unit" in by.get((s, case), {})),
-                    {"W5": "us", "W6": "s"}.get(case.split()[0], "ms"))
+                    {"W5": "us", "W6": "s", "W7": "s"}.get(case.split()[0], "ms"))
         row = [case, UNITS.get(unit, unit)] + [cell(s, case) for s in labels]
         peer = best_peer(case)
         for g in ours:

@@ -2,7 +2,9 @@
 
 W1 streaming, W2 reduction, W3 n-body, W4 stencil on a tape (forward and gradient each), W5 launch
 overhead (plain, taped, the tape's backward), W6 cold start (first W3 gradient in a fresh process with
-an empty kernel cache, then with the cache warm). float32 throughout. Every system's results are
+an empty kernel cache, then with the cache warm), W7 compile time (straight-line kernels of 250-2000
+statements, 100 nested ifs, 2000 tiny kernels, each in a fresh process with an empty cache: see
+compile_time.py). float32 throughout. Every system's results are
 checked against float64 NumPy references before they are timed.
 
 Each system/device runs in its own worker process (worker.py), one after another: the frameworks each
@@ -14,6 +16,7 @@ alone. A peer that is not installed or fails is reported as n/a with the reason.
     python benchmarks/run.py --devices cpu --peers none
     python benchmarks/run.py --devices none --peers warp --warp-device cuda   # a GPU machine
     python benchmarks/run.py --devices opencl:1 --peers taichi --taichi-arch cuda --workloads W1,W4
+    python benchmarks/run.py --workloads W7 --compile-cases 1000,nested-if    # some compile-time cases
 
 Writes bench-results/results.json and bench-results/results.md (and logs/ with each worker's output).
 """
@@ -38,8 +41,9 @@ from dataclasses import dataclass
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import compile_time
 import report
-from harness import COLD_CASES, WORKLOAD_CASES
+from harness import COLD_CASES, COLD_EXTRA, WORKLOAD_CASES
 
 PEERS = {"warp": ("Warp", "warp", "pip install warp-lang (or make bench)"),
          "taichi": ("Taichi", "taichi", "pip install taichi (or make bench)")}
@@ -246,6 +250,7 @@ def cold_target(t: Target, args, logs: pathlib.Path, progress: Progress, results
     if t.system == "gradkit":
         compile_bytecode()
     runs = {case: [] for case in COLD_CASES}
+    over_numpy: dict = {}
     walls = {case: [] for case in COLD_CASES}
     errors, failure = {}, None
     with log_file(logs, t) as log:
@@ -268,6 +273,7 @@ def cold_target(t: Target, args, logs: pathlib.Path, progress: Progress, results
                                                        f"worker exited with code {rc}") + f"; see {log.name}"
                         break
                     runs[case].append(got["seconds"])
+                    over_numpy.setdefault(case, []).append(got["seconds"] - got.get("numpy_s", 0.0))
                     walls[case].append(wall)
                     errors = got.get("errors", errors)
             if failure:
@@ -282,6 +288,51 @@ def cold_target(t: Target, args, logs: pathlib.Path, progress: Progress, results
                  "note": "seconds from process start (before any framework import) to the first gradient"}
         results.append(r)
         progress.advance(describe(r))
+    if not failure and over_numpy.get("W6 warm"):
+        xs = sorted(over_numpy["W6 warm"])
+        r = {"system": t.label, "case": COLD_EXTRA[0], "min": xs[0], "median": xs[len(xs) // 2], "unit": "s",
+             "runs": len(xs), "note": "W6 warm less the time `import numpy` took in the same process"}
+        results.append(r)
+        progress.advance(describe(r))
+
+
+def compile_target(t: Target, args, cases: list[str], logs: pathlib.Path, progress: Progress,
+                   results: list) -> None:
+    """W7: each compile-time case in a fresh process with an empty kernel cache (compile_time.py)."""
+    if t.system == "gradkit":
+        compile_bytecode()
+    with log_file(logs, t) as log:
+        for case in cases:
+            progress.status(f"{t.label}: {case}")
+            times, memory, failure, errors = [], [], None, {}
+            for _ in range(args.compile_repeat):
+                with tempfile.TemporaryDirectory(prefix="gk-bench-w7-") as tmp:
+                    env = dict(os.environ, XDG_CACHE_HOME=f"{tmp}/xdg", POCL_CACHE_DIR=f"{tmp}/pocl")
+                    events = []
+                    rc = run_worker([t.system, t.device, "--compile", case, "--folder", tmp], log, env,
+                                    args.compile_timeout, events.append)
+                got = next((e for e in events if e["event"] in ("compiled", "error", "timeout")), {})
+                if got.get("event") == "timeout":
+                    failure = f"> {args.compile_timeout:.0f} s (killed)"
+                elif got.get("event") != "compiled" or rc != 0:
+                    failure = got.get("error") or f"worker exited with code {rc}; see {log.name}"
+                if failure:
+                    break
+                times.append(got["seconds"])
+                memory.append(got["rss_mb"])
+                errors = got.get("errors", errors)
+            rows = [(case, times, "s")] + ([(compile_time.MEMORY_CASE, memory, "MB")]
+                                           if compile_time.CASES[case][0] == "tiny" else [])
+            for name, xs, unit in rows:
+                if failure:
+                    r = {"system": t.label, "case": name, "error": failure}
+                else:
+                    xs = sorted(xs)
+                    r = {"system": t.label, "case": name, "min": xs[0], "median": xs[len(xs) // 2],
+                         "unit": unit, "runs": len(xs), "errors": errors,
+                         "note": "fresh process, empty kernel cache: first forward launch and gradient"}
+                results.append(r)
+                progress.advance(describe(r))
 
 
 # -- main -----------------------------------------------------------------------------------------------
@@ -307,11 +358,16 @@ def main(argv=None) -> int:
     ap.add_argument("--peers", default="all", help="all (default), none, or a comma list of warp,taichi")
     ap.add_argument("--warp-device", default="cpu", help="Warp's device: cpu (default) or cuda[:N]")
     ap.add_argument("--taichi-arch", default="cpu", help="Taichi's arch: cpu (default), cuda, vulkan, gpu")
-    ap.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6", help="comma-separated subset of W1..W6")
+    ap.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6,W7", help="comma-separated subset of W1..W7")
+    ap.add_argument("--compile-cases", default="all",
+                    help="W7 cases: all, or a comma list of sizes/names such as 250,1000,nested-if,2000 kernels")
     ap.add_argument("--repeat", type=int, default=None, help="timed runs per case (default 7; smoke 2)")
     ap.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 2; smoke 1)")
     ap.add_argument("--cold-repeat", type=int, default=None, help="fresh processes per W6 figure (default 3)")
     ap.add_argument("--timeout", type=float, default=None, help="kill a worker silent this long (s)")
+    ap.add_argument("--compile-repeat", type=int, default=None, help="fresh processes per W7 figure (default 1)")
+    ap.add_argument("--compile-timeout", type=float, default=None,
+                    help="W7: kill a case's process after this long (s; default 600, smoke 120)")
     ap.add_argument("--out", default="bench-results", help="output folder (default bench-results)")
     args = ap.parse_args(argv)
     args.size = "smoke" if args.smoke else "full"
@@ -319,10 +375,13 @@ def main(argv=None) -> int:
     args.warmup = args.warmup if args.warmup is not None else (1 if args.smoke else 2)
     args.cold_repeat = args.cold_repeat or (1 if args.smoke else 3)
     args.timeout = args.timeout or (120.0 if args.smoke else 900.0)
+    args.compile_repeat = args.compile_repeat or 1
+    args.compile_timeout = args.compile_timeout or (120.0 if args.smoke else 600.0)
     chosen = [w.strip().upper() for w in args.workloads.split(",") if w.strip()]
-    unknown = [w for w in chosen if w not in WORKLOAD_CASES and w != "W6"]
+    unknown = [w for w in chosen if w not in WORKLOAD_CASES and w not in ("W6", "W7")]
     if unknown:
-        ap.error(f"unknown workloads {unknown} (choose from W1..W6)")
+        ap.error(f"unknown workloads {unknown} (choose from W1..W7)")
+    compile_cases = pick_compile_cases(args.compile_cases, args.smoke) if "W7" in chosen else []
     workloads = [w for w in WORKLOAD_CASES if w in chosen]
 
     targets = gradkit_targets(args.devices) + \
@@ -332,7 +391,8 @@ def main(argv=None) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     for f in logs.glob("*.log"):
         f.unlink()
-    n_cases = sum(len(WORKLOAD_CASES[w]) for w in workloads) + (len(COLD_CASES) if "W6" in chosen else 0)
+    n_cases = sum(len(WORKLOAD_CASES[w]) for w in workloads) + (len(COLD_CASES) + 1 if "W6" in chosen else 0) + \
+        len(compile_cases) + any(compile_time.CASES[c][0] == "tiny" for c in compile_cases)
     runnable = [t for t in targets if t.status == "ok"]
     extras = sum(t.system == "gradkit" for t in runnable) if "W1" in workloads else 0   # W1 tangent
     progress = Progress(n_cases * len(runnable) + extras)
@@ -347,6 +407,8 @@ def main(argv=None) -> int:
                 bench_target(t, args, workloads, logs, progress, results)
             if "W6" in chosen and t.status == "ok":
                 cold_target(t, args, logs, progress, results)
+            if compile_cases and t.status == "ok":
+                compile_target(t, args, compile_cases, logs, progress, results)
             if t.status != "ok":
                 print(f"{t.label}: n/a ({t.reason})", flush=True)
     finally:
@@ -356,7 +418,7 @@ def main(argv=None) -> int:
         "meta": {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": machine(),
                  "cpus": os.cpu_count(), "size": args.size, "sizes": _sizes(args.size),
                  "cases": [c for w in workloads for c in WORKLOAD_CASES[w]] +
-                          (list(COLD_CASES) if "W6" in chosen else []),
+                          (COLD_CASES + COLD_EXTRA if "W6" in chosen else []) + compile_cases,
                  "repeat": args.repeat, "warmup": args.warmup, "cold_repeat": args.cold_repeat,
                  "elapsed_s": round(time.time() - started, 1),
                  "argv": sys.argv[1:] if argv is None else argv},
@@ -370,6 +432,22 @@ def main(argv=None) -> int:
     print(md.read_text())
     print(f"wrote {js} and {md} ({doc['meta']['elapsed_s']} s)")
     return 0
+
+
+def pick_compile_cases(spec: str, smoke: bool) -> list[str]:
+    """--compile-cases: "all" (smoke runs: the smallest straight-line kernel only) or a
+    comma list naming cases by their suffix (250, n=1000, nested-if, 2000 kernels)."""
+    cases = list(compile_time.CASES)
+    if spec == "all":
+        return cases[:1] if smoke else cases
+    out = []
+    for part in (p.strip() for p in spec.split(",") if p.strip()):
+        match = [c for c in cases if c.split(" ", 1)[1] in (part, f"n={part}")]
+        if not match:
+            raise SystemExit(f"run.py: unknown W7 case {part!r} (choose from "
+                             f"{', '.join(c.split(' ', 1)[1] for c in cases)})")
+        out += match
+    return out
 
 
 def _sizes(size: str) -> dict:

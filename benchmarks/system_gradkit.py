@@ -7,6 +7,7 @@ from harness import Case, w5_cases
 from reference import check, ref_w1, ref_w2, ref_w3, ref_w4
 
 NAME = "gradkit"
+DIALECT = "gradkit"      # compile_time.py's source dialect (W7)
 
 
 def setup(device: str) -> dict:
@@ -190,3 +191,34 @@ def cold_start(device: str, cache_dir: str, p_np) -> dict:
         gk.launch(W.w3_nbody, m, inputs=[p], outputs=[U], device=device)
     tape.backward(loss=U)
     return {"import_s": t_import, "grad": p.grad.numpy()}
+
+
+def compile_case(device: str, cache_dir: str, kind: str, n: int, path: str, x_np) -> dict:
+    """W7: import the generated kernels at `path` and take each one's first forward launch and gradient on a
+    tape, with the kernel cache at `cache_dir` (empty: every kernel compiles)."""
+    import os
+    import time
+    os.environ["GRADKIT_CACHE_DIR"] = cache_dir
+    import gradkit as gk
+    from compile_time import STATEMENT_C, import_path, rss_mb
+    m = len(x_np)
+    x = gk.array(x_np, device=device, requires_grad=True)
+    y = gk.zeros(m, device=device, requires_grad=True)
+    ones = gk.ones(m, device=device)
+    rss0 = rss_mb()
+    t0 = time.perf_counter()
+    mod = import_path(path)
+    if kind == "tiny":
+        for j in range(n):
+            tape = gk.Tape()
+            with tape:
+                gk.launch(getattr(mod, f"k{j}"), m, inputs=[x], outputs=[y], device=device)
+            tape.backward(grads={y: ones})
+    else:
+        tape = gk.Tape()
+        with tape:
+            gk.launch(getattr(mod, kind), m, inputs=[x, STATEMENT_C], outputs=[y], device=device)
+        tape.backward(grads={y: ones})
+    gk.synchronize(device)
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "rss_mb": rss_mb() - rss0, "y": y.numpy().copy(), "grad": x.grad.numpy().copy()}

@@ -79,7 +79,9 @@ def run_workloads(module, device: str, size_name: str, repeat: int, warmup: int,
 
 
 def run_cold(module, device: str, size_name: str, cache_dir: str, emit) -> None:
+    t0 = time.perf_counter()
     import numpy as np
+    numpy_s = time.perf_counter() - t0         # W6 warm's goal is stated against this
     from reference import SIZES, check, inputs, ref_w3
     p_np = inputs(SIZES[size_name])["w3_p"]
     try:
@@ -90,7 +92,32 @@ def run_cold(module, device: str, size_name: str, cache_dir: str, emit) -> None:
         traceback.print_exc()
         emit("error", workload="W6", error=_error_text(exc))
         return
-    emit("cold", seconds=seconds, import_s=out["import_s"], errors={"W3 backward": err})
+    emit("cold", seconds=seconds, import_s=out["import_s"], numpy_s=numpy_s, errors={"W3 backward": err})
+
+
+def run_compile(module, device: str, case: str, folder: str, emit) -> None:
+    """W7: one compile-time case in this (fresh) process, kernel cache and generated source in `folder`."""
+    import numpy as np
+    import compile_time as C
+    kind, n = C.CASES[case]
+    x = C.inputs()
+    try:
+        path = C.write_module(module.DIALECT, kind, n, folder)
+        out = module.compile_case(device, f"{folder}/cache", kind, n, path, x)
+        y_ref, g_ref = C.reference(kind, n, x)
+        errors = {}
+        for name, got, ref in (("value", out["y"], y_ref), ("gradient", out["grad"], g_ref)):
+            got = np.asarray(got, np.float64).reshape(ref.shape)
+            err = float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-30))
+            if not err <= 1e-3:
+                raise AssertionError(f"{case}: {name} differs from the float64 reference by {err:.3g} "
+                                     f"(relative); got {got[:4]}, expected {ref[:4]}")
+            errors[f"{case} {name}"] = err
+    except Exception as exc:  # noqa: BLE001 - reported as this case's error
+        traceback.print_exc()
+        emit("error", workload="W7", case=case, error=_error_text(exc))
+        return
+    emit("compiled", case=case, seconds=out["seconds"], rss_mb=out["rss_mb"], errors=errors)
 
 
 def main(argv=None) -> int:
@@ -102,10 +129,14 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--workloads", default="", help="comma-separated subset of W1..W5")
     ap.add_argument("--cold", metavar="CACHE_DIR", help="W6: time the first W3 gradient with this cache")
+    ap.add_argument("--compile", metavar="CASE", help="W7: one compile-time case (compile_time.CASES)")
+    ap.add_argument("--folder", help="W7: an empty folder for the generated source and the kernel cache")
     args = ap.parse_args(argv)
     emit = Events()
     module = importlib.import_module(SYSTEMS[args.system])
-    if args.cold:
+    if args.compile:
+        run_compile(module, args.device, args.compile, args.folder, emit)
+    elif args.cold:
         run_cold(module, args.device, args.size, args.cold, emit)
     else:
         names = {w for w in args.workloads.split(",") if w}

@@ -34,6 +34,7 @@ INLINE_BELOW_LOOPS = 64     # kernels with loops do far more work per thread: sp
 # when the kernel proves busy — a launch of INLINE_BELOW threads or more, more than QUICK_LAUNCHES
 # launches, or QUICK_THREADS threads in all — or its source is asked for. Scripts that define many small
 # kernels and launch each a few times (tests, notebooks, W7's 2000 kernels) then skip most of LLVM.
+# GRADKIT_CPU_QUICK_TIER=0 in the environment compiles optimised code from the start.
 QUICK_LAUNCHES = 32
 QUICK_THREADS = 1 << 16
 
@@ -42,7 +43,7 @@ def quick_tier_ok(fn, options) -> bool:
     """Whether `fn` may start on the quick tier: it must compute bit-identical results at -O0 and -O3, so
     nothing LLVM may reassociate (fast math, loop sums, per-range reduction accumulators) and no native
     snippet (its IR is the user's); kernels with loops are worth optimising from the start."""
-    if options.fast_math:
+    if options.fast_math or os.environ.get("GRADKIT_CPU_QUICK_TIER", "1") == "0":
         return False
     for ins in fn.walk():
         if ins.op in LOOPS or ins.op == Op.NATIVE:

@@ -17,7 +17,8 @@ from tests.conftest import DEVICES
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RUN = ROOT / "benchmarks" / "run.py"
 ALL_CASES = ["W1 forward", "W1 backward", "W2 forward", "W2 backward", "W3 forward", "W3 backward",
-             "W4 forward", "W4 backward", "W5 plain", "W5 taped", "W5 backward", "W6 cold", "W6 warm"]
+             "W4 forward", "W4 backward", "W5 plain", "W5 taped", "W5 backward", "W6 cold", "W6 warm",
+             "W7 n=250"]
 
 
 def run_bench(tmp_path, *args) -> dict:
@@ -48,10 +49,11 @@ def test_gradkit_smoke(tmp_path):
         for case in ALL_CASES:
             r = got[case]
             assert 0 < r["min"] <= r["median"], r
-        assert got["W5 plain"]["unit"] == "us" and got["W6 cold"]["unit"] == "s"
+        assert got["W5 plain"]["unit"] == "us" and got["W6 cold"]["unit"] == "s" and got["W7 n=250"]["unit"] == "s"
+        assert "min" in got["W6 warm - import numpy"]
         assert 0 < got["W1 forward"]["parallelism"] < 2 * os.cpu_count() + 1
     md = doc["markdown"]
-    assert "| W3 backward | ms |" in md and "| W6 cold | s |" in md
+    assert "| W3 backward | ms |" in md and "| W6 cold | s |" in md and "| W7 n=250 | s |" in md
 
 
 @pytest.mark.parametrize("peer,module", [("warp", "warp"), ("taichi", "taichi")])
