@@ -15,6 +15,7 @@ import contextlib
 import datetime
 import importlib.util
 import pathlib
+import re
 import runpy
 import signal
 import socket
@@ -30,13 +31,24 @@ APP_MAIN = pathlib.Path(__file__).with_name("main.py")
 
 
 # Output: rich when installed, plain prints otherwise ----------------------------------------------------
+# The style tags this module writes ([red], [bold red], [/yellow], [/]); without rich they are removed, so a
+# plain terminal never shows raw markup. Only style words are matched: text such as `x[i]` or `[16]` stays.
+_STYLE_WORDS = "bold|dim|italic|underline|red|green|yellow|blue|cyan|magenta|white"
+_MARKUP = re.compile(rf"\[(?:/|/?(?:{_STYLE_WORDS})(?: (?:{_STYLE_WORDS}))*)\]")
+
+
+def plain_text(text: str) -> str:
+    """`text` with this module's rich style tags removed (what is printed when rich is not installed)."""
+    return _MARKUP.sub("", text)
+
+
 class _Plain:
     def print(self, *args, **kwargs) -> None:
-        print(*args, file=sys.stderr)
+        print(*(plain_text(a) if isinstance(a, str) else a for a in args), file=sys.stderr)
 
     @contextlib.contextmanager
     def status(self, text: str):
-        print(text, file=sys.stderr)
+        print(plain_text(text), file=sys.stderr)
         yield
 
 
@@ -168,12 +180,23 @@ def _exit_on_sigterm(signum, frame):
     raise SystemExit(128 + signum)
 
 
+MISSING_APP = ("the debugger app needs Streamlit, which is not installed: pip install 'gradkit[app]' "
+               "(--bundle-only writes the bundles without it)")
+
+
+def app_missing(console) -> bool:
+    """True (after saying which extra to install) when the Streamlit app cannot start here."""
+    if importlib.util.find_spec("streamlit") is not None:
+        return False
+    console.print(f"[red]{MISSING_APP}[/red]")
+    return True
+
+
 def serve(target, port: int | None = None, open_browser: bool = True, console=None,
           host: str = "127.0.0.1") -> int:
     """Run the debugger on `target` until interrupted (listening on `host`); returns Streamlit's exit code."""
     console = console or _console()
-    if importlib.util.find_spec("streamlit") is None:
-        console.print("[red]the debugger needs Streamlit: pip install 'gradkit[app]'[/red]")
+    if app_missing(console):
         return 1
     port = port or free_port()
     proc = subprocess.Popen(app_command(target, port, host=host))
@@ -203,6 +226,8 @@ def serve(target, port: int | None = None, open_browser: bool = True, console=No
 # Commands ------------------------------------------------------------------------------------------------
 def cmd_debug(ns) -> int:
     console = _console(ns.quiet)
+    if not ns.bundle_only and app_missing(console):
+        return 1
     with console.status(f"running {ns.script} under the gradkit debugger (snapshots and NaN checks on)..."):
         try:
             rep = capture_script(ns.script, ns.args, ns.out)
@@ -222,6 +247,8 @@ def cmd_open(ns) -> int:
     from ..viz.bundle import BundleError, load_bundle
     from .data import find_bundles, is_bundle
     console = _console(ns.quiet)
+    if app_missing(console):
+        return 1
     try:
         found = find_bundles(ns.bundle)
         if is_bundle(ns.bundle):
@@ -236,7 +263,8 @@ def cmd_open(ns) -> int:
 
 
 def examples_dir() -> pathlib.Path | None:
-    """The repository's examples/ folder (next to the gradkit package in a source checkout)."""
+    """The example scripts: `gradkit/examples` inside the package (an installed wheel ships them; in a
+    source checkout the package is the repository root, so this is its examples/), else ./examples."""
     import gradkit
     here = pathlib.Path(gradkit.__file__).resolve().parent
     for candidate in (here / "examples", pathlib.Path.cwd() / "examples"):
@@ -247,6 +275,8 @@ def examples_dir() -> pathlib.Path | None:
 
 def cmd_examples(ns) -> int:
     console = _console(ns.quiet)
+    if not ns.bundle_only and app_missing(console):
+        return 1
     folder = pathlib.Path(ns.dir) if ns.dir else examples_dir()
     scripts = sorted(folder.glob("*.py")) if folder is not None and folder.is_dir() else []
     if not scripts:
@@ -329,8 +359,9 @@ def build_parser() -> argparse.ArgumentParser:
     serving(p, bundle_only=False)
     p.set_defaults(func=cmd_open)
 
-    p = sub.add_parser("examples", help="capture every examples/*.py into one folder of bundles and open it")
-    p.add_argument("--dir", help="folder of example scripts (default: the repository's examples/)")
+    p = sub.add_parser("examples", help="capture every shipped example script into one folder of bundles and "
+                       "open it")
+    p.add_argument("--dir", help="folder of example scripts (default: the examples shipped with gradkit)")
     p.add_argument("-o", "--out", help="folder for the bundles (default: the user cache folder)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per script (default 600)")
     serving(p)
