@@ -32,6 +32,11 @@ class CheckResult:
     worst: list[dict]              # the worst failing entries (like gk.autograd.gradcheck's table)
     device: str
     notes: list[str] = field(default_factory=list)
+    precision: str = "as recorded"         # or "float64": the kernel widened (core/passes/widen.py)
+    eps: float = 1e-3
+    within_noise: int = 0                  # failing entries whose error is within twice the FD noise estimate
+    failing: int = 0
+    float64: CheckResult | None = None     # the float64 re-run made when the recorded precision failed
 
 
 def stored_source(bundle: Bundle, kernel: str) -> dict:
@@ -73,7 +78,8 @@ def _device(wanted: str) -> tuple[str, list[str]]:
 
 
 def rebuild_arguments(bundle: Bundle, index: int, kernel, device: str) -> tuple[list, list]:
-    """The launch's inputs and outputs: arrays from their "before" snapshots, scalars from the record."""
+    """The launch's inputs and outputs: arrays from their "before" snapshots (converted to the kernel's
+    parameter types, so a widened kernel gets float64 copies), scalars from the record."""
     import gradkit as gk
     la = bundle.launches[index]
     types = dict(kernel.params)
@@ -87,6 +93,8 @@ def rebuild_arguments(bundle: Bundle, index: int, kernel, device: str) -> tuple[
             data = np.array(bundle.snapshot(index, aid, "before"), copy=True)
             dtype = ptype.dtype if ptype is not None and ptype.is_array else None
             floating = data.dtype.kind == "f" and (dtype is None or dtype.scalar.is_float)
+            if floating and dtype is not None:
+                data = data.astype(dtype.scalar.np_dtype)
             # integer arrays (indices, counts) are not differentiated: no gradient is asked of them
             args.append(gk.array(data, dtype=dtype, device=device, requires_grad=floating))
         else:
@@ -95,12 +103,73 @@ def rebuild_arguments(bundle: Bundle, index: int, kernel, device: str) -> tuple[
     return args[:n_in], args[n_in:]
 
 
-def run_gradcheck(bundle: Bundle, index: int, approved: str | None = None, eps: float = 1e-3,
-                  atol: float = 1e-3, rtol: float = 1e-2, show_worst: int = 10) -> CheckResult:
-    """Check forward launch `index` like gk.autograd.gradcheck (|analytic - numeric| <= atol + rtol*|numeric|
-    everywhere), keeping a per-pair table instead of raising. `approved` is the SHA-256 of the kernel's
-    stored source the user read and approved (`stored_source`); without it nothing is compiled."""
+@dataclass
+class _Jacobians:
+    """Reverse-mode and central-difference Jacobians of one launch, with the finite differences' noise."""
+    analytic: dict
+    numeric: dict
+    noise: dict                    # (output, input) -> per-entry estimate of the central difference's error
+    n_inputs: int
+
+
+def _jacobians(kernel, bundle: Bundle, index: int, device: str, eps: float) -> _Jacobians:
+    """Both Jacobians of launch `index`, and per entry an estimate of the finite difference's own error:
+    |J(eps) - J(eps/2)| (truncation and rounding, Richardson) plus the output's rounding over the step,
+    machine-eps * |y| / eps."""
     import gradkit as gk
+    from ..runtime.jacobian_target import make_target
+    la = bundle.launches[index]
+    dim = tuple(la["dim"])
+    inputs, outputs = rebuild_arguments(bundle, index, kernel, device)
+    analytic = gk.autograd.jacobian(kernel, dim, inputs, outputs, device=device)
+    numeric = gk.autograd.jacobian_fd(kernel, dim, inputs, outputs, eps=eps, device=device)
+    half = gk.autograd.jacobian_fd(kernel, dim, inputs, outputs, eps=eps / 2, device=device)
+    target = make_target(kernel, dim, inputs, outputs, device)
+    try:
+        values = target.evaluate()
+    finally:
+        target.restore()
+    noise = {}
+    for (o, i), n in numeric.items():
+        y = np.abs(values[o])[:, None] if o in values else 0.0
+        u = np.finfo(outputs[o].dtype.scalar.np_dtype).eps
+        with np.errstate(invalid="ignore"):
+            noise[(o, i)] = np.abs(n - half[(o, i)]) + u * y / eps
+    return _Jacobians(analytic, numeric, noise, len(inputs))
+
+
+def _compare(j: _Jacobians, names: list[str], atol: float, rtol: float) -> tuple[bool, list, list]:
+    """(ok, one row per Jacobian block, every failing entry) with each entry's noise estimate."""
+    pairs, worst, ok = [], [], True
+    for (o, i), a in j.analytic.items():
+        n, noise = j.numeric[(o, i)], j.noise[(o, i)]
+        err, bad = mismatches(a, n, atol, rtol)
+        with np.errstate(invalid="ignore"):
+            real = bad & ~(err <= 2 * noise)
+        ok &= not bad.any()
+        out, inp = names[j.n_inputs + o], names[i]
+        pairs.append({"output": out, "input": inp, "entries": int(a.size),
+                      "max |analytic|": float(np.abs(a).max(initial=0.0)),
+                      "max |numeric|": float(np.abs(n).max(initial=0.0)),
+                      "max abs err": float(err.max(initial=0.0)), "failing": int(bad.sum()),
+                      "beyond FD noise": int(real.sum()), "pass": not bad.any()})
+        for r, c in zip(*np.nonzero(bad)):
+            worst.append({"output": out, "input": inp, "row": int(r), "col": int(c),
+                          "analytic": float(a[r, c]), "numeric": float(n[r, c]), "abs err": float(err[r, c]),
+                          "FD noise": float(noise[r, c]), "within noise": bool(not real[r, c])})
+    worst.sort(key=lambda w: (w["within noise"], -w["abs err"] if np.isfinite(w["abs err"]) else -np.inf))
+    return bool(ok), pairs, worst
+
+
+def run_gradcheck(bundle: Bundle, index: int, approved: str | None = None, eps: float = 1e-3,
+                  atol: float = 1e-3, rtol: float = 1e-2, show_worst: int = 10,
+                  float64: bool | None = None) -> CheckResult:
+    """Check forward launch `index` like gk.autograd.gradcheck (|analytic - numeric| <= atol + rtol*|numeric|
+    everywhere), keeping a per-pair table instead of raising, and an estimate of each failing entry's
+    finite-difference noise. `approved` is the SHA-256 of the kernel's stored source the user read and
+    approved (`stored_source`); without it nothing is compiled. `float64`: True checks the kernel widened to
+    float64 (core/passes/widen.py); None (the default) does so only when the recorded precision fails, to tell
+    a wrong gradient from float32 finite-difference noise (`CheckResult.float64`)."""
     la = bundle.launches[index]
     why = missing_snapshots(bundle, index)
     if why:
@@ -111,34 +180,55 @@ def run_gradcheck(bundle: Bundle, index: int, approved: str | None = None, eps: 
         raise CheckError(f"launch #{index} records parameters {la['params']} but the stored source of "
                          f"'{la['kernel']}' declares {names}")
     device, notes = _device(la["device"])
-    dim = tuple(la["dim"])
+    if float64:
+        kernel, eps = _widened(kernel, la["kernel"]), min(eps, FLOAT64_EPS)
     try:
-        inputs, outputs = rebuild_arguments(bundle, index, kernel, device)
-        analytic = gk.autograd.jacobian(kernel, dim, inputs, outputs, device=device)
-        numeric = gk.autograd.jacobian_fd(kernel, dim, inputs, outputs, eps=eps, device=device)
+        j = _jacobians(kernel, bundle, index, device, eps)
     except CheckError:
         raise
     except Exception as exc:         # arguments that do not fit the kernel, a launch error: say so
         raise CheckError(f"gradcheck of launch #{index} ({la['kernel']}) could not run: "
                          f"{type(exc).__name__}: {exc}") from None
-    n_in = len(inputs)
-    pairs, worst, ok = [], [], True
-    for (o, i), a in analytic.items():
-        n = numeric[(o, i)]
-        err, bad = mismatches(a, n, atol, rtol)
-        ok &= not bad.any()
-        pairs.append({"output": names[n_in + o], "input": names[i], "entries": int(a.size),
-                      "max |analytic|": float(np.abs(a).max(initial=0.0)),
-                      "max |numeric|": float(np.abs(n).max(initial=0.0)),
-                      "max abs err": float(err.max(initial=0.0)), "failing": int(bad.sum()),
-                      "pass": not bad.any()})
-        for r, c in zip(*np.nonzero(bad)):
-            worst.append({"output": names[n_in + o], "input": names[i], "row": int(r), "col": int(c),
-                          "analytic": float(a[r, c]), "numeric": float(n[r, c]), "abs err": float(err[r, c])})
-    worst.sort(key=lambda w: -w["abs err"])
+    ok, pairs, worst = _compare(j, names, atol, rtol)
     if not pairs:
         notes.append("no float array inputs and outputs: nothing to differentiate")
-    return CheckResult(bool(ok), pairs, worst[:show_worst], device, notes)
+    result = CheckResult(ok, pairs, worst[:show_worst], device, notes, precision="float64" if float64 else
+                         "as recorded", eps=eps, within_noise=sum(w["within noise"] for w in worst),
+                         failing=len(worst))
+    if not ok and float64 is None and _has_float32(kernel):
+        try:
+            result.float64 = run_gradcheck(bundle, index, approved, eps, atol, rtol, show_worst, float64=True)
+        except CheckError as exc:
+            result.notes.append(f"no float64 re-run: {exc}")
+    return result
+
+
+FLOAT64_EPS = 1e-6      # the float64 re-run's step: small enough for truncation, far above float64 rounding
+
+
+def _has_float32(kernel) -> bool:
+    from ..core import types as T
+    return any(t is T.float32 or getattr(t, "scalar", None) is T.float32
+               for _, t in kernel.params)
+
+
+_widened_kernels: dict[int, tuple] = {}     # id(kernel) -> (kernel, its float64 twin)
+
+
+def _widened(kernel, name: str):
+    """`kernel` widened to float64 (kept beside it); CheckError naming why when it cannot be."""
+    from ..core.passes.widen import WidenError
+    kept = _widened_kernels.get(id(kernel))
+    wide = kept[1] if kept is not None and kept[0] is kernel else None
+    if wide is None:
+        try:
+            wide = kernel.widened()
+        except WidenError as exc:
+            raise CheckError(str(exc)) from None
+        if len(_widened_kernels) >= _MAX_KERNELS:
+            _widened_kernels.clear()
+        _widened_kernels[id(kernel)] = (kernel, wide)
+    return wide
 
 
 def missing_snapshots(bundle: Bundle, index: int) -> str | None:

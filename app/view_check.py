@@ -57,14 +57,37 @@ def render(bundle, name: str) -> None:
     if isinstance(result, checks.CheckError):
         st.error(data.redact(bundle, str(result)))
         return
+    _show(result, row["kernel"])
+    wide = result.float64
+    if wide is None:
+        return
+    st.markdown("**Re-run in float64** (the kernel widened: every float32 type made float64, "
+                f"eps {wide.eps:.0e})")
+    if wide.ok:
+        st.success(f"In float64 the gradient of '{row['kernel']}' passes: the {result.failing} failing "
+                   "entries above are finite-difference noise of float32 (rounding over a small step), not a "
+                   "wrong gradient.")
+    else:
+        st.error(f"In float64 the gradient of '{row['kernel']}' still fails: the analytic gradient disagrees "
+                 "with central differences beyond rounding (a wrong gradient, or a kink/discontinuity at "
+                 "these inputs).")
+    _show(wide, row["kernel"], key="f64")
+
+
+def _show(result, kernel: str, key: str = "") -> None:
+    """One check's verdict, its notes, the per-block table and the worst entries with their FD noise."""
     for note in result.notes:
         st.info(note)
+    where = f"on {result.device}" + (" in float64" if result.precision == "float64" else "")
     if result.ok:
-        st.success(f"gradcheck passed for '{row['kernel']}' on {result.device}")
+        st.success(f"gradcheck passed for '{kernel}' {where}")
     else:
-        st.error(f"gradcheck failed for '{row['kernel']}' on {result.device}: worst entries below")
+        noise = (f"; {result.within_noise} of {result.failing} failing entries are within twice their "
+                 "finite-difference noise estimate" if result.failing else "")
+        st.error(f"gradcheck failed for '{kernel}' {where}: worst entries below{noise}")
     st.markdown("**Jacobian blocks (output × input)**")
-    table(result.pairs, key="check_pairs")
+    table(result.pairs, key=f"check_pairs{key}")
     if result.worst:
-        st.markdown("**Worst failing entries**")
-        table(result.worst, key="check_worst")
+        st.markdown("**Worst failing entries** (FD noise: |J(eps) − J(eps/2)| + machine-eps·|y|/eps, an "
+                    "estimate of the central difference's own error)")
+        table(result.worst, key=f"check_worst{key}")

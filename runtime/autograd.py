@@ -50,6 +50,12 @@ def jacobian(function, dim=None, inputs=None, outputs=None, input_output_mask=No
     return _plotted(result, function, target, plot_jacobians)
 
 
+def _stored_dtype(a):
+    """The NumPy scalar type `a` stores its elements in (so a step is measured as the array holds it)."""
+    scalar = getattr(getattr(a, "dtype", None), "scalar", None)
+    return np.dtype(getattr(scalar, "np_dtype", np.float64)).type
+
+
 def jacobian_fd(function, dim=None, inputs=None, outputs=None, input_output_mask=None, device=None,
                 max_inputs_per_var: int = -1, eps: float = 1e-4, plot_jacobians: bool = False) -> dict:
     """Central-difference Jacobians, as `jacobian` (kernel or function; `max_inputs_per_var` caps the
@@ -62,15 +68,19 @@ def jacobian_fd(function, dim=None, inputs=None, outputs=None, input_output_mask
         for i in dict.fromkeys(i for _, i in pairs):
             outs = [o for o, ii in pairs if ii == i]
             base = saved[i] = flat(target.inputs[i])
+            stored = _stored_dtype(target.inputs[i])
             for col in range(_limit(base.size, max_inputs_per_var)):
-                values = []
+                values, ends = [], []
                 for sign in (1.0, -1.0):
                     x = base.copy()
                     x[col] += sign * eps
+                    ends.append(float(stored(x[col])))
                     target.set_input(i, x)
                     values.append(target.evaluate())
+                # divide by the step the input's precision could take (x + eps rounds in float32), not 2*eps
+                step = (ends[0] - ends[1]) or 2 * eps
                 for o in outs:
-                    result[(o, i)][:, col] = (values[0][o] - values[1][o]) / (2 * eps)
+                    result[(o, i)][:, col] = (values[0][o] - values[1][o]) / step
                 target.set_input(i, base)
     finally:
         for i, base in saved.items():

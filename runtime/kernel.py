@@ -25,6 +25,7 @@ from ..core.locks import compiling
 from ..core.native import check_snippets
 from ..core.ops import WRITES, Op
 from ..core.types import ArrayType
+from ..core.passes.widen import widen_floats
 from .bind import make_binder
 from .cache import default_cache
 from .device import get_device
@@ -226,6 +227,13 @@ class Kernel:
             self.struct_params = self.typed_ir.attrs.get("param_structs", ())
             self._binder = make_binder(self.key, self.params)
         return self._binder
+
+    def widened(self) -> Kernel:
+        """This kernel with every float32 type made float64 (core/passes/widen.py), for re-checking its
+        gradients without float32 rounding; WidenError when it calls a @gk.func or native code."""
+        wide = Kernel(self.pyfunc, enable_backward=self.enable_backward, max_unroll=self.max_unroll)
+        wide._typed = widen_floats(self.typed_ir)
+        return wide
 
     def array_param_indices(self) -> list[int]:
         return [k for k, (_, t) in enumerate(self.params) if isinstance(t, ArrayType)]

@@ -64,3 +64,19 @@ def test_gradcheck_reports_a_table(device):
     with tape:
         gk.launch(uses_wrong, 3, inputs=[x], outputs=[y], device=device)
     assert gk.autograd.gradcheck_tape(tape, raise_exception=False) is False
+
+
+@gk.kernel
+def scale_by_three(x: gk.array(dtype=float), y: gk.array(dtype=float)):
+    i = gk.tid()
+    y[i] = 3.0 * x[i]
+
+
+def test_central_differences_divide_by_the_step_the_array_holds(device, rng):
+    """At |x| ~ 1000 a float32 holds x + 1e-3 only to a multiple of 6.1e-5: dividing by 2*eps would be off
+    by ~2.4 %; jacobian_fd divides by the step actually taken, so a linear kernel's slope is exact."""
+    x = gk.array(rng.uniform(900.0, 1100.0, 16).astype(np.float32), device=device, requires_grad=True)
+    y = gk.zeros(16, device=device, requires_grad=True)
+    jac = gk.autograd.jacobian_fd(scale_by_three, 16, [x], [y], eps=1e-3, device=device)[(0, 0)]
+    np.testing.assert_allclose(np.diag(jac), 3.0, rtol=1e-6)
+    assert not np.any(jac - np.diag(np.diag(jac)))

@@ -222,6 +222,9 @@ def test_gradcheck_failure_table(tmp_path):
     assert result.worst[0]["row"] == 1 and result.worst[0]["col"] == 1
     assert result.worst[0]["analytic"] == 0.0 and result.worst[0]["numeric"] == pytest.approx(0.5, abs=1e-3)
     assert result.pairs[0]["failing"] == 1
+    # a kink is no rounding noise: the float64 re-run fails on the same entry
+    assert result.float64 is not None and not result.float64.ok and result.float64.precision == "float64"
+    assert (result.float64.worst[0]["row"], result.float64.worst[0]["col"]) == (1, 1)
 
 
 def test_gradcheck_without_snapshots(bundles):
@@ -340,3 +343,21 @@ def test_check_runs_on_a_kernel_with_an_int_array(example_bundles):
     result = checks.run_gradcheck(b, k, approved=src["sha256"])
     inputs = {p["input"] for p in result.pairs}
     assert "springs" not in inputs and {"x", "v"} <= inputs
+
+
+def test_check_tells_float32_noise_from_a_wrong_gradient(example_bundles):
+    """The gravity example's energy gradient is right, but float32 central differences of a sum over 256
+    bodies miss it on most entries: each failing entry is within its finite-difference noise estimate and the
+    automatic float64 re-run (the kernel widened) passes at tight tolerances."""
+    b = data.open_bundle(example_bundles / "gravity_forces")
+    k = next(j for j, la in enumerate(b.launches) if la["kernel"] == "potential_energy")
+    result = checks.run_gradcheck(b, k, approved=_approved(b, "potential_energy"))
+    assert not result.ok and result.failing > 100
+    assert result.within_noise >= 0.99 * result.failing
+    assert all({"FD noise", "within noise"} <= set(w) for w in result.worst)
+    wide = result.float64
+    assert wide is not None and wide.ok and wide.precision == "float64" and wide.eps <= 1e-6
+    assert all(p["failing"] == 0 and p["max abs err"] < 1e-3 for p in wide.pairs)
+    direct = checks.run_gradcheck(b, k, approved=_approved(b, "potential_energy"), float64=True, atol=1e-5,
+                                  rtol=1e-5)
+    assert direct.ok and direct.float64 is None
