@@ -245,12 +245,6 @@ def nan_launch_row(bundle: Bundle, origin: dict | None) -> int | None:
 
 
 # Tape graph --------------------------------------------------------------------------------------------
-def graph_dot(bundle: Bundle, gradients: bool = True) -> str:
-    """The tape graph as DOT: the gradient-coloured one when the bundle has it."""
-    m = bundle.manifest
-    return (m.get("graph_gradients") if gradients else None) or m["graph"]
-
-
 def cut_off_arrays(bundle: Bundle) -> list[dict]:
     """Float arrays the launches use that lack requires_grad: no gradient is computed for them, and none
     flows back through them to whatever produced them."""
@@ -320,7 +314,7 @@ def _norm(grad) -> float:
     return float(np.sqrt(np.dot(g, g))) if np.isfinite(g).all() else math.nan
 
 
-def _written_params(la: dict) -> list[int]:
+def written_params(la: dict) -> list[int]:
     """The parameter indices a launch's kernel writes (recorded in the bundle; older bundles: its outputs)."""
     if "written" in la:
         return la["written"]
@@ -330,7 +324,7 @@ def _written_params(la: dict) -> list[int]:
 def _written_arrays(bundle: Bundle) -> set:
     written = set()
     for la in bundle.launches:
-        written.update(la["arrays"][j] for j in _written_params(la) if la["arrays"][j] is not None)
+        written.update(la["arrays"][j] for j in written_params(la) if la["arrays"][j] is not None)
     return written
 
 
@@ -338,7 +332,7 @@ def _unused_outputs(bundle: Bundle) -> set:
     """Arrays a launch wrote that no later launch reads (passes as a parameter it does not only write)."""
     last_write, read_after = {}, set()
     for la in bundle.launches:
-        w = set(_written_params(la))
+        w = set(written_params(la))
         reads = set(la["read"]) if "read" in la else set(range(len(la["arrays"]))) - w
         for j, aid in enumerate(la["arrays"]):
             if aid is None:
@@ -358,7 +352,7 @@ def _arrived(bundle: Bundle) -> dict:
     for b in bundle.backward:                      # backward order: the last writer's adjoint comes first
         fwd = bundle.launches[b["record"]]
         before = (b.get("stats") or {}).get("before") or {}
-        for j in _written_params(fwd):
+        for j in written_params(fwd):
             p, aid = fwd["params"][j], fwd["arrays"][j]
             if aid is None or aid in out or p not in before:
                 continue

@@ -1,26 +1,56 @@
-"""Tape graph view: the recorded launches and arrays as a graph, coloured by gradient flow, with the arrays
-cut off from the gradient (no requires_grad) listed and explained."""
+"""Tape graph view: the recorded launches and arrays as a graph, coloured by gradient flow, that scales: repeats
+folded, scopes collapsible, a search that outlines matching kernels and arrays, zoom and pan, and a click on a
+node for its facts (app/graph_component.py); the arrays cut off from the gradient are listed and explained."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from . import data
-from .ui import static_table
+from ..viz.bundle import FOLD_OVER
+from . import data, graph_component, graph_data
+from .ui import static_table, table
 
 LEGEND = ("**Colours** (the gradient-flow view's states) — ok: blue; consumed (an intermediate whose gradient "
           "backward passed on and cleared): teal; **cut off (no `requires_grad`): pink dashed**; zero: yellow "
           "bold; NaN/Inf: red bold; unused output: grey. Boxes are launches, one port per argument; clusters "
-          "are `tape.scope(...)` blocks.")
+          "are `tape.scope(...)` blocks; 'repeated xN' folds launches repeated back to back.")
 
 
 def render(bundle, name: str) -> None:
-    has_coloured = bool(bundle.manifest.get("graph_gradients"))
-    mode = st.radio("Colouring", ["gradient flow", "plain"] if has_coloured else ["plain"], horizontal=True,
-                    key="graph_mode")
-    dot = data.graph_dot(bundle, gradients=mode == "gradient flow")
+    c1, c2, c3 = st.columns([1, 1, 2])
+    mode = c1.radio("Colouring", ["gradient flow", "plain"], horizontal=True, key="graph_mode")
+    fold = c2.checkbox("Fold repeated launches", value=len(bundle.launches) > FOLD_OVER, key="graph_fold",
+                       help=f"on by default past {FOLD_OVER} launches")
+    search = c3.text_input("Search kernels and arrays", key="graph_search", placeholder="e.g. spring or loss")
+    paths = graph_data.scope_paths(bundle)
+    collapsed = []
+    if paths:
+        shown = {" / ".join(p): p for p in paths}
+        picked = st.multiselect("Collapse scopes (each drawn as one node)", list(shown), key="graph_collapse")
+        collapsed = [shown[p] for p in picked]
+    dot = graph_data.graph_dot(bundle, gradients=mode == "gradient flow", collapsed=collapsed, search=search,
+                               simplify=fold)
+    found = graph_data.matches(bundle, search)
+    if search.strip():
+        kinds = [f['kind'] for f in found]
+        st.caption(f"'{search.strip()}': {kinds.count('launch')} launches and {kinds.count('array')} arrays "
+                   "match (outlined in orange; the view opens on the first)" if found else
+                   f"nothing named like '{search.strip()}'")
     st.markdown(LEGEND)
-    st.graphviz_chart(dot, width="stretch")
+    try:
+        svg = graph_component.render_svg(dot)
+    except graph_component.NoRenderer as exc:
+        st.caption(f"Static graph ({exc}): zoom, pan and node facts need GraphViz's dot.")
+        st.graphviz_chart(dot, width="stretch")
+    else:
+        focus = [f"l{f['index']}" if f["kind"] == "launch" else None for f in found]
+        focus += [f"a{k}" for k, a in graph_data.bundle_model(bundle, gradients=False).arrays.items()
+                  if search.strip() and search.strip().lower() in a.label.lower()]
+        st.iframe(graph_component.page(svg, graph_data.node_facts(bundle), [f for f in focus if f]),
+                  height=graph_component.HEIGHT)
+    if found:
+        with st.expander(f"Search matches ({len(found)})"):
+            table(found, key="graph_matches")
     cut = data.cut_off_arrays(bundle)
     st.subheader("Arrays cut off from the gradient")
     if not cut:

@@ -11,7 +11,9 @@ def quote(text) -> str:
 
 
 def attrs(**kw) -> str:
-    items = [f"{k}={quote(v) if not str(v).startswith('<') else v}" for k, v in kw.items() if v is not None]
+    """` [k="v", ...]` with every value quoted (a label from user data that starts with '<' stays text, never
+    an HTML label); None values are left out."""
+    items = [f"{k}={quote(v)}" for k, v in kw.items() if v is not None]
     return f" [{', '.join(items)}]" if items else ""
 
 

@@ -42,9 +42,10 @@ def find_repeats(signatures: list) -> list[Repeat]:
     return repeats
 
 
-def fold(records: list, signatures: list) -> tuple[dict[int, Repeat], dict[int, int], dict[int, int]]:
+def fold(args: list, signatures: list) -> tuple[dict[int, Repeat], dict[int, int], dict]:
     """(repeat by first-repetition launch index, representative launch index of every folded launch,
-    representative array id of every array seen only in folded launches)."""
+    representative array key of every array seen only in folded launches). `args[k]` lists launch k's
+    argument keys (None for a scalar)."""
     repeats = find_repeats(signatures)
     first: dict[int, Repeat] = {}
     launch_rep: dict[int, int] = {}
@@ -53,10 +54,10 @@ def fold(records: list, signatures: list) -> tuple[dict[int, Repeat], dict[int, 
             first[k] = rep
         for k in range(rep.start + rep.period, rep.end):
             launch_rep[k] = rep.start + (k - rep.start) % rep.period
-    drawn = {id(a) for k, rec in enumerate(records) if k not in launch_rep for a in rec.args if hasattr(a, "buffer")}
-    array_rep: dict[int, int] = {}
+    drawn = {a for k, keys in enumerate(args) if k not in launch_rep for a in keys if a is not None}
+    array_rep: dict = {}
     for k, r in launch_rep.items():
-        for a, rep_a in zip(records[k].args, records[r].args):
-            if hasattr(a, "buffer") and id(a) not in drawn and id(a) not in array_rep:
-                array_rep[id(a)] = id(rep_a)
+        for a, rep_a in zip(args[k], args[r]):
+            if a is not None and a not in drawn and a not in array_rep:
+                array_rep[a] = rep_a
     return first, launch_rep, array_rep

@@ -12,7 +12,8 @@ import gradkit as gk
 from tests.app.recording import record_bundle
 
 HERE = pathlib.Path(__file__).resolve().parent
-SCRIPTS = {"nan": HERE / "sample_nan.py", "train": HERE / "sample_train.py", "sqrt": HERE / "sample_sqrt.py"}
+SCRIPTS = {"nan": HERE / "sample_nan.py", "train": HERE / "sample_train.py", "sqrt": HERE / "sample_sqrt.py",
+           "rollout": HERE / "sample_rollout.py"}
 
 
 @gk.kernel
@@ -31,7 +32,7 @@ def record_plain(path: pathlib.Path) -> pathlib.Path:
 @pytest.fixture(scope="session")
 def bundle_dir(tmp_path_factory) -> pathlib.Path:
     """A folder of bundles: nan (forward NaN), train (cut-off and vanishing gradients), sqrt (backward Inf),
-    plain (no snapshots) and zipped (train again, as a .zip)."""
+    rollout (111 launches in nested scopes) and plain (no snapshots)."""
     from gradkit.app.cli import capture_script
     folder = tmp_path_factory.mktemp("bundles")
     for name, script in SCRIPTS.items():

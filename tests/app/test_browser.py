@@ -125,16 +125,125 @@ def test_launches_table_and_detail(page, server):
     shoot(page, "launches-detail")
 
 
+def graph(page):
+    """The tape graph's interactive frame: (frame, its SVG, the viewport div)."""
+    frame = page.frame_locator('iframe[title="st.iframe"]')
+    svg = frame.locator("#view svg")
+    expect(svg).to_be_visible()
+    return frame, svg, frame.locator("#view")
+
+
 def test_tape_graph_shows_cut_off_arrays(page, server):
     open_view(page, server, "train", "graph")
-    svg = page.locator('[data-testid="stGraphVizChart"] svg')
-    expect(svg).to_be_visible()
+    _, svg, _ = graph(page)
     for text in ("damp", "predict", "squared_error", "target", "feature"):
         expect(svg).to_contain_text(text)
     # The two arrays without requires_grad are drawn pink (and dashed).
     expect(svg.locator('ellipse[fill="#ffd6d6"]')).to_have_count(2)
     expect(page.get_by_text("'w' has requires_grad=False")).to_be_visible()
     shoot(page, "graph")
+
+
+def _text_px(svg, text: str) -> float:
+    """On-screen height in CSS pixels of the first SVG text element reading `text`."""
+    return svg.locator("text", has_text=text).first.evaluate("t => t.getBoundingClientRect().height")
+
+
+def test_graph_of_111_launches_zooms_pans_and_explains_nodes(page, server):
+    """A rollout of 111 launches (50 steps in scope solve/step, a kick every 5th): folded to a dozen launch
+    boxes, drawn at a readable scale; the wheel zooms, a drag pans, a click on a launch shows its facts."""
+    open_view(page, server, "rollout", "graph")
+    frame, svg, view = graph(page)
+    titles = svg.locator("g.node title").all_text_contents()
+    assert 1 <= sum(t.startswith("l") for t in titles) <= 16          # launch boxes after folding
+    assert float(view.get_attribute("data-scale")) >= 0.9
+    assert _text_px(svg, "clamp_field") >= 9                     # readable without zooming
+    shoot(page, "graph-rollout")
+    box = view.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    before = float(view.get_attribute("data-scale"))
+    page.mouse.wheel(0, -500)
+    expect(view).not_to_have_attribute("data-scale", f"{before:.4f}")
+    assert float(view.get_attribute("data-scale")) > before * 1.5
+    viewbox = svg.get_attribute("viewBox")
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] / 2 - 120, box["y"] + box["height"] / 2 - 80, steps=5)
+    page.mouse.up()
+    assert svg.get_attribute("viewBox") != viewbox               # dragged: another part of the graph
+    frame.locator("#fit").click()
+    node = svg.locator("g.node", has_text="clamp_field").first
+    node.locator("text", has_text="clamp_field").click()
+    facts = frame.locator("#facts")
+    expect(facts).to_contain_text("clamp_field")
+    expect(facts).to_contain_text("sample_rollout.py:")          # the gk.launch call site
+    expect(facts).to_contain_text("solve / step")
+    shoot(page, "graph-facts")
+    svg.locator("g.node", has_text="initial field").locator("ellipse").click()
+    expect(facts).to_contain_text("gradient flow")
+    expect(facts).to_contain_text("float32[16]")
+
+
+def test_graph_search_and_collapsed_scopes(page, server):
+    open_view(page, server, "rollout", "graph")
+    page.get_by_label("Search kernels and arrays").fill("kick")
+    page.keyboard.press("Enter")
+    _settled(page)
+    expect(page.get_by_text("'kick': 10 launches and 10 arrays match")).to_be_visible()
+    _, svg, _ = graph(page)
+    expect(svg.locator('polygon[stroke="#ff7f0e"]').first).to_be_attached()    # the kick launch outlined
+    expect(svg.locator('ellipse[stroke="#ff7f0e"]').first).to_be_attached()    # a kicked[...] array
+    frame = page.frame_locator('iframe[title="st.iframe"]')
+    expect(frame.locator("#facts")).to_contain_text("kick")                     # opened on the first match
+    selected = frame.locator("g.node.gk-selected")
+    inside = selected.evaluate("""n => { const r = n.getBoundingClientRect(),
+        v = document.getElementById('view').getBoundingClientRect();
+        return r.left >= v.left && r.right <= v.right && r.top >= v.top && r.bottom <= v.bottom; }""")
+    assert inside                                                               # ... and shows it
+    shoot(page, "graph-search")
+    page.get_by_label("Search kernels and arrays").fill("")
+    page.keyboard.press("Enter")
+    _settled(page)
+    page.locator('[data-testid="stMultiSelect"]').click()
+    page.get_by_role("option", name="solve", exact=True).click()
+    page.keyboard.press("Escape")
+    _settled(page)
+    _, svg, _ = graph(page)
+    expect(svg).to_contain_text("solve (collapsed)")
+    expect(svg).to_contain_text("110 launches: clamp_field, kick, relax")
+    expect(svg).to_contain_text("109 intermediate arrays inside")
+    assert svg.locator("g.node", has_text="mid[0]").count() == 0                 # drawn inside, not beside
+    assert svg.locator("g.node", has_text="relax [16]").count() == 0            # inside the collapsed node
+    shoot(page, "graph-collapsed")
+
+
+@pytest.fixture(scope="module")
+def examples_server(example_bundles, tmp_path_factory):
+    """Streamlit on the bundled examples' bundles (as `gradkit examples` serves them)."""
+    port = cli.free_port()
+    log = tmp_path_factory.mktemp("streamlit-examples") / "streamlit.log"
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(cli.app_command(example_bundles, port, extra=("--server.fileWatcherType", "none")),
+                                stdout=fh, stderr=subprocess.STDOUT)
+    try:
+        if not cli.wait_for_health(port, proc, timeout=60):
+            pytest.fail(f"streamlit did not start:\n{log.read_text()}")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_cloth_graph_is_readable_at_its_default_size(page, examples_server):
+    """The cloth example records 120+ launches; its graph opens folded, every launch box's kernel name at
+    least 9 px tall, the whole graph in view or pannable from its top left."""
+    open_view(page, examples_server, "cloth_trajectory", "graph")
+    _, svg, view = graph(page)
+    assert float(view.get_attribute("data-scale")) >= 0.9
+    for kernel in ("spring_forces", "integrate", "pose_loss"):
+        expect(svg).to_contain_text(kernel)
+    assert _text_px(svg, "spring_forces") >= 9
+    assert _text_px(svg, "integrate") >= 9
+    shoot(page, "graph-cloth")
 
 
 def test_gradient_flow_flags_and_histogram(page, server):
@@ -209,7 +318,8 @@ def test_code_view_passes_tab(page, server):
     choose(page, "Kernel", "predict")
     page.get_by_role("tab", name="Passes").click()
     choose(page, "Variant", "adjoint")
-    page.locator('[data-testid="stSelectbox"]', has_text="Pass").click()
+    # the selectbox labelled exactly "Pass" (the hidden Code tab holds others whose text contains "pass")
+    page.locator('[data-testid="stSelectbox"]', has=page.get_by_text("Pass", exact=True)).click()
     page.get_by_role("option").filter(has_text="reverse").click()
     _settled(page)
     panel = page.get_by_role("tabpanel")

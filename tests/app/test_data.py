@@ -5,6 +5,7 @@ gradcheck re-run from snapshots with the kernel compiled from the bundle's store
 from __future__ import annotations
 
 import pathlib
+import re
 import runpy
 
 import numpy as np
@@ -12,13 +13,13 @@ import pytest
 
 import gradkit as gk
 from tests.app.recording import record_bundle
-from gradkit.app import checks, data
+from gradkit.app import graph_data, checks, data
 from gradkit.viz.bundle import BundleError
 
 
 def test_find_bundles(bundle_dir, tmp_path):
     names = [p.name for p in data.find_bundles(bundle_dir)]
-    assert names == ["nan", "plain", "sqrt", "train"]
+    assert names == ["nan", "plain", "rollout", "sqrt", "train"]
     assert data.find_bundles(bundle_dir / "nan") == [bundle_dir / "nan"]
     assert data.find_bundles(tmp_path) == []
     with pytest.raises(BundleError, match="no such bundle"):
@@ -321,7 +322,8 @@ def test_history_over_iterations(bundles, example_bundles):
     assert (h["quantiles"]["min"] <= h["quantiles"]["max"]).all()
     cloth = data.open_bundle(example_bundles / "cloth_trajectory")
     assert len(cloth.launches) >= 120
-    assert data.graph_dot(cloth).count("shape=plaintext") <= 6 and "repeated x" in data.graph_dot(cloth)
+    dot = graph_data.graph_dot(cloth)
+    assert dot.count("shape=plaintext") <= 6 and "repeated x" in dot
 
 
 def test_flow_not_reached_after_backward_stopped(tmp_path):
@@ -361,3 +363,21 @@ def test_check_tells_float32_noise_from_a_wrong_gradient(example_bundles):
     direct = checks.run_gradcheck(b, k, approved=_approved(b, "potential_energy"), float64=True, atol=1e-5,
                                   rtol=1e-5)
     assert direct.ok and direct.float64 is None
+
+
+def test_every_graph_node_has_facts(bundles):
+    """Each node drawn in the tape graph (launch boxes, arrays) has the facts a click shows: a launch's call
+    site and scope, an array's flow state; the 111-launch rollout folds to a dozen launch boxes."""
+    b = bundles["rollout"]
+    assert len(b.launches) == 111
+    dot = graph_data.graph_dot(b)
+    drawn = re.findall(r"^\s*([al]\d+) \[", dot, re.M)
+    facts = graph_data.node_facts(b)
+    assert drawn and set(drawn) <= set(facts)
+    assert sum(n.startswith("l") for n in drawn) <= 16
+    launch = dict(facts[next(n for n in drawn if n.startswith("l"))])
+    assert launch["called at"].startswith("sample_rollout.py:") and launch["scope"].startswith("solve")
+    array = dict(facts[next(n for n in drawn if n.startswith("a"))])
+    assert array["gradient flow"] in ("ok", "consumed") and array["type"] == "float32[16]"
+    assert [m["name"] for m in graph_data.matches(b, "KICK")][:1] == ["kick"]
+    assert graph_data.scope_paths(b) == [("solve",), ("solve", "step"), ("loss",)]

@@ -1,0 +1,154 @@
+"""The tape graph as an interactive picture: GraphViz renders the DOT to SVG on the server, and a small page
+(in an iframe) lets the user zoom (wheel, +/- buttons), pan (drag), fit, and click a node to read its facts.
+
+It opens at a readable scale: the whole graph when it fits with text at least READABLE_SCALE of its size,
+else at that scale from the top left (or centred on the first search match), to be panned. Text from the
+bundle reaches the page only through GraphViz's escaped SVG and JSON with '<', '>' and '&' escaped."""
+
+from __future__ import annotations
+
+import json
+import re
+
+READABLE_SCALE = 0.9        # 10-pt labels stay >= 9 px on screen
+HEIGHT = 700                # iframe height in CSS pixels
+
+
+class NoRenderer(RuntimeError):
+    """GraphViz's `dot` program (or the graphviz package) is missing: the caller falls back to
+    st.graphviz_chart."""
+
+
+def render_svg(dot: str) -> str:
+    """SVG text of `dot` from GraphViz's `dot` program; NoRenderer when it is not installed."""
+    try:
+        import graphviz
+    except ImportError:
+        raise NoRenderer("the graphviz Python package is not installed") from None
+    try:
+        svg = graphviz.Source(dot).pipe(format="svg").decode("utf-8")
+    except graphviz.ExecutableNotFound:
+        raise NoRenderer("GraphViz's 'dot' program is not installed (apt-get install graphviz)") from None
+    svg = svg[svg.find("<svg"):]                       # drop the XML prolog and doctype
+    if re.search(r"<script|javascript:|<foreignObject", svg, re.I):   # GraphViz escapes labels; be sure
+        raise NoRenderer("the rendered SVG holds active content")
+    return svg
+
+
+def _json(value) -> str:
+    """JSON safe inside a <script> element."""
+    return (json.dumps(value).replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def page(svg: str, facts: dict, focus: list[str] | None = None, height: int = HEIGHT) -> str:
+    """The iframe's HTML: toolbar, the SVG in a pannable viewport, and the facts panel of the clicked node."""
+    values = {"HEIGHT": str(height - 48), "SVG": svg, "FACTS": _json(facts), "FOCUS": _json(focus or []),
+              "READABLE": str(READABLE_SCALE)}
+    # one pass, so a placeholder-like text inside one value is never substituted again
+    return re.sub(r"%([A-Z]+)%", lambda m: values.get(m.group(1), m.group(0)), PAGE)
+
+
+PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><style>
+body { margin: 0; font: 13px Helvetica, Arial, sans-serif; }
+#bar { display: flex; gap: 6px; align-items: center; padding: 4px 0 6px; }
+#bar button { font-size: 13px; padding: 2px 10px; }
+#wrap { display: flex; gap: 8px; }
+#view { flex: 1; height: %HEIGHT%px; border: 1px solid #ccc; overflow: hidden; cursor: grab; position: relative; }
+#view.dragging { cursor: grabbing; }
+#view svg { display: block; width: 100%; height: 100%; }
+#facts { width: 260px; height: %HEIGHT%px; overflow: auto; border: 1px solid #ccc; padding: 6px; box-sizing: border-box; }
+#facts table { border-collapse: collapse; width: 100%; }
+#facts td { border-bottom: 1px solid #eee; padding: 2px 4px; vertical-align: top; word-break: break-word; }
+#facts td:first-child { color: #555; white-space: nowrap; }
+g.node { cursor: pointer; }
+g.node.gk-selected polygon, g.node.gk-selected ellipse { stroke: #ff7f0e; stroke-width: 3; }
+</style></head><body>
+<div id="bar">
+  <button id="zoom-in" title="zoom in">+</button><button id="zoom-out" title="zoom out">&minus;</button>
+  <button id="fit" title="show the whole graph">fit</button><button id="actual" title="100 %">1:1</button>
+  <span id="scale"></span><span style="color:#666">wheel: zoom · drag: pan · click a node: its facts</span>
+</div>
+<div id="wrap"><div id="view">%SVG%</div><div id="facts"><i>Click a launch or an array.</i></div></div>
+<script>
+(function () {
+  const FACTS = %FACTS%, FOCUS = %FOCUS%, READABLE = %READABLE%;
+  const view = document.getElementById("view"), svg = view.querySelector("svg");
+  const box = svg.viewBox.baseVal, full = {x: box.x, y: box.y, w: box.width, h: box.height};
+  svg.removeAttribute("width"); svg.removeAttribute("height");
+  svg.setAttribute("preserveAspectRatio", "xMinYMin meet");
+  let vb = {x: full.x, y: full.y, w: full.w, h: full.h};
+  function size() { return {w: view.clientWidth, h: view.clientHeight}; }
+  function scale() { return size().w / vb.w; }
+  function apply() {
+    svg.setAttribute("viewBox", [vb.x, vb.y, vb.w, vb.h].join(" "));
+    document.getElementById("scale").textContent = Math.round(scale() * 100) + " %";
+    view.dataset.scale = scale().toFixed(4);
+  }
+  function setScale(s, cx, cy) {          // cx, cy: the graph point kept under the same screen point
+    const v = size(), fx = (cx - vb.x) / vb.w, fy = (cy - vb.y) / vb.h;
+    vb.w = v.w / s; vb.h = v.h / s; vb.x = cx - fx * vb.w; vb.y = cy - fy * vb.h; apply();
+  }
+  function fit() {
+    const v = size(), s = Math.min(v.w / full.w, v.h / full.h);
+    vb = {x: full.x, y: full.y, w: v.w / s, h: v.h / s}; apply();
+  }
+  function centre(name) {
+    const node = [...svg.querySelectorAll("g.node")].find(g => g.querySelector("title").textContent === name);
+    if (!node) return false;
+    const r = node.getBoundingClientRect(), o = view.getBoundingClientRect(), k = scale();
+    const cx = vb.x + (r.left + r.width / 2 - o.left) / k, cy = vb.y + (r.top + r.height / 2 - o.top) / k;
+    const v = size(), s = Math.max(k, READABLE);
+    vb.w = v.w / s; vb.h = v.h / s; vb.x = cx - vb.w / 2; vb.y = cy - vb.h / 2;
+    apply(); select(node); return true;
+  }
+  function initial() {
+    const v = size(), s = Math.min(v.w / full.w, v.h / full.h);
+    if (s >= READABLE) { fit(); } else { vb = {x: full.x, y: full.y, w: v.w / READABLE, h: v.h / READABLE}; apply(); }
+    for (const name of FOCUS) { if (centre(name)) break; }
+  }
+  function graphPoint(ev) {
+    const r = view.getBoundingClientRect(), s = scale();
+    return {x: vb.x + (ev.clientX - r.left) / s, y: vb.y + (ev.clientY - r.top) / s};
+  }
+  view.addEventListener("wheel", ev => {
+    ev.preventDefault();
+    const p = graphPoint(ev);
+    setScale(Math.min(8, Math.max(0.02, scale() * Math.exp(-ev.deltaY * 0.0015))), p.x, p.y);
+  }, {passive: false});
+  let drag = null;
+  view.addEventListener("pointerdown", ev => { drag = {x: ev.clientX, y: ev.clientY, vx: vb.x, vy: vb.y, moved: false}; });
+  window.addEventListener("pointermove", ev => {
+    if (!drag) return;
+    const dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
+    if (Math.abs(dx) + Math.abs(dy) > 3) { drag.moved = true; view.classList.add("dragging"); }
+    if (drag.moved) { vb.x = drag.vx - dx / scale(); vb.y = drag.vy - dy / scale(); apply(); }
+  });
+  window.addEventListener("pointerup", ev => {
+    const was = drag; drag = null; view.classList.remove("dragging");
+    if (!was || was.moved) return;
+    const node = ev.target.closest && ev.target.closest("g.node");
+    if (node) select(node);
+  });
+  function select(node) {
+    svg.querySelectorAll("g.gk-selected").forEach(g => g.classList.remove("gk-selected"));
+    node.classList.add("gk-selected");
+    const name = node.querySelector("title").textContent, rows = FACTS[name];
+    const panel = document.getElementById("facts");
+    panel.textContent = "";
+    const table = document.createElement("table");
+    for (const [k, v] of (rows || [["node", name], ["facts", "none recorded"]])) {
+      const tr = table.insertRow(); tr.insertCell().textContent = k; tr.insertCell().textContent = v;
+    }
+    panel.appendChild(table); panel.dataset.node = name;
+  }
+  document.getElementById("zoom-in").onclick = () => setScale(scale() * 1.25, vb.x + vb.w / 2, vb.y + vb.h / 2);
+  document.getElementById("zoom-out").onclick = () => setScale(scale() / 1.25, vb.x + vb.w / 2, vb.y + vb.h / 2);
+  document.getElementById("fit").onclick = fit;
+  document.getElementById("actual").onclick = () => setScale(1, vb.x + vb.w / 2, vb.y + vb.h / 2);
+  window.addEventListener("resize", apply);
+  initial();
+})();
+</script></body></html>
+"""

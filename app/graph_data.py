@@ -1,0 +1,88 @@
+"""The debugger's tape graph, built from a bundle: the same model `tape.visualize` draws (viz/graph_model.py),
+with arrays coloured by the flow view's states (data.gradient_flow), so the graph and the flow table never
+disagree; plus, per node, the facts shown when it is clicked. No Streamlit here."""
+
+from __future__ import annotations
+
+from ..viz.bundle import FOLD_OVER, Bundle
+from ..viz.graph_model import ArrayInfo, LaunchInfo, TapeGraph, scopes, to_dot
+from . import data
+
+
+def bundle_model(bundle: Bundle, gradients: bool = True) -> TapeGraph:
+    """Launches and arrays of the bundle; arrays keyed by their bundle id without the leading 'a'."""
+    flow = {r["id"]: r for r in data.gradient_flow(bundle)} if gradients else {}
+    arrays = {}
+    for a in bundle.manifest["arrays"]:
+        row = flow.get(a["id"])
+        arrays[_key(a["id"])] = ArrayInfo(a["label"], a["dtype"], tuple(a["shape"]), a["requires_grad"],
+                                          state=row["flag"] if row else None,
+                                          norm=row["grad norm"] if row else None)
+    launches, written = [], set()
+    for la in bundle.launches:
+        keys = [_key(a) if a is not None else None for a in la["arrays"]]
+        launches.append(LaunchInfo(la["kernel"], tuple(la["dim"]), list(la["params"]), tuple(la["scope"]), keys,
+                                   la.get("n_inputs", len(keys))))
+        written.update(keys[j] for j in data.written_params(la) if keys[j] is not None)
+    return TapeGraph(launches, arrays, written)
+
+
+def graph_dot(bundle: Bundle, gradients: bool = True, collapsed=(), search: str = "",
+              simplify: bool | None = None) -> str:
+    """DOT of the bundle's tape graph: repeats folded past FOLD_OVER launches (or as `simplify` says),
+    `collapsed` scope paths drawn as one node each, names containing `search` outlined."""
+    fold = len(bundle.launches) > FOLD_OVER if simplify is None else simplify
+    return to_dot(bundle_model(bundle, gradients), show_gradients=gradients, simplify_graph=fold,
+                  collapsed=collapsed, highlight=search)
+
+
+def scope_paths(bundle: Bundle) -> list[tuple]:
+    return scopes(bundle_model(bundle, gradients=False))
+
+
+def matches(bundle: Bundle, search: str) -> list[dict]:
+    """Launches and arrays whose kernel or label contains `search` (case-insensitive)."""
+    needle = search.strip().lower()
+    if not needle:
+        return []
+    out = [{"kind": "launch", "name": la["kernel"], "index": la["index"], "scope": " / ".join(la["scope"])}
+           for la in bundle.launches if needle in la["kernel"].lower()]
+    out += [{"kind": "array", "name": a["label"], "index": None, "scope": ""}
+            for a in bundle.manifest["arrays"] if needle in a["label"].lower()]
+    return out
+
+
+def node_facts(bundle: Bundle) -> dict[str, list[tuple[str, str]]]:
+    """For every graph node name (`l<k>`, `a<key>`), the (field, value) lines shown when it is clicked:
+    a launch's kernel, dims, scope, time, call site and arguments; an array's dtype, shape, requires_grad,
+    flow state, gradient norm and value range."""
+    facts: dict[str, list] = {}
+    runs: dict[str, int] = {}
+    for la in bundle.launches:
+        runs[la["kernel"]] = runs.get(la["kernel"], 0) + 1
+    for la in bundle.launches:
+        args = [f"{p}={data.label(bundle, a)}" if a is not None else f"{p}={data.fmt(s)}"
+                for p, a, s in zip(la["params"], la["arrays"], la["scalars"])]
+        site = la.get("site")
+        facts[f"l{la['index']}"] = [
+            ("launch", f"#{la['index']} {la['kernel']}"), ("dim", "x".join(map(str, la["dim"]))),
+            ("device", la["device"]), ("scope", " / ".join(la["scope"]) or "(none)"),
+            ("time", f"{la['ms']:.3f} ms" if la.get("ms") is not None else "n/a"),
+            ("launches of this kernel", str(runs[la["kernel"]])),
+            ("called at", f"{data.shown_path(bundle, site['file'])}:{site['line']}" if site else "n/a"),
+            ("arguments", ", ".join(args))]
+    for row in data.gradient_flow(bundle):
+        a = data.array_meta(bundle)[row["id"]]
+        lines = [("array", a["label"]), ("type", f"{a['dtype']}[{'x'.join(map(str, a['shape']))}]"),
+                 ("requires_grad", str(a["requires_grad"])), ("gradient flow", row["flag"]),
+                 ("grad norm", data.fmt(row["grad norm"])), ("non-finite grad entries", str(row["non-finite"]))]
+        value = bundle.value(row["id"])
+        if value is not None and value.size and value.dtype.kind == "f":
+            lines.append(("value range", f"{data.fmt(float(value.min()))} .. {data.fmt(float(value.max()))}"))
+        lines.append(("explanation", data.flow_explanation(row["flag"])))
+        facts[f"a{_key(row['id'])}"] = lines
+    return facts
+
+
+def _key(aid: str) -> str:
+    return aid[1:] if aid.startswith("a") else aid
