@@ -12,8 +12,8 @@ import sys
 
 import streamlit as st
 
-from gradkit.app import (data, paths, view_check, view_code, view_flow, view_graph, view_launches, view_nan,
-                         view_overview)
+from gradkit.app import (data, paths, view_check, view_code, view_compare, view_flow, view_graph, view_launches,
+                         view_nan, view_overview)
 from gradkit.app.ui import VIEWS
 from gradkit.viz.bundle import BundleError
 
@@ -93,6 +93,9 @@ def main() -> None:
         view_overview.render_all([(p.name, _try_load(p, shown_root)) for p in bundles])
         return
     st.title(f"{VIEWS[view]} — {name}")
+    if view == "compare":
+        view_compare.render(bundle, name, {p.name: (lambda p=p: _try_load(p, shown_root)) for p in bundles})
+        return
     RENDER[view](bundle, name)
 
 

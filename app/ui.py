@@ -8,7 +8,7 @@ import streamlit as st
 
 # slug -> title, in sidebar order
 VIEWS = {"overview": "Overview", "launches": "Launches", "graph": "Tape graph", "flow": "Gradient flow", "nan": "NaN/Inf origin",
-         "code": "Code", "check": "Check"}
+         "code": "Code", "check": "Check", "compare": "Compare"}
 
 
 def num(value) -> str:

@@ -46,19 +46,19 @@ def _history(bundle) -> None:
             st.metric("loss (one iteration)", data.fmt(h["loss"]["loss"].iloc[0]))
         else:
             st.altair_chart(alt.Chart(h["loss"]).mark_line(point=True).encode(
-                x=alt.X("iteration:Q", title="iteration (backward pass)"),
+                x=alt.X("iteration:Q", title="iteration (backward pass)", axis=alt.Axis(format="d", tickMinStep=1)),
                 y=alt.Y("loss:Q", scale=alt.Scale(type="log"), title="loss (log scale)"),
                 tooltip=["iteration:Q", "loss:Q"]), width="stretch")
     if len(h["norms"]):
         st.altair_chart(alt.Chart(h["norms"]).mark_line().encode(
-            x=alt.X("iteration:Q", title="iteration (backward pass)"),
+            x=alt.X("iteration:Q", title="iteration (backward pass)", axis=alt.Axis(format="d", tickMinStep=1)),
             y=alt.Y("norm:Q", scale=alt.Scale(type="log"), title="‖grad‖ (log scale)"),
             color=alt.Color("array:N"), tooltip=["array:N", "iteration:Q", "norm:Q"]), width="stretch")
     if len(h["quantiles"]):
         pick = st.selectbox("Distribution over iterations of", sorted(h["quantiles"]["array"].unique()),
                             key="flow_history_array")
         q = h["quantiles"][h["quantiles"]["array"] == pick]
-        band = alt.Chart(q).encode(x=alt.X("iteration:Q", title="iteration (backward pass)"))
+        band = alt.Chart(q).encode(x=alt.X("iteration:Q", title="iteration (backward pass)", axis=alt.Axis(format="d", tickMinStep=1)))
         st.altair_chart(band.mark_area(opacity=0.25).encode(y=alt.Y("min:Q", title=f"{pick}.grad"), y2="max:Q")
                         + band.mark_area(opacity=0.45).encode(y="p25:Q", y2="p75:Q")
                         + band.mark_line().encode(y="median:Q"), width="stretch")

@@ -32,12 +32,15 @@ def record_plain(path: pathlib.Path) -> pathlib.Path:
 @pytest.fixture(scope="session")
 def bundle_dir(tmp_path_factory) -> pathlib.Path:
     """A folder of bundles: nan (forward NaN), train (cut-off and vanishing gradients), sqrt (backward Inf),
-    rollout (111 launches in nested scopes) and plain (no snapshots)."""
+    sqrt_fixed (the same script with the fix), rollout (111 launches in nested scopes) and plain (no
+    snapshots)."""
     from gradkit.app.cli import capture_script
     folder = tmp_path_factory.mktemp("bundles")
     for name, script in SCRIPTS.items():
         report = capture_script(script, [], folder / name)
         assert report.bundle is not None, report.error
+    report = capture_script(SCRIPTS["sqrt"], ["fixed"], folder / "sqrt_fixed")     # sqrt after the fix
+    assert report.bundle is not None, report.error
     record_plain(folder / "plain")
     return folder
 

@@ -291,8 +291,8 @@ def test_nan_origin_backward(page, server):
     # the adjoint op of sqrt at x = 0: 0.5 / sqrt(0) = inf, tied to the forward sqrt(0.0)
     expect(page.locator(".gk-nan-op")).to_contain_text("sqrt(0.0) = 0.0")
     expect(page.locator(".gk-nan-op")).to_contain_text("inf")
-    expect(page.locator(".gk-nan-fact").filter(has_text="call site")).to_contain_text("sample_sqrt.py:27")
-    expect(page.get_by_text("backward() called at sample_sqrt.py:29")).to_be_visible()
+    expect(page.locator(".gk-nan-fact").filter(has_text="call site")).to_contain_text("sample_sqrt.py:31")
+    expect(page.get_by_text("backward() called at sample_sqrt.py:33")).to_be_visible()
     shoot(page, "nan-backward")
 
 
@@ -382,8 +382,8 @@ def test_landing_overview_one_click_to_the_nan_op(page, server):
     _settled(page)
     expect(page.locator(".gk-nan-op")).to_contain_text("sqrt(0.0) = 0.0")
     facts = page.locator(".gk-nan-fact")
-    expect(facts.filter(has_text="line")).to_contain_text("sample_sqrt.py:12")
-    expect(facts.filter(has_text="call site")).to_contain_text("sample_sqrt.py:27")
+    expect(facts.filter(has_text="line")).to_contain_text("sample_sqrt.py:15")
+    expect(facts.filter(has_text="call site")).to_contain_text("sample_sqrt.py:31")
     expect(facts.filter(has_text="iteration")).to_contain_text("0")
     shoot(page, "overview-to-nan")
 
@@ -408,3 +408,24 @@ def test_sidebar_switches_bundle_and_view(page, server):
     page.locator('[data-testid="stSidebar"]').get_by_text("Tape graph").click()
     expect(page.locator("h1", has_text="Tape graph — train")).to_be_visible()
     assert "view=graph" in page.url and "bundle=train" in page.url
+
+
+def test_compare_before_and_after_a_fix(page, server):
+    """Compare view: sqrt (inf in backward) beside sqrt_fixed; the URL names B, the changes are listed and
+    the gradient-flow table leads with x going from NaN/Inf to ok."""
+    page.goto(f"{server}/?bundle=sqrt&view=compare&other=sqrt_fixed")
+    expect(page.locator("h1", has_text="Compare — sqrt")).to_be_visible()
+    _settled(page)
+    expect(page.get_by_text("A = sqrt · B = sqrt_fixed")).to_be_visible()
+    changed = page.locator('[data-testid="stMarkdownContainer"]', has_text="Changed:")
+    expect(changed).to_contain_text("status")
+    expect(changed).to_contain_text("NaN/Inf origin")
+    flow = page.locator('[data-testid="stDataFrame"]').nth(1)
+    rows = flow.locator('[role="row"]')
+    expect(rows.nth(1)).to_contain_text("x")
+    expect(rows.nth(1)).to_contain_text("NaN/Inf")
+    expect(rows.nth(1)).to_contain_text("ok")
+    shoot(page, "compare")
+    choose(page, "Compare with (B)", "train")
+    assert "other=train" in page.url
+    expect(page.get_by_text("A = sqrt · B = train")).to_be_visible()

@@ -19,7 +19,7 @@ from gradkit.viz.bundle import BundleError
 
 def test_find_bundles(bundle_dir, tmp_path):
     names = [p.name for p in data.find_bundles(bundle_dir)]
-    assert names == ["nan", "plain", "rollout", "sqrt", "train"]
+    assert names == ["nan", "plain", "rollout", "sqrt", "sqrt_fixed", "train"]
     assert data.find_bundles(bundle_dir / "nan") == [bundle_dir / "nan"]
     assert data.find_bundles(tmp_path) == []
     with pytest.raises(BundleError, match="no such bundle"):
@@ -295,7 +295,7 @@ def test_op_diagnosis_names_op_line_call_site_and_iteration(bundles):
         ("log", "sample_nan.py:18", "sample_nan.py:36", 0)
     back = data.op_diagnosis(data.nan_origin(bundles["sqrt"]))
     assert back["op"] == "sqrt" and "sqrt(0.0) = 0.0" in back["headline"] and "= inf" in back["headline"]
-    assert (back["call site"], back["backward call"]) == ("sample_sqrt.py:27", "sample_sqrt.py:29")
+    assert (back["call site"], back["backward call"]) == ("sample_sqrt.py:31", "sample_sqrt.py:33")
     assert data.op_diagnosis(data.nan_origin(bundles["train"]) or {}) is None
 
 
@@ -381,3 +381,21 @@ def test_every_graph_node_has_facts(bundles):
     assert array["gradient flow"] in ("ok", "consumed") and array["type"] == "float32[16]"
     assert [m["name"] for m in graph_data.matches(b, "KICK")][:1] == ["kick"]
     assert graph_data.scope_paths(b) == [("solve",), ("solve", "step"), ("loss",)]
+
+
+def test_compare_before_and_after_a_fix(bundles):
+    """sqrt (x[0] = 0: an inf in backward) against sqrt_fixed (x starts at 1): the status rows say what
+    changed, x's gradient goes from NaN/Inf to ok, and the kernels ran as often in both."""
+    from gradkit.app import compare_data
+    a, b = bundles["sqrt"], bundles["sqrt_fixed"]
+    status = {r["what"]: r for r in compare_data.status_rows(a, b)}
+    assert status["status"]["A"] == "NaN/Inf" and status["status"]["B"] == "ok" and status["status"]["changed"]
+    assert "sqrt" in status["NaN/Inf origin"]["A"] and status["NaN/Inf origin"]["B"] == "none"
+    assert not status["launches"]["changed"]
+    flow = {r["array"]: r for r in compare_data.flow_rows(a, b)}
+    assert flow["x"]["state A"] == "NaN/Inf" and flow["x"]["state B"] == "ok" and flow["x"]["changed"]
+    assert compare_data.flow_rows(a, b)[0]["changed"]                    # changes first
+    x = np.arange(8, dtype=np.float64) + 1.0
+    assert flow["x"]["norm B"] == pytest.approx(np.linalg.norm(0.5 / np.sqrt(x)), rel=1e-5)
+    assert {r["kernel"]: (r["launches A"], r["launches B"]) for r in compare_data.kernel_rows(a, b)} == \
+        {"root": (1, 1), "total": (1, 1)}
