@@ -6,6 +6,7 @@
 #                when pytest-xdist is installed), then the shipped conformance suite on the `c` example plugin;
 #                Warp and Taichi best effort, for the benchmark harness smoke tests
 #   make bench   install the `bench` extra (Warp, Taichi; best effort) and run the benchmarks
+#   make docs    build the documentation site (Sphinx) into docs/_build/html, warnings as errors
 #   make clean   remove build artefacts and caches (make distclean also removes .venv)
 #
 # Installs are stamped per extras set and per pyproject.toml content, so repeated runs are fast.
@@ -29,7 +30,7 @@ XDIST_WORKERS ?= 2
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: test demo bench peers fuzz clean distclean sysdeps opencl-driver interop-deps
+.PHONY: test demo bench peers fuzz docs clean distclean sysdeps opencl-driver interop-deps
 
 # Debian/Ubuntu ship venv separately (python3-venv); as root, install it when it is missing.
 $(PY):
@@ -153,8 +154,16 @@ fuzz: install-$(TEST_EXTRAS)
 coverage-table: install-$(TEST_EXTRAS)
 	XDIST_WORKERS=$(XDIST_WORKERS) $(PY) tests/lang/coverage.py
 
+# The documentation site: reStructuredText pages, the API reference from docstrings, the repository's
+# Markdown pages rendered in; -W makes any warning an error (tests/docs/test_docs_build.py runs the same
+# build in make test, and tests/docs/test_doc_snippets.py runs every example on its pages).
+DOCS_EXTRAS ?= docs
+docs: install-$(DOCS_EXTRAS)
+	$(PY) -m sphinx -W --keep-going -b html -d docs/_build/doctrees docs docs/_build/html
+	@echo "open docs/_build/html/index.html"
+
 clean:
-	rm -rf build dist *.egg-info .pytest_cache .hypothesis bench-results
+	rm -rf build dist *.egg-info .pytest_cache .hypothesis bench-results docs/_build
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean
