@@ -14,6 +14,21 @@ from .library import MACROS, call_on_host
 from .builtins import decompositions
 
 
+# One-line docs (help(gk.sin), the API reference) of the builtins whose table entry carries none.
+DOCS = {
+    "floor": "the largest integer value <= x (zero gradient)", "ceil": "the smallest integer value >= x (zero gradient)",
+    "exp": "e to the power x", "log": "the natural logarithm", "log2": "the base-2 logarithm",
+    "log10": "the base-10 logarithm", "sin": "sine (radians)", "cos": "cosine (radians)", "tan": "tangent (radians)",
+    "asin": "arcsine, in [-π/2, π/2]", "acos": "arccosine, in [0, π]", "atan": "arctangent, in (-π/2, π/2)",
+    "sinh": "hyperbolic sine", "cosh": "hyperbolic cosine", "tanh": "hyperbolic tangent",
+    "dot": "the dot product of two vectors", "cross": "the cross product of two 3-vectors",
+    "length_sq": "the squared length of a vector, dot(v, v)", "outer": "the outer product of two vectors (a matrix)",
+    "transpose": "the transpose of a matrix", "determinant": "the determinant of a square matrix",
+    "inverse": "the inverse of a square matrix", "trace": "the sum of a square matrix's diagonal",
+    "identity": "the n x n identity matrix of dtype, both given by keyword: identity(n=3, dtype=gk.float32)",
+}
+
+
 class LangFunction:
     """A name of the kernel language; `kind` tells the frontend how to lower a call of it."""
 
@@ -21,7 +36,7 @@ class LangFunction:
         self.name, self.kind, self.prim = name, kind, prim or name
         self.__name__ = name
         self.__doc__ = doc or (BUILTINS[self.prim].doc if self.prim in BUILTINS else
-                               MACROS[name].__doc__ if kind == "macro" else "")
+                               MACROS[name].__doc__ if kind == "macro" else "") or DOCS.get(name, "")
 
     def __call__(self, *args, **kwargs):
         if self.kind == "prim" and BUILTINS[self.prim].eval is not None:

@@ -454,12 +454,15 @@ def array1d(dtype=float32) -> ArrayType:
 
 
 def array2d(dtype=float32) -> ArrayType:
+    """The 2-d array type of `dtype` (same as `gk.array(dtype=dtype, ndim=2)`)."""
     return array_type(_as_dtype(dtype), 2)
 
 
 def array3d(dtype=float32) -> ArrayType:
+    """The 3-d array type of `dtype` (same as `gk.array(dtype=dtype, ndim=3)`)."""
     return array_type(_as_dtype(dtype), 3)
 
 
 def array4d(dtype=float32) -> ArrayType:
+    """The 4-d array type of `dtype` (same as `gk.array(dtype=dtype, ndim=4)`)."""
     return array_type(_as_dtype(dtype), 4)

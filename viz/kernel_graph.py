@@ -10,6 +10,9 @@ from .dot import attrs, quote, write
 
 
 def kernel_graph(kernel, adjoint: bool = False, filename=None) -> str:
+    """DOT text of a kernel's lowered IR as data flow: one node per instruction (loads, stores, builtins,
+    control-flow regions), edges from each value to its uses. `adjoint=True` draws the adjoint kernel that
+    `tape.backward` launches; `filename` writes (`.dot`) or renders (`.svg`, `.png`, `.pdf`) it."""
     fn = kernel.lowered("adjoint" if adjoint else "forward")
     ids = itertools.count()
     lines = [f"digraph {quote(fn.name)} {{", "  rankdir=TB;", "  node [fontname=Helvetica, fontsize=9];"]

@@ -212,7 +212,7 @@ def md_to_rst(text: str, base: str = "") -> str:
 # The kernel-language table --------------------------------------------------------------------------------
 # Signatures of the names whose arity the builtins table does not give (variadic or host-side helpers).
 SIGNATURES = {
-    "tid": "()", "static": "(expr)", "adjoint": "[x]", "identity": "(n=3, dtype=gk.float32)",
+    "tid": "()", "static": "(expr)", "adjoint": "[x]", "identity": "(*, n, dtype)",
     "atomic_add": "(arr, *idx, value)", "atomic_sub": "(arr, *idx, value)", "atomic_min": "(arr, *idx, value)",
     "atomic_max": "(arr, *idx, value)", "select": "(cond, value_if_false, value_if_true)",
     "where": "(cond, value_if_true, value_if_false)", "clamp": "(x, lo, hi)", "pow": "(a, b)",
