@@ -377,7 +377,7 @@ def test_landing_overview_one_click_to_the_nan_op(page, server):
     expect(rows.first).to_contain_text("NaN/Inf")                               # problems sort first
     expect(page.locator(".gk-bundle-row", has_text="train")).to_contain_text("cut off from the gradient: w")
     shoot(page, "overview")
-    page.locator(".gk-bundle-row", has_text="sqrt").locator("a.gk-link", has_text="NaN/Inf: sqrt").click()
+    _bundle_row(page, "sqrt").locator("a.gk-link", has_text="NaN/Inf: sqrt").click()
     expect(page.locator("h1", has_text="NaN/Inf origin — sqrt")).to_be_visible()
     _settled(page)
     expect(page.locator(".gk-nan-op")).to_contain_text("sqrt(0.0) = 0.0")
@@ -388,10 +388,15 @@ def test_landing_overview_one_click_to_the_nan_op(page, server):
     shoot(page, "overview-to-nan")
 
 
+def _bundle_row(page, name: str):
+    """The overview row of bundle `name` (its first cell links to it by exactly that name)."""
+    return page.locator(".gk-bundle-row", has=page.get_by_role("link", name=name, exact=True))
+
+
 def test_launch_link_opens_the_offending_launch(page, server):
     page.goto(server)
     _settled(page)
-    page.locator(".gk-bundle-row", has_text="sqrt").locator("a.gk-link", has_text="the launch").click()
+    _bundle_row(page, "sqrt").locator("a.gk-link", has_text="the launch").click()
     expect(page.locator("h1", has_text="Launches — sqrt")).to_be_visible()
     _settled(page)
     expect(page.locator("h3", has_text="backward root")).to_be_visible()         # the adjoint that wrote inf
@@ -429,3 +434,36 @@ def test_compare_before_and_after_a_fix(page, server):
     choose(page, "Compare with (B)", "train")
     assert "other=train" in page.url
     expect(page.get_by_text("A = sqrt · B = train")).to_be_visible()
+
+
+def test_sqrt_of_a_zero_length_spring_in_a_loop_one_click_from_landing(page, server):
+    """Issue 22's acceptance case: dist = sqrt(dot(d, d)) hits 0 at iteration 3 of a loop (NaN in backward
+    only). From the landing page one click names sqrt, its line, the gk.launch call site and iteration 3."""
+    page.goto(server)
+    _settled(page)
+    row = page.locator(".gk-bundle-row", has_text="springs")
+    expect(row).to_contain_text("NaN/Inf: sqrt at sample_springs.py:14, iteration 3")
+    row.locator("a.gk-link", has_text="NaN/Inf: sqrt").click()                  # the one click
+    expect(page.locator("h1", has_text="NaN/Inf origin — springs")).to_be_visible()
+    _settled(page)
+    expect(page.locator(".gk-nan-op")).to_contain_text("sqrt(0.0) = 0.0")
+    facts = page.locator(".gk-nan-fact")
+    expect(facts.filter(has_text="line")).to_contain_text("sample_springs.py:14")
+    expect(facts.filter(has_text="call site")).to_contain_text("sample_springs.py:24")
+    expect(facts.filter(has_text="iteration")).to_contain_text("3")
+    shoot(page, "springs-nan")
+
+
+def test_check_view_reruns_in_float64(page, examples_server):
+    """The gravity example's energy gradient fails a float32 gradcheck on most entries; the Check view says
+    the failures are within finite-difference noise and its float64 re-run passes."""
+    open_view(page, examples_server, "gravity_forces", "check")
+    page.get_by_text("I have read this source; compile it").click()
+    _settled(page)
+    page.get_by_role("button", name="Run gradcheck").click()
+    _settled(page)
+    expect(page.get_by_text("within twice their finite-difference noise estimate")).to_be_visible(timeout=60_000)
+    expect(page.get_by_text("In float64 the gradient of 'potential_energy' passes")).to_be_visible()
+    expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible()
+    page.wait_for_timeout(1000)                                   # let the data grids paint for the screenshot
+    shoot(page, "check-float64")

@@ -19,7 +19,7 @@ from gradkit.viz.bundle import BundleError
 
 def test_find_bundles(bundle_dir, tmp_path):
     names = [p.name for p in data.find_bundles(bundle_dir)]
-    assert names == ["nan", "plain", "rollout", "sqrt", "sqrt_fixed", "train"]
+    assert names == ["nan", "plain", "rollout", "springs", "sqrt", "sqrt_fixed", "train"]
     assert data.find_bundles(bundle_dir / "nan") == [bundle_dir / "nan"]
     assert data.find_bundles(tmp_path) == []
     with pytest.raises(BundleError, match="no such bundle"):
