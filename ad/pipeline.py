@@ -4,6 +4,7 @@
                      custom gradient rules stay calls, for reverse mode to see them
     forward          forward_ad → inline_kept → simplify          (only when calls were kept)
     adjoint          forward_ad → reverse                         (ad/reverse.py)
+    adjoint_gather   adjoint → gather → simplify                  (ad/gather.py; only for stencil adjoints)
     forward_tangent  forward → tangent                            (ad/forward.py)
     adjoint_tangent  adjoint → tangent
     backend stage    any variant → expand → simplify              (core/passes/expand.py; only when it
@@ -24,9 +25,11 @@ from ..core.ops import Op
 from ..core.passes import EXPAND, INLINE_KEPT, LOWER, SIMPLIFY, Pass, run_passes
 from ..core.passes.expand import expand, needs_expansion
 from .forward import tangent_function
+from .gather import gather_adjoint, gather_plan
 from .reverse import adjoint_function
 
 REVERSE = Pass("reverse", adjoint_function)
+GATHER = Pass("gather", gather_adjoint)
 TANGENT = Pass("tangent", tangent_function)
 
 
@@ -48,6 +51,9 @@ VARIANTS: dict[str, Variant] = {
     "forward_ad": Variant(None, LOWER),
     "forward": Variant("forward_ad", (INLINE_KEPT, SIMPLIFY), when=_keeps_calls),
     "adjoint": Variant("forward_ad", (REVERSE,)),
+    # the adjoint with shifted atomic adds (stencils) as gathers; launched only where the gathered arrays'
+    # shape is the launch grid (fn.attrs["gather_sources"]; runtime/launch.py adjoint_variant)
+    "adjoint_gather": Variant("adjoint", (GATHER, SIMPLIFY), when=lambda fn: gather_plan(fn) is not None),
     "forward_tangent": Variant("forward", (TANGENT,)),
     "adjoint_tangent": Variant("adjoint", (TANGENT,)),
 }

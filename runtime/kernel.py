@@ -136,6 +136,10 @@ class Kernel:
             self._lowered[variant] = fn
         return fn
 
+    def gather_sources(self) -> tuple:
+        """The parameters whose gradients the stencil adjoint gathers (ad/gather.py); () when it scatters."""
+        return tuple(self.lowered("adjoint_gather").attrs.get("gather_sources", ()))
+
     def backend_ir(self, variant: str, device) -> Function:
         """The IR `device`'s backend compiles for `variant`: the variant with the primitives the backend
         does not implement expanded (core/passes/expand.py)."""

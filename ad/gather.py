@@ -1,0 +1,177 @@
+"""Stencil adjoints as gathers: the adjoint of shifted reads `u[i - 1, j]`, `u[i + 1, j]`, ... scatters with
+atomic adds into `adj_u[i - 1, j]`, `adj_u[i + 1, j]`, ..., which several threads hit at once. When every
+access of an array in the adjoint is such an add at the thread's own index plus a constant shift, thread p can
+instead gather what thread p - s would have added at shift s: it replays the adjoint body as thread p - s
+(when that thread exists) keeping only that add, now to its own element — no atomics, no write contention
+(JAX's adjoint of a shifted slice is the same gather).
+
+The gathered kernel is right only when the gathered arrays' shape is the launch grid (then every element a
+thread of the grid adds to is a thread of the grid); `fn.attrs["gather_sources"]` names the user-level
+parameters whose shape the launch must check before choosing it (runtime/launch.py `adjoint_variant`).
+Kernels with loops, calls, native code or value stacks keep their scatter adjoint."""
+
+from __future__ import annotations
+
+from ..core import types as T
+from ..core.ir import Builder, Function, Instr, Region, Value, copy_function, copy_instr, used_ids
+from ..core.ops import LOOPS, OPAQUE, STACK, WRITES, Op
+from ..core.passes.scalarize import user_params
+
+
+def gather_plan(fn: Function) -> dict | None:
+    """{array param id: {atomic instr: shift tuple}} for the arrays whose every access is an add at
+    tid + constant (with some shift nonzero); None when there is nothing to gather or the kernel is
+    out of scope (loops, calls, native code, value stacks, atomics whose old value is read)."""
+    ndim = fn.attrs.get("tid_ndim", 1)
+    tids = {ins.result.id: ins.attrs["axis"] for ins in fn.body.body if ins.op == Op.TID}
+    if sorted(tids.values()) != list(range(ndim)):
+        return None
+    used = used_ids(fn)
+    defs: dict[int, Instr] = {}
+    for ins in fn.walk():
+        if ins.op in LOOPS or ins.op in STACK or ins.op in OPAQUE:
+            return None
+        for r in ins.results:
+            defs[r.id] = ins
+    arrays = {p.value.id for p in fn.params if p.type.is_array}
+    plan: dict[int, dict] = {}
+    refused: set[int] = set()
+    for ins in fn.walk():
+        if ins.op == Op.SHAPE or not ins.args or ins.args[0].id not in arrays:
+            continue
+        arr = ins.args[0].id
+        if arr in refused:
+            continue
+        shift = _shift(ins, ndim, tids, defs) if ins.op == Op.ATOMIC and ins.attrs["kind"] == "add" else None
+        if shift is None or ins.result.id in used:
+            if ins.op in WRITES or arr in plan:
+                refused.add(arr)
+                plan.pop(arr, None)
+            continue
+        plan.setdefault(arr, {})[ins] = shift
+    plan = {a: sites for a, sites in plan.items() if a not in refused and any(any(s) for s in sites.values())}
+    return plan or None
+
+
+def _shift(ins: Instr, ndim: int, tids: dict, defs: dict) -> tuple | None:
+    """The constant offset of an atomic's index from the thread's own (axis d indexed by tid axis d)."""
+    idx = ins.args[1:-1]
+    if len(idx) != ndim:
+        return None
+    out = []
+    for d, v in enumerate(idx):
+        if tids.get(v.id) == d:
+            out.append(0)
+            continue
+        op = defs.get(v.id)
+        if op is None or op.op != Op.PRIM or op.attrs.get("name") not in ("add", "sub") or len(op.args) != 2:
+            return None
+        a, b = op.args
+        if tids.get(a.id) == d and b.const_value is not None and isinstance(b.const_value, int):
+            out.append(b.const_value if op.attrs["name"] == "add" else -b.const_value)
+        elif op.attrs["name"] == "add" and tids.get(b.id) == d and isinstance(a.const_value, int):
+            out.append(a.const_value)
+        else:
+            return None
+    return tuple(out)
+
+
+def gather_adjoint(fn: Function) -> Function:
+    """The adjoint `fn` with its shifted atomic adds turned into gathers (see the module docstring); `fn`
+    itself when `gather_plan` finds nothing to do."""
+    plan = gather_plan(fn)
+    if plan is None:
+        return fn
+    sites = {ins: (arr, s) for arr, group in plan.items() for ins, s in group.items()}
+    shifts: dict[tuple, int] = {}                     # shift -> an array gathered at it (for its shape)
+    for arr, s in sites.values():
+        shifts.setdefault(s, arr)
+    out = copy_function(fn)
+    params = {p.value.id: p.value for p in out.params}
+    old_params = {p.value.id: q.value for p, q in zip(fn.params, out.params)}
+    tid_of = {ins.attrs["axis"]: ins.result for ins in out.body.body if ins.op == Op.TID}
+    # the thread's own part: adds at shift 0 stay (now no other thread hits that element), the others go
+    for old_ins, new_ins in _matching(out, fn, sites):
+        new_ins.attrs["exclusive"] = True
+    _drop(out.body, {id(n) for o, n in _matching(out, fn, sites) if any(sites[o][1])})
+    b = Builder(out.body, fn.loc)
+    for s, arr in shifts.items():
+        if not any(s):
+            continue
+        arr_value = params[_new_id(fn, out, arr)]
+        q = [tid_of[d] if s[d] == 0 else b.sub(tid_of[d], b.const(s[d], T.int32)) for d in range(len(s))]
+        cond = None
+        for d, qd in enumerate(q):
+            extent = b.emit(Op.SHAPE, [arr_value], [T.int32], {"axis": d}).result
+            inside = b.prim("and", b.prim("ge", qd, b.const(0, T.int32)), b.prim("lt", qd, extent))
+            cond = inside if cond is None else b.prim("and", cond, inside)
+        then = Region([], _replay(fn, old_params, {tid.result.id: q[tid.attrs["axis"]] for tid in fn.body.body
+                                                   if tid.op == Op.TID}, sites, s), [])
+        b.emit(Op.IF, [cond], [], regions=[then, Region([], [], [])])
+    sources = []
+    user = user_params(fn)
+    n_fwd = len(fn.params) - len(fn.attrs.get("adj_of", ()))
+    for arr in plan:
+        k = next(i for i, p in enumerate(fn.params) if p.value.id == arr)
+        lowered = fn.attrs["adj_of"][k - n_fwd] if k >= n_fwd else k
+        sources.append(user[lowered])
+    out.attrs["gather_sources"] = sorted(set(sources))
+    return out
+
+
+def _new_id(old: Function, new: Function, value_id: int) -> int:
+    for p, q in zip(old.params, new.params):
+        if p.value.id == value_id:
+            return q.value.id
+    raise KeyError(value_id)
+
+
+def _matching(new: Function, old: Function, sites: dict) -> list[tuple[Instr, Instr]]:
+    """(gathered atomic of `old`, its copy in `new`) pairs, `new` being a copy of `old` (same walk order)."""
+    return [(o, n) for o, n in zip(old.walk(), new.walk()) if o in sites]
+
+
+def _drop(region: Region, ids: set) -> None:
+    region.body = [i for i in region.body if id(i) not in ids]
+    for ins in region.body:
+        for r in ins.regions:
+            _drop(r, ids)
+
+
+def _replay(fn: Function, params: dict, tid_values: dict, sites: dict, shift: tuple) -> list[Instr]:
+    """The body of `fn` as thread tid - shift: the gathered adds at `shift` kept (to the element they hit,
+    now the replaying thread's own: exclusive), every other write dropped, thread ids read as the shifted
+    ones."""
+    mapping: dict[int, Value] = {**params, **tid_values}
+    keep = {ins for ins, (_, s) in sites.items() if s == shift}
+
+    def copy_region(body: list[Instr]) -> list[Instr]:
+        out = []
+        for ins in body:
+            if ins.op == Op.TID:
+                continue
+            if ins.op in WRITES and ins not in keep:
+                continue
+            new = copy_instr(ins, mapping) if not ins.regions else _copy_structured(ins)
+            if ins in keep:
+                new.attrs["exclusive"] = True
+            out.append(new)
+        return out
+
+    def _copy_structured(ins: Instr) -> Instr:
+        regions = []
+        for r in ins.regions:
+            rparams = [Value(p.type, p.hint) for p in r.params]
+            for old, new in zip(r.params, rparams):
+                mapping[old.id] = new
+            body = copy_region(r.body)
+            regions.append(Region(rparams, body, [mapping.get(y.id, y) for y in r.yields]))
+        results = []
+        for res in ins.results:
+            new = Value(res.type, res.hint)
+            new.const_value = res.const_value
+            mapping[res.id] = new
+            results.append(new)
+        return Instr(ins.op, [mapping.get(a.id, a) for a in ins.args], results, dict(ins.attrs), regions, ins.loc)
+
+    return copy_region(fn.body.body)

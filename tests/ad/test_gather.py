@@ -1,0 +1,180 @@
+"""Stencil adjoints as gathers (ad/gather.py): the gradient of shifted reads is gathered by each thread instead
+of scattered with atomic adds. Checked against NumPy float64 transposes of the stencils and central
+differences, on every device, through gk.launch(adjoint=True) and Tape.backward; kernels out of its scope
+(loops, grids smaller than the array, atomics whose old value is read) keep the scatter adjoint."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gradkit as gk
+from gradkit.core.ops import Op
+from gradkit.runtime.launch import adjoint_variant
+
+
+@gk.kernel
+def smooth1d(u: gk.array(dtype=float), w: float, out: gk.array(dtype=float)):
+    i = gk.tid()
+    n = u.shape[0]
+    if i >= 2 and i < n - 2:
+        out[i] = u[i] + w * (u[i - 1] + u[i + 1]) + 0.5 * w * (u[i - 2] - u[i + 2]) * u[i]
+    else:
+        out[i] = 2.0 * u[i]
+
+
+def _smooth1d_grad(u, w, g):
+    """d(sum g * out)/du for smooth1d, in float64."""
+    n = len(u)
+    r = np.zeros(n)
+    inner = np.arange(n)
+    inner = (inner >= 2) & (inner < n - 2)
+    gi = np.where(inner, g, 0.0)
+    r += np.where(inner, 0.0, 2.0 * g)
+    r += gi * (1.0 + 0.5 * w * (np.roll(u, 2) - np.roll(u, -2)))
+    r[:-1] += w * gi[1:]                      # u[i - 1] read by thread i: adds to element i - 1
+    r[1:] += w * gi[:-1]
+    r[:-2] += 0.5 * w * (gi * u)[2:]          # u[i - 2]
+    r[2:] -= 0.5 * w * (gi * u)[:-2]          # u[i + 2]
+    return r
+
+
+@gk.kernel
+def heat(u: gk.array(dtype=float, ndim=2), out: gk.array(dtype=float, ndim=2)):
+    i, j = gk.tid()
+    n = u.shape[0]
+    m = u.shape[1]
+    if i == 0 or j == 0 or i == n - 1 or j == m - 1:
+        out[i, j] = u[i, j]
+    else:
+        out[i, j] = u[i, j] + 0.2 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1] - 4.0 * u[i, j])
+
+
+def _heat_grad(g):
+    n, m = g.shape
+    inner = np.zeros((n, m), bool)
+    inner[1:-1, 1:-1] = True
+    gi = np.where(inner, g, 0.0)
+    r = np.where(inner, 0.2 * g, g)
+    r[:-1, :] += 0.2 * gi[1:, :]
+    r[1:, :] += 0.2 * gi[:-1, :]
+    r[:, :-1] += 0.2 * gi[:, 1:]
+    r[:, 1:] += 0.2 * gi[:, :-1]
+    return r
+
+
+def _atomics(kernel, variant):
+    return [i for i in kernel.lowered(variant).walk() if i.op == Op.ATOMIC]
+
+
+def test_the_gathered_adjoint_has_no_shared_atomics():
+    assert heat.gather_sources() == (0,) and smooth1d.gather_sources() == (0,)
+    for k in (heat, smooth1d):
+        assert any(not a.attrs["exclusive"] for a in _atomics(k, "adjoint"))
+        assert all(a.attrs["exclusive"] for a in _atomics(k, "adjoint_gather"))
+
+
+def test_1d_stencil_gradient(device, rng):
+    n, w = 257, 0.3
+    u_np = rng.standard_normal(n).astype(np.float32)
+    g = rng.standard_normal(n).astype(np.float32)
+    u = gk.array(u_np, device=device, requires_grad=True)
+    out = gk.zeros(n, device=device, requires_grad=True)
+    gk.launch(smooth1d, n, [u, w], [out], device=device)
+    out.grad.assign(gk.array(g, device=device))
+    gk.launch(smooth1d, n, [u, w], [out], device=device, adjoint=True)
+    np.testing.assert_allclose(u.grad.numpy(), _smooth1d_grad(u_np.astype(np.float64), w, g.astype(np.float64)),
+                               rtol=1e-5, atol=1e-5)
+    small = gk.array(u_np[:12], device=device, requires_grad=True)
+    assert gk.autograd.gradcheck(smooth1d, 12, [small, w], [gk.zeros(12, device=device, requires_grad=True)],
+                                 eps=1e-3, atol=1e-2, rtol=1e-2, device=device)
+
+
+def test_2d_heat_gradient_on_a_tape(device, rng):
+    """Tape.backward's prepared adjoints take the gathered variant too; three steps chained."""
+    n, m = 33, 20
+    u0_np = rng.random((n, m)).astype(np.float32)
+    states = [gk.array(u0_np, device=device, requires_grad=True)]
+    tape = gk.Tape()
+    with tape:
+        for _ in range(3):
+            states.append(gk.zeros((n, m), device=device, requires_grad=True))
+            gk.launch(heat, (n, m), [states[-2]], [states[-1]], device=device)
+    g = rng.standard_normal((n, m))
+    for _ in range(2):                                    # a second pass replays the prepared adjoints
+        tape.zero()
+        tape.backward(grads={states[-1]: gk.array(g.astype(np.float32), device=device)})
+        ref = _heat_grad(_heat_grad(_heat_grad(g)))
+        np.testing.assert_allclose(states[0].grad.numpy(), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_a_grid_smaller_than_the_array_keeps_the_scatter(device, rng):
+    """Launched over the first half of a longer array, thread i - 1 may not exist where element i does: the
+    gather would miss adds, so the launch takes the scatter adjoint (and its gradient is right)."""
+    n, w = 40, 0.5
+    u_np = rng.standard_normal(n).astype(np.float32)
+    u = gk.array(u_np, device=device, requires_grad=True)
+    out = gk.zeros(n, device=device, requires_grad=True)
+    bound = smooth1d.binder()([u, w, out], gk.get_device(device))
+    assert adjoint_variant(smooth1d, bound, (20,)) == "adjoint"
+    assert adjoint_variant(smooth1d, bound, (40,)) == "adjoint_gather"
+    g = rng.standard_normal(n).astype(np.float32)
+    out.grad.assign(gk.array(g, device=device))
+    gk.launch(smooth1d, 20, [u, w], [out], device=device, adjoint=True)
+    # thread i < 20 with n = 40: inner when 2 <= i < 38, so every thread below 20 but 0 and 1 is inner
+    ref = np.zeros(n)
+    u64, g64 = u_np.astype(np.float64), g.astype(np.float64)
+    for i in range(20):
+        if 2 <= i < n - 2:
+            ref[i] += g64[i] * (1 + 0.5 * w * (u64[i - 2] - u64[i + 2]))
+            ref[i - 1] += w * g64[i]
+            ref[i + 1] += w * g64[i]
+            ref[i - 2] += 0.5 * w * g64[i] * u64[i]
+            ref[i + 2] -= 0.5 * w * g64[i] * u64[i]
+        else:
+            ref[i] += 2 * g64[i]
+    np.testing.assert_allclose(u.grad.numpy(), ref, rtol=1e-5, atol=1e-5)
+
+
+@gk.kernel
+def vec_stencil(p: gk.array(dtype=gk.vec2), q: gk.array(dtype=float), out: gk.array(dtype=float)):
+    i = gk.tid()
+    n = p.shape[0]
+    if i > 0 and i < n - 1:
+        d = p[i + 1] - p[i - 1]
+        out[i] = gk.dot(d, d) * q[i - 1]
+    else:
+        out[i] = q[i]
+
+
+def test_vector_stencil_and_two_gathered_arrays(device, rng):
+    n = 24
+    p = gk.array(rng.standard_normal((n, 2)).astype(np.float32), dtype=gk.vec2, device=device, requires_grad=True)
+    q = gk.array(rng.standard_normal(n).astype(np.float32), device=device, requires_grad=True)
+    out = gk.zeros(n, device=device, requires_grad=True)
+    assert vec_stencil.gather_sources() == (0, 1)
+    assert gk.autograd.gradcheck(vec_stencil, n, [p, q], [out], eps=1e-3, atol=2e-2, rtol=2e-2, device=device)
+    fwd = gk.autograd.jacobian_fwd(vec_stencil, n, [p, q], [out], device=device)
+    rev = gk.autograd.jacobian(vec_stencil, n, [p, q], [out], device=device)
+    for key in rev:
+        np.testing.assert_allclose(rev[key], fwd[key], rtol=1e-5, atol=1e-5)
+
+
+@gk.kernel
+def with_loop(u: gk.array(dtype=float), out: gk.array(dtype=float)):
+    i = gk.tid()
+    s = float(0.0)
+    for k in range(2):
+        s += u[gk.max(i - k, 0)]
+    out[i] = s
+
+
+@gk.kernel
+def own_only(u: gk.array(dtype=float), out: gk.array(dtype=float)):
+    i = gk.tid()
+    out[i] = gk.sin(u[i])
+
+
+def test_out_of_scope_kernels_keep_the_scatter():
+    assert with_loop.gather_sources() == ()          # loops: not gathered
+    assert own_only.gather_sources() == ()           # no shifted read: nothing to gather
