@@ -145,33 +145,11 @@ def _replay(fn: Function, params: dict, tid_values: dict, sites: dict, shift: tu
     mapping: dict[int, Value] = {**params, **tid_values}
     keep = {ins for ins, (_, s) in sites.items() if s == shift}
 
-    def copy_region(body: list[Instr]) -> list[Instr]:
-        out = []
-        for ins in body:
-            if ins.op == Op.TID:
-                continue
-            if ins.op in WRITES and ins not in keep:
-                continue
-            new = copy_instr(ins, mapping) if not ins.regions else _copy_structured(ins)
-            if ins in keep:
-                new.attrs["exclusive"] = True
-            out.append(new)
-        return out
+    def kept(ins: Instr) -> bool:
+        return ins.op != Op.TID and (ins.op not in WRITES or ins in keep)
 
-    def _copy_structured(ins: Instr) -> Instr:
-        regions = []
-        for r in ins.regions:
-            rparams = [Value(p.type, p.hint) for p in r.params]
-            for old, new in zip(r.params, rparams):
-                mapping[old.id] = new
-            body = copy_region(r.body)
-            regions.append(Region(rparams, body, [mapping.get(y.id, y) for y in r.yields]))
-        results = []
-        for res in ins.results:
-            new = Value(res.type, res.hint)
-            new.const_value = res.const_value
-            mapping[res.id] = new
-            results.append(new)
-        return Instr(ins.op, [mapping.get(a.id, a) for a in ins.args], results, dict(ins.attrs), regions, ins.loc)
+    def exclusive(old: Instr, new: Instr) -> None:
+        if old in keep:
+            new.attrs["exclusive"] = True
 
-    return copy_region(fn.body.body)
+    return [copy_instr(ins, mapping, kept, exclusive) for ins in fn.body.body if kept(ins)]

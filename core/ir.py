@@ -312,14 +312,15 @@ def used_ids(fn: Function) -> set[int]:
 
 # --------------------------------------------------------------------------- copying
 
-def copy_instr(ins: Instr, mapping: dict[int, Value]) -> Instr:
-    """A deep copy of `ins` with operands renamed through `mapping` (id → Value); records new results in it."""
+def copy_instr(ins: Instr, mapping: dict[int, Value], keep=None, edit=None) -> Instr:
+    """A deep copy of `ins` with operands renamed through `mapping` (id → Value); records new results in it.
+    `keep(sub)`: False leaves a nested instruction out of the copy; `edit(old, new)` is called on each copy."""
     regions = []
     for r in ins.regions:
         params = [Value(p.type, p.hint) for p in r.params]
         for old, new in zip(r.params, params):
             mapping[old.id] = new
-        body = [copy_instr(sub, mapping) for sub in r.body]
+        body = [copy_instr(sub, mapping, keep, edit) for sub in r.body if keep is None or keep(sub)]
         regions.append(Region(params, body, [mapping.get(y.id, y) for y in r.yields]))
     results = []
     for res in ins.results:
@@ -327,7 +328,10 @@ def copy_instr(ins: Instr, mapping: dict[int, Value]) -> Instr:
         new.const_value = res.const_value
         mapping[res.id] = new
         results.append(new)
-    return Instr(ins.op, [mapping.get(a.id, a) for a in ins.args], results, dict(ins.attrs), regions, ins.loc)
+    new = Instr(ins.op, [mapping.get(a.id, a) for a in ins.args], results, dict(ins.attrs), regions, ins.loc)
+    if edit is not None:
+        edit(ins, new)
+    return new
 
 
 def copy_function(fn: Function, name: str | None = None) -> Function:

@@ -377,15 +377,21 @@ def test_landing_overview_one_click_to_the_nan_op(page, server):
     expect(rows.first).to_contain_text("NaN/Inf")                               # problems sort first
     expect(page.locator(".gk-bundle-row", has_text="train")).to_contain_text("cut off from the gradient: w")
     shoot(page, "overview")
-    _bundle_row(page, "sqrt").locator("a.gk-link", has_text="NaN/Inf: sqrt").click()
-    expect(page.locator("h1", has_text="NaN/Inf origin — sqrt")).to_be_visible()
+    _click_nan_line(page, "sqrt", line="sample_sqrt.py:15", call_site="sample_sqrt.py:31", iteration="0")
+    shoot(page, "overview-to-nan")
+
+
+def _click_nan_line(page, bundle: str, line: str, call_site: str, iteration: str) -> None:
+    """From the landing page, one click on bundle's NaN line: the NaN/Inf view names sqrt(0.0), its line,
+    the gk.launch call site and the iteration."""
+    _bundle_row(page, bundle).locator("a.gk-link", has_text="NaN/Inf: sqrt").click()     # the one click
+    expect(page.locator("h1", has_text=f"NaN/Inf origin — {bundle}")).to_be_visible()
     _settled(page)
     expect(page.locator(".gk-nan-op")).to_contain_text("sqrt(0.0) = 0.0")
     facts = page.locator(".gk-nan-fact")
-    expect(facts.filter(has_text="line")).to_contain_text("sample_sqrt.py:15")
-    expect(facts.filter(has_text="call site")).to_contain_text("sample_sqrt.py:31")
-    expect(facts.filter(has_text="iteration")).to_contain_text("0")
-    shoot(page, "overview-to-nan")
+    expect(facts.filter(has_text="line")).to_contain_text(line)
+    expect(facts.filter(has_text="call site")).to_contain_text(call_site)
+    expect(facts.filter(has_text="iteration")).to_contain_text(iteration)
 
 
 def _bundle_row(page, name: str):
@@ -441,16 +447,8 @@ def test_sqrt_of_a_zero_length_spring_in_a_loop_one_click_from_landing(page, ser
     only). From the landing page one click names sqrt, its line, the gk.launch call site and iteration 3."""
     page.goto(server)
     _settled(page)
-    row = page.locator(".gk-bundle-row", has_text="springs")
-    expect(row).to_contain_text("NaN/Inf: sqrt at sample_springs.py:14, iteration 3")
-    row.locator("a.gk-link", has_text="NaN/Inf: sqrt").click()                  # the one click
-    expect(page.locator("h1", has_text="NaN/Inf origin — springs")).to_be_visible()
-    _settled(page)
-    expect(page.locator(".gk-nan-op")).to_contain_text("sqrt(0.0) = 0.0")
-    facts = page.locator(".gk-nan-fact")
-    expect(facts.filter(has_text="line")).to_contain_text("sample_springs.py:14")
-    expect(facts.filter(has_text="call site")).to_contain_text("sample_springs.py:24")
-    expect(facts.filter(has_text="iteration")).to_contain_text("3")
+    expect(_bundle_row(page, "springs")).to_contain_text("NaN/Inf: sqrt at sample_springs.py:14, iteration 3")
+    _click_nan_line(page, "springs", line="sample_springs.py:14", call_site="sample_springs.py:24", iteration="3")
     shoot(page, "springs-nan")
 
 
