@@ -82,6 +82,10 @@ class Backend:
     # Primitives with an `expand` rule in core/builtins that this backend implements itself, so the expand
     # pass leaves them (by default every such call arrives written in other primitives).
     native_prims: frozenset = frozenset()
+    # Adjoints of stencils (shifted reads) as gathers without atomics (ad/gather.py) rather than atomic
+    # scatters: right where contended atomic adds are slow (GPUs; PoCL: W4 backward 220 -> 75 ms). A backend
+    # whose atomics are cheap says False (the LLVM CPU backend: 17 ms scatter vs 34 ms gather).
+    prefers_gather: bool = True
 
     # Devices -------------------------------------------------------------------
     def devices(self) -> list[DeviceInfo]:

@@ -83,7 +83,7 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     dev = get_device(device) if device is not None else _pick_device(None, args)
     bound = binder(args, dev)
     if adjoint or tangent or state.forward_mode is not None:
-        variant = ("adjoint" if tangent or state.forward_mode is not None else adjoint_variant(kernel, bound, dims)) \
+        variant = ("adjoint" if tangent or state.forward_mode is not None else adjoint_variant(kernel, bound, dims, dev)) \
             if adjoint else "forward"
         if tangent or state.forward_mode is not None:
             variant += "_tangent"
@@ -156,7 +156,7 @@ def prepare_adjoint(kernel, dims, inputs, outputs, device, originals=None) -> Pr
     the recorded arguments whose gradients to use when saved copies stand in for some inputs."""
     dev = get_device(device)
     bound = kernel.binder()([*inputs, *outputs], dev)
-    spec = kernel.specialization(dev, adjoint_variant(kernel, bound, tuple(dims)))
+    spec = kernel.specialization(dev, adjoint_variant(kernel, bound, tuple(dims), dev))
     sources = [(bound if originals is None else originals)[j] for j in _source_params(spec, "adj_of")]
     grads = [a.grad for a in sources]
     if any(g is None for g in grads):
@@ -165,10 +165,12 @@ def prepare_adjoint(kernel, dims, inputs, outputs, device, originals=None) -> Pr
     return PreparedAdjoint(config.codegen_key(), spec, tuple(dims), call_args, grads, sources)
 
 
-def adjoint_variant(kernel, bound, dims: tuple) -> str:
-    """"adjoint_gather" when the kernel's stencil adjoint gathers instead of scattering (ad/gather.py) and
-    the arrays it gathers into have the launch grid's shape (what makes the gather cover every element),
-    else "adjoint"."""
+def adjoint_variant(kernel, bound, dims: tuple, dev) -> str:
+    """"adjoint_gather" when the kernel's stencil adjoint gathers instead of scattering (ad/gather.py), the
+    device's backend prefers gathers, and the arrays gathered into have the launch grid's shape (what makes
+    the gather cover every element); else "adjoint"."""
+    if not dev.impl.prefers_gather:
+        return "adjoint"
     sources = kernel.gather_sources()
     if sources and all(tuple(bound[j].shape) == dims for j in sources):
         return "adjoint_gather"
