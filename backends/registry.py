@@ -22,7 +22,7 @@ GROUP = "gradkit.backends"
 # Install hints for the built-ins; a third-party plugin's own package is the hint otherwise.
 INSTALL_HINTS = {
     "cpu": "pip install llvmlite (the LLVM CPU backend needs it)",
-    "opencl": "pip install pyopencl pocl-binary-distribution (PoCL gives a CPU OpenCL device; "
+    "opencl": "pip install 'gradkit[opencl]' (pyopencl and pocl-binary-distribution: PoCL gives a CPU OpenCL device; "
               "on a GPU machine install the vendor's OpenCL driver)",
 }
 

@@ -33,7 +33,7 @@ def write(dot: str, filename) -> None:
     try:
         import graphviz
     except ImportError:
-        raise RuntimeError("rendering needs the 'graphviz' Python package: pip install graphviz") from None
+        raise RuntimeError("rendering needs the 'graphviz' Python package: pip install 'gradkit[viz]' (or pip install graphviz)") from None
     try:
         data = graphviz.Source(dot).pipe(format=fmt)
     except graphviz.ExecutableNotFound:

@@ -19,7 +19,7 @@ try:
 except ImportError:     # reported when devices are asked for
     cl = None
 
-INSTALL = ("pip install pyopencl pocl-binary-distribution (PoCL gives a CPU OpenCL device), or install "
+INSTALL = ("pip install 'gradkit[opencl]' (pyopencl and pocl-binary-distribution: PoCL gives a CPU OpenCL device), or install "
            "your GPU vendor's OpenCL driver")
 NEWER_POCL = ("a PoCL whose LLVM knows this CPU, e.g. Debian's pocl-opencl-icd (`make test` installs it as root "
               "when needed)")

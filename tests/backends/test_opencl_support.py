@@ -184,7 +184,7 @@ def test_devices_whose_compiler_fails_are_left_out(monkeypatch):
 
 def test_missing_pyopencl_is_a_device_error(monkeypatch):
     monkeypatch.setattr(devices_mod, "cl", None)
-    with pytest.raises(DeviceError, match="pip install pyopencl pocl-binary-distribution"):
+    with pytest.raises(DeviceError, match=r"pip install 'gradkit\[opencl\]' \(pyopencl and pocl-binary-distribution"):
         OpenCLBackend().devices()
 
 
@@ -198,7 +198,7 @@ def test_no_platform_or_device_is_a_device_error(monkeypatch):
     with pytest.raises(DeviceError, match="no OpenCL platform.*pocl-binary-distribution.*driver"):
         OpenCLBackend().devices()
     monkeypatch.setattr(cl, "get_platforms", list)
-    with pytest.raises(DeviceError, match="no OpenCL device.*pip install pyopencl"):
+    with pytest.raises(DeviceError, match=r"no OpenCL device.*pip install 'gradkit\[opencl\]'"):
         OpenCLBackend().devices()
 
 
