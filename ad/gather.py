@@ -13,67 +13,27 @@ Kernels with loops, calls, native code or value stacks keep their scatter adjoin
 from __future__ import annotations
 
 from ..core import types as T
-from ..core.ir import Builder, Function, Instr, Region, Value, copy_function, copy_instr, used_ids
+from ..core.ir import Builder, Function, Instr, Region, Value, copy_function, copy_instr
 from ..core.ops import LOOPS, OPAQUE, STACK, WRITES, Op
 from ..core.passes.scalarize import user_params
+from ..core.passes.shifts import shifted_adds
 
 
 def gather_plan(fn: Function) -> dict | None:
     """{array param id: {atomic instr: shift tuple}} for the arrays whose every access is an add at
-    tid + constant (with some shift nonzero); None when there is nothing to gather or the kernel is
-    out of scope (loops, calls, native code, value stacks, atomics whose old value is read)."""
-    ndim = fn.attrs.get("tid_ndim", 1)
-    tids = {ins.result.id: ins.attrs["axis"] for ins in fn.body.body if ins.op == Op.TID}
-    if sorted(tids.values()) != list(range(ndim)):
+    tid + constant (core/passes/shifts.py) with some shift nonzero; None when there is nothing to gather or
+    the kernel is out of scope (loops, calls, native code, value stacks, an array both read and written)."""
+    if any(ins.op in LOOPS or ins.op in STACK or ins.op in OPAQUE for ins in fn.walk()):
         return None
-    used = used_ids(fn)
-    defs: dict[int, Instr] = {}
-    for ins in fn.walk():
-        if ins.op in LOOPS or ins.op in STACK or ins.op in OPAQUE:
-            return None
-        for r in ins.results:
-            defs[r.id] = ins
-    arrays = {p.value.id for p in fn.params if p.type.is_array}
-    plan: dict[int, dict] = {}
-    refused: set[int] = set()
-    for ins in fn.walk():
-        if ins.op == Op.SHAPE or not ins.args or ins.args[0].id not in arrays:
-            continue
-        arr = ins.args[0].id
-        if arr in refused:
-            continue
-        shift = _shift(ins, ndim, tids, defs) if ins.op == Op.ATOMIC and ins.attrs["kind"] == "add" else None
-        if shift is None or ins.result.id in used:
-            if ins.op in WRITES or arr in plan:
-                refused.add(arr)
-                plan.pop(arr, None)
-            continue
-        plan.setdefault(arr, {})[ins] = shift
-    plan = {a: sites for a, sites in plan.items() if a not in refused and any(any(s) for s in sites.values())}
+    plan = {a: sites for a, sites in shifted_adds(fn).items() if any(any(s) for s in sites.values())}
+    # A replay as thread p - s reads what that thread reads; if the kernel also writes one of those arrays
+    # (the adjoint of a store zeroes the element's gradient after reading it), the replay may read it
+    # after that thread changed it.
+    loaded = {ins.args[0].id for ins in fn.walk() if ins.op == Op.LOAD}
+    written = {ins.args[0].id for ins in fn.walk() if ins.op in WRITES and ins.args[0].id not in plan}
+    if loaded & written:
+        return None
     return plan or None
-
-
-def _shift(ins: Instr, ndim: int, tids: dict, defs: dict) -> tuple | None:
-    """The constant offset of an atomic's index from the thread's own (axis d indexed by tid axis d)."""
-    idx = ins.args[1:-1]
-    if len(idx) != ndim:
-        return None
-    out = []
-    for d, v in enumerate(idx):
-        if tids.get(v.id) == d:
-            out.append(0)
-            continue
-        op = defs.get(v.id)
-        if op is None or op.op != Op.PRIM or op.attrs.get("name") not in ("add", "sub") or len(op.args) != 2:
-            return None
-        a, b = op.args
-        if tids.get(a.id) == d and b.const_value is not None and isinstance(b.const_value, int):
-            out.append(b.const_value if op.attrs["name"] == "add" else -b.const_value)
-        elif op.attrs["name"] == "add" and tids.get(b.id) == d and isinstance(a.const_value, int):
-            out.append(a.const_value)
-        else:
-            return None
-    return tuple(out)
 
 
 def gather_adjoint(fn: Function) -> Function:

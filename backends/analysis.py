@@ -5,11 +5,41 @@ from __future__ import annotations
 
 from ..core.ir import Function, Region, used_ids
 from ..core.ops import MEMORY, Op
+from ..core.passes.shifts import shifted_adds
+
+
+def local_scatters(fn: Function) -> dict[int, list[tuple]]:
+    """{parameter index: shifts} of the arrays a kernel only scatter-adds into at its thread index plus a
+    constant (core/passes/shifts.py; a stencil's adjoint), with some add shared between threads: two threads
+    meet on an element only when their linear ids are within the largest shift's linear offset, so a chunk
+    of threads run by one worker needs atomics only near its ends. Kernels with native code are left out."""
+    if any(ins.op == Op.NATIVE for ins in fn.walk()):
+        return {}
+    index = {p.value.id: k for k, p in enumerate(fn.params)}
+    out = {}
+    for arr, sites in shifted_adds(fn).items():
+        if arr in index and any(not ins.attrs.get("exclusive") for ins in sites):
+            out[index[arr]] = sorted(set(sites.values()))
+    return out
+
+
+def local_margin(shifts, dims) -> int:
+    """Threads at each end of a chunk that need atomics: twice the largest linear offset of a shift on the
+    row-major launch grid `dims` (a thread t adds to t + offset; others adding there lie within it)."""
+    strides, acc = [], 1
+    for d in reversed(dims):
+        strides.append(acc)
+        acc *= d
+    strides.reverse()
+    reach = max((abs(sum(s * st for s, st in zip(shift, strides))) for shift in shifts), default=0)
+    return 2 * reach
 
 
 def scatter_arrays(fn: Function) -> set:
     """Float arrays a kernel only ever scatter-adds into (atomic add/sub, old value unused, no other
-    access): each worker thread adds into its own buffer without atomics, summed after the launch."""
+    access): each worker thread adds into its own buffer without atomics, summed after the launch (arrays
+    `local_scatters` handles are left to it)."""
+    local = set(local_scatters(fn))
     used = used_ids(fn)
     index = {p.value.id: k for k, p in enumerate(fn.params)}
     ok, bad = set(), set()
@@ -26,7 +56,7 @@ def scatter_arrays(fn: Function) -> set:
                 and not all(i.const_value is not None for i in ins.args[1:1 + ins.args[0].type.ndim]))
         (ok if fine else bad).add(k)
         scatter |= fine and not ins.attrs.get("exclusive")
-    return (ok - bad) if scatter else set()
+    return (ok - bad - local) if scatter else set()
 
 
 def reduction_sites(fn: Function) -> dict:

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ...backends.analysis import reduction_sites
+from ...backends.analysis import local_margin, local_scatters, reduction_sites
 from ...backends.base import Backend, DeviceInfo, KernelFault, fault_error
 from ...core import types as T
 from ...core.ir import fingerprint
@@ -22,7 +22,7 @@ from . import jit
 from .codegen import HEADER, Codegen, layout_of
 from .memory import HostBuffer, HostMemory
 from .packing import make_packer
-from .schedule import CHUNK_MAX, CHUNK_MAX_LOOPS, chunk_bounds, run_chunks
+from .schedule import CHUNK_MAX, CHUNK_MAX_LOOPS, chunk_bounds, run_chunks, split_chunks
 
 KERNEL_T = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 WHOLE_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -67,8 +67,7 @@ class CompiledKernel:
 
     def __init__(self, fn, options, addrs: tuple[int, int], text: str, upgrade=None):
         self.fn, self.options, self.text = fn, options, text
-        self.entry = KERNEL_T(addrs[0])             # (start, end, args): a range of threads
-        self.entry_all = WHOLE_T(addrs[1])          # (args): the whole grid, for inline launches
+        self._entries(addrs)
         # On the quick tier: (module text function, symbol, cache key) to compile the optimised code
         # with; None once optimised.
         self.upgrade = upgrade
@@ -88,6 +87,7 @@ class CompiledKernel:
         self.setters = [self._setter(off, kind, t) for off, kind, t in self.layout.slots]
         self.packer = make_packer(self.layout, self.block, self.block[4])
         self.private = sorted(self.layout.private.items())      # (param index, slot)
+        self.local_shifts = [s for shifts in local_scatters(fn).values() for s in shifts]
         self.scratch: dict = {}                                  # (worker, param index) -> HostBuffer
         self.lock = threading.Lock()
 
@@ -102,8 +102,14 @@ class CompiledKernel:
         text_fn, symbol, key = self.upgrade
         with COMPILING:
             addrs, self.text, _ = jit.compile_cached(text_fn, symbol, key, self.options.cache)
-        self.entry, self.entry_all = KERNEL_T(addrs[0]), WHOLE_T(addrs[1])
+        self._entries(addrs)
         self.upgrade = None
+
+    def _entries(self, addrs) -> None:
+        self.entry = KERNEL_T(addrs[0])             # (start, end, args): a range of threads
+        self.entry_all = WHOLE_T(addrs[1])          # (args): the whole grid, for inline launches
+        # (start, end, args) with the shifted scatter-adds plain: the middle of a chunk (codegen.py LOCAL)
+        self.entry_local = KERNEL_T(addrs[2]) if addrs[2] else None
 
     def _setter(self, off, kind, t):
         block, f64, f32 = self.block, self.as_f64, self.as_f32
@@ -227,7 +233,11 @@ class CPUBackend(HostMemory, Backend):
                     ptrs = [ptr] + [ctypes.addressof(blk) for blk in blocks]
                 else:
                     ptrs = [ptr] * workers
-                run_chunks(compiled.entry, bounds, ptrs, self._executor())
+                entry = compiled.entry
+                if compiled.entry_local is not None:
+                    entry = split_chunks(compiled.entry, compiled.entry_local,
+                                         local_margin(compiled.local_shifts, dim))
+                run_chunks(entry, bounds, ptrs, self._executor())
                 if compiled.private:
                     compiled.gather(args, workers)
             if compiled.can_fault and compiled.fault[0]:

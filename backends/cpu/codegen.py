@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir
 
-from ...backends.analysis import reduction_sites as _reduction_sites, scatter_arrays as _scatter_arrays
+from ...backends.analysis import local_scatters, reduction_sites as _reduction_sites, scatter_arrays as _scatter_arrays
 from ...backends.base import OUT_OF_BOUNDS, STACK_OVERFLOW, bounds_sites
 from ...core import types as T
 from ...core.builtins import BUILTINS
@@ -27,6 +27,7 @@ from .prims import emit_prim
 
 HEADER = 5            # slots: dims[4], fault pointer
 ALL = "_all"          # suffix of the whole-grid entry point (see Codegen.whole_grid_entry)
+LOCAL = "_local"      # suffix of the entry whose shifted scatter-adds are plain adds (see Codegen.build)
 
 
 @dataclass
@@ -80,11 +81,29 @@ class Codegen(ControlFlow):
         self.reductions = {} if debug else _reduction_sites(fn)   # id(ins) -> key of its accumulator
         self.accumulators: dict = {}                                  # key -> (alloca, ins)
         self.native_defs: dict[str, str] = {}                         # native snippet name -> definition
+        self.local_params = local_scatters(fn)                        # param index -> shifts (build)
+        self.local: frozenset = frozenset()
 
     # ------------------------------------------------------------------ function skeleton
     def build(self) -> ir.Module:
+        """The kernel over a range of threads, its whole-grid entry and, for kernels with shifted scatter-adds
+        (backends/analysis.py local_scatters), a second range entry `<name>_local` whose adds to those
+        arrays are plain read-modify-writes: right for threads no other worker's thread meets on an element
+        (the middle of a chunk), and for the whole grid run on one thread."""
+        func = self.kernel_function(self.name, frozenset())
+        local = None
+        if self.local_params and not self.debug:
+            ids = frozenset(self.fn.params[k].value.id for k in self.local_params)
+            local = self.kernel_function(self.name + LOCAL, ids)
+        self.whole_grid_entry(local or func)
+        return self.module
+
+    def kernel_function(self, name: str, local: frozenset) -> ir.Function:
+        """`void name(i64 start, i64 end, i64* args)`; atomics on the arrays in `local` become plain adds."""
+        self.values, self.arrays, self.accumulators, self.loop_sums = {}, {}, {}, set()
+        self.local = local
         fnty = ir.FunctionType(ir.VoidType(), [I64, I64, I64.as_pointer()])
-        func = ir.Function(self.module, fnty, name=self.name)
+        func = ir.Function(self.module, fnty, name=name)
         func.attributes.add("nounwind")
         start, end, args = func.args
         args.add_attribute("noalias")
@@ -134,12 +153,11 @@ class Codegen(ControlFlow):
             else:
                 b.atomic_rmw("add", addr, total, "monotonic")
         b.ret_void()
-        self.whole_grid_entry(func)
-        return self.module
+        return func
 
     def whole_grid_entry(self, func) -> None:
         """`void <name>_all(i64* args)`: the whole grid (the product of the dims in the block) on the calling
-        thread. One pointer argument makes the ctypes call of an inline launch ~0.45 µs cheaper than three
+        thread (`func`: the local entry when there is one — one thread meets no other). One pointer argument makes the ctypes call of an inline launch ~0.45 µs cheaper than three
         (converting each int64 costs); the kernel itself is not inlined into it (no second copy to compile)."""
         func.attributes.add("noinline")
         fnty = ir.FunctionType(ir.VoidType(), [I64.as_pointer()])
@@ -424,7 +442,7 @@ class Codegen(ControlFlow):
             b.store(self.combine(b, kind, old, value, st), paddr)
             self.values[ins.result.id] = old
             return
-        if ins.attrs.get("exclusive"):
+        if ins.attrs.get("exclusive") or ins.args[0].id in self.local:
             old = b.load(addr)
             b.store(self.combine(b, kind, old, value, st), addr)
             self.values[ins.result.id] = old

@@ -11,7 +11,7 @@ import warnings
 import llvmlite
 import llvmlite.binding as llvm
 
-from .codegen import ALL
+from .codegen import ALL, LOCAL
 from .mathlib import register_libm
 
 def _source_hash() -> str:
@@ -87,14 +87,17 @@ def optimize(module_text: str, quick: bool = False) -> tuple[bytes, str]:
     return s["tm"].emit_object(mod), str(mod)
 
 
-def load_object(obj: bytes, symbol: str) -> tuple[int, int]:
-    """Add object code to the engine; returns the addresses of `symbol` and of its whole-grid entry."""
+def load_object(obj: bytes, symbol: str) -> tuple[int, int, int]:
+    """Add object code to the engine; returns the addresses of `symbol`, of its whole-grid entry and of its
+    local entry (0 when the kernel has none: codegen.py LOCAL)."""
     s = _init()
     with _lock:
         s["engine"].add_object_file(llvm.ObjectFileRef.from_data(obj))
         s["engine"].finalize_object()
-        addrs = s["engine"].get_function_address(symbol), s["engine"].get_function_address(symbol + ALL)
-    if not all(addrs):
+        engine = s["engine"]
+        addrs = (engine.get_function_address(symbol), engine.get_function_address(symbol + ALL),
+                 engine.get_function_address(symbol + LOCAL))
+    if not all(addrs[:2]):
         raise RuntimeError(f"cpu backend: symbol {symbol} not found after loading object code")
     return addrs
 

@@ -18,6 +18,19 @@ def chunk_bounds(n: int, workers: int, cap: int) -> list[int]:
     return [n * k // chunks for k in range(chunks + 1)]
 
 
+def split_chunks(edges, middle, margin: int):
+    """An entry(lo, hi, ptr) running `edges` on the first and last `margin` threads of each chunk and
+    `middle` (no atomics on the arrays whose adds only meet within `margin`) between them."""
+    def entry(lo: int, hi: int, ptr) -> None:
+        if hi - lo <= 2 * margin:
+            edges(lo, hi, ptr)
+            return
+        edges(lo, lo + margin, ptr)
+        middle(lo + margin, hi - margin, ptr)
+        edges(hi - margin, hi, ptr)
+    return entry
+
+
 def run_chunks(entry, bounds: list[int], ptrs: list[int], pool) -> None:
     """entry(lo, hi, ptr) over every chunk; worker w passes ptrs[w] (its own argument block), ptrs[0] is the
     calling thread's, which works too and so notices Ctrl-C between its chunks."""

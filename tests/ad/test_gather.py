@@ -188,3 +188,72 @@ def own_only(u: gk.array(dtype=float), out: gk.array(dtype=float)):
 def test_out_of_scope_kernels_keep_the_scatter():
     assert with_loop.gather_sources() == ()          # loops: not gathered
     assert own_only.gather_sources() == ()           # no shifted read: nothing to gather
+
+
+@pytest.mark.parametrize("shape", [(700, 300), (8, 40000)], ids=["chunks-with-middles", "margins-cover-chunks"])
+def test_large_stencil_adjoints_split_across_workers(device, gather, rng, shape):
+    """Past the inline size the cpu backend runs chunks on several workers: threads near a chunk's ends add
+    with atomics, the middle without (backends/analysis.py local_scatters); where the margins cover whole
+    chunks (rows of 40000) every thread takes the atomic entry. Either way the gradient is the transpose."""
+    u = gk.array(rng.random(shape).astype(np.float32), device=device, requires_grad=True)
+    out = gk.zeros(shape, device=device, requires_grad=True)
+    gk.launch(heat, shape, [u], [out], device=device)
+    g = rng.standard_normal(shape)
+    out.grad.assign(gk.array(g.astype(np.float32), device=device))
+    gk.launch(heat, shape, [u], [out], device=device, adjoint=True)
+    np.testing.assert_allclose(u.grad.numpy(), _heat_grad(g), rtol=1e-5, atol=1e-5)
+    if device == "cpu" and not gather:
+        spec = heat.specialization(gk.get_device(device), "adjoint")
+        assert spec.compiled.entry_local is not None and spec.compiled.private == []
+
+
+def test_local_margin():
+    from gradkit.backends.analysis import local_margin
+    assert local_margin([(1, 0), (-1, 0), (0, 1), (0, -1), (0, 0)], (1024, 1024)) == 2 * 1024
+    assert local_margin([(2,), (-1,)], (100,)) == 4
+    assert local_margin([(0, 0, 1), (1, -1, 0)], (4, 5, 6)) == 2 * (30 - 6)
+
+
+@gk.kernel
+def spread(x: gk.array(dtype=float), a: gk.array(dtype=float)):
+    i = gk.tid()
+    n = x.shape[0]
+    if i + 3 < n and i >= 2:
+        gk.atomic_add(a, i + 3, x[i])
+        gk.atomic_sub(a, i - 2, 0.5 * x[i])
+    gk.atomic_add(a, i, x[i] * x[i])
+
+
+@pytest.mark.parametrize("n", [1000, 300_001])
+def test_forward_shifted_scatter(device, rng, n):
+    """A forward kernel's own shifted atomic adds take the same split (and the inline path) on cpu."""
+    x_np = rng.standard_normal(n).astype(np.float32)
+    x = gk.array(x_np, device=device)
+    a = gk.zeros(n, device=device)
+    gk.launch(spread, n, [x], [a], device=device)
+    x64 = x_np.astype(np.float64)
+    ref = x64 * x64
+    i = np.arange(2, n - 3)
+    np.add.at(ref, i + 3, x64[i])
+    np.add.at(ref, i - 2, -0.5 * x64[i])
+    np.testing.assert_allclose(a.numpy(), ref, rtol=1e-5, atol=1e-5)
+
+
+@gk.kernel
+def vshift(u: gk.array(dtype=gk.vec3), out: gk.array(dtype=gk.vec3)):
+    i = gk.tid()
+    if i > 0:
+        out[i] = u[i] + 0.5 * u[i - 1]
+    else:
+        out[i] = u[i]
+
+
+def test_a_replay_never_reads_what_the_kernel_writes(device, gather, rng):
+    """out's three component stores make the adjoint read out.grad and zero it: a replay of thread i - 1
+    by thread i could read it zeroed (the numpy device, running threads in order, always did: the gradient
+    came out 0), so this adjoint is not gathered."""
+    assert vshift.gather_sources() == ()
+    n = 16
+    u = gk.array(rng.standard_normal((n, 3)).astype(np.float32), dtype=gk.vec3, device=device, requires_grad=True)
+    out = gk.zeros(n, dtype=gk.vec3, device=device, requires_grad=True)
+    assert gk.autograd.gradcheck(vshift, n, [u], [out], eps=1e-3, atol=1e-2, rtol=1e-2, device=device)
