@@ -444,8 +444,8 @@ def _drop(region: Region, pairs: set[int]) -> None:
 
 
 def _sole_writes(fn: Function) -> set:
-    """Arrays the kernel writes with exactly one store, outside loops, and never reads or updates: each
-    thread writes its element once, so after the adjoint of that store nothing else in this kernel can
+    """Arrays the kernel writes with exactly one store per component, outside loops, and never reads or
+    updates: each thread writes its element once, so after the adjoint of that store nothing else in this kernel can
     take gradient from the element, and its adjoint need not be zeroed (as in Warp, `y.grad` keeps the
     gradient that reached y; zeroing also cost 5x on an H100: a load then a zero store per element)."""
     stores: dict = {}
@@ -454,7 +454,11 @@ def _sole_writes(fn: Function) -> set:
     def visit(region, in_loop):
         for ins in region.body:
             if ins.op == Op.STORE:
-                stores[ins.args[0].id] = stores.get(ins.args[0].id, 0) + (2 if in_loop else 1)
+                # a whole element's components are stored one by one (counted per component); writes of
+                # part of an element (v[i][k] = x) leave the rest of it in place: counted together
+                part = ins.attrs.get("whole") is False
+                key = (ins.args[0].id, "part" if part else ins.attrs.get("comp"))
+                stores[key] = stores.get(key, 0) + (2 if in_loop else 1)
             elif ins.op in (Op.LOAD, Op.ATOMIC):
                 other.add(ins.args[0].id)
             elif ins.op in OPAQUE:
@@ -463,7 +467,10 @@ def _sole_writes(fn: Function) -> set:
                 visit(sub, in_loop or ins.op in LOOPS)
 
     visit(fn.body, False)
-    return {a for a, count in stores.items() if count == 1 and a not in other}
+    per_array: dict = {}
+    for (a, _), count in stores.items():
+        per_array[a] = per_array.get(a, True) and count == 1
+    return {a for a, once in per_array.items() if once and a not in other}
 
 
 def _settle_exclusive(fn: Function) -> None:

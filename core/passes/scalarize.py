@@ -65,6 +65,8 @@ class Scalarizer:
             return
         if op in MEMORY and ins.attrs.get("comp") is not None:
             ins.args = self.flat(ins.args)     # already one component (v[i][k] = x): keep it so
+            if op == Op.STORE:
+                ins.attrs["whole"] = False     # a write of part of an element, not one of a whole one's parts
             b.region.body.append(ins)
             return
         if op in MEMORY:

@@ -243,15 +243,16 @@ def test_forward_shifted_scatter(device, rng, n):
 def vshift(u: gk.array(dtype=gk.vec3), out: gk.array(dtype=gk.vec3)):
     i = gk.tid()
     if i > 0:
-        out[i] = u[i] + 0.5 * u[i - 1]
+        out[i][0] = u[i].x + 0.5 * u[i - 1].y
+        out[i][2] = u[i].z * u[i - 1].x
     else:
-        out[i] = u[i]
+        out[i][0] = u[i].x
 
 
 def test_a_replay_never_reads_what_the_kernel_writes(device, gather, rng):
-    """out's three component stores make the adjoint read out.grad and zero it: a replay of thread i - 1
-    by thread i could read it zeroed (the numpy device, running threads in order, always did: the gradient
-    came out 0), so this adjoint is not gathered."""
+    """Writes of parts of out's elements make the adjoint read out.grad and zero what it read: a replay of
+    thread i - 1 by thread i could read it zeroed (the numpy device, running threads in order, always did:
+    the gradient came out 0), so this adjoint is not gathered."""
     assert vshift.gather_sources() == ()
     n = 16
     u = gk.array(rng.standard_normal((n, 3)).astype(np.float32), dtype=gk.vec3, device=device, requires_grad=True)
