@@ -3,7 +3,9 @@ atomic adds into `adj_u[i - 1, j]`, `adj_u[i + 1, j]`, ..., which several thread
 access of an array in the adjoint is such an add at the thread's own index plus a constant shift, thread p can
 instead gather what thread p - s would have added at shift s: it replays the adjoint body as thread p - s
 (when that thread exists) keeping only that add, now to its own element — no atomics, no write contention
-(JAX's adjoint of a shifted slice is the same gather).
+(JAX's adjoint of a shifted slice is the same gather). The adds are summed in registers (branches yield
+values) and stored once per component; a thread replays itself, adding nothing, where p - s does not exist,
+so no branch guards the replay.
 
 The gathered kernel is right only when the gathered arrays' shape is the launch grid (then every element a
 thread of the grid adds to is a thread of the grid); `fn.attrs["gather_sources"]` names the user-level
@@ -54,10 +56,15 @@ def gather_adjoint(fn: Function) -> Function:
     for old_ins, new_ins in _matching(out, fn, sites):
         new_ins.attrs["exclusive"] = True
     _drop(out.body, {id(n) for o, n in _matching(out, fn, sites) if any(sites[o][1])})
+    arrays = {params[_new_id(fn, out, a)].id for a in plan}
     b = Builder(out.body, fn.loc)
+    out.body.body, sums = _hoist(out.body.body, arrays, b)
+    tid_ids = {tid.result.id: tid.attrs["axis"] for tid in fn.body.body if tid.op == Op.TID}
     for s, arr in shifts.items():
         if not any(s):
             continue
+        # thread p replays thread q = p - s when that thread exists; otherwise it replays itself (a thread
+        # that does exist, so every access stays where a real thread's would) and adds nothing
         arr_value = params[_new_id(fn, out, arr)]
         q = [tid_of[d] if s[d] == 0 else b.sub(tid_of[d], b.const(s[d], T.int32)) for d in range(len(s))]
         cond = None
@@ -65,9 +72,20 @@ def gather_adjoint(fn: Function) -> Function:
             extent = b.emit(Op.SHAPE, [arr_value], [T.int32], {"axis": d}).result
             inside = b.prim("and", b.prim("ge", qd, b.const(0, T.int32)), b.prim("lt", qd, extent))
             cond = inside if cond is None else b.prim("and", cond, inside)
-        then = Region([], _replay(fn, old_params, {tid.result.id: q[tid.attrs["axis"]] for tid in fn.body.body
-                                                   if tid.op == Op.TID}, sites, s), [])
-        b.emit(Op.IF, [cond], [], regions=[then, Region([], [], [])])
+        qc = [qd if qd is tid_of[d] else b.select(cond, qd, tid_of[d]) for d, qd in enumerate(q)]
+        replay, part = _hoist(_replay(fn, old_params, {i: qc[axis] for i, axis in tid_ids.items()}, sites, s),
+                              arrays, b)
+        out.body.body.extend(replay)
+        for key, vals in part.items():
+            total = vals[0]
+            for v in vals[1:]:
+                total = b.add(total, v)
+            sums.setdefault(key, []).append(b.select(cond, total, b.zero(key[0].type.scalar)))
+    for (arr_v, comp), parts in sums.items():
+        total = parts[0]
+        for v in parts[1:]:
+            total = b.add(total, v)
+        b.atomic("add", arr_v, [tid_of[d] for d in range(len(tid_of))], total, comp=comp, exclusive=True)
     sources = []
     user = user_params(fn)
     n_fwd = len(fn.params) - len(fn.attrs.get("adj_of", ()))
@@ -113,3 +131,45 @@ def _replay(fn: Function, params: dict, tid_values: dict, sites: dict, shift: tu
             new.attrs["exclusive"] = True
 
     return [copy_instr(ins, mapping, kept, exclusive) for ins in fn.body.body if kept(ins)]
+
+
+def _hoist(body: list, arrays: set, b: Builder) -> tuple[list, dict]:
+    """`body` without its adds into `arrays` (nested ones yielded out of their `if`s), and the values to add
+    by (array, component). `b` only lends its location to the instructions made."""
+    out, sums = [], {}
+    scratch = Region([], [], [])
+    for ins in body:
+        if ins.op == Op.ATOMIC and ins.args[0].id in arrays:
+            value = ins.args[-1]
+            if ins.attrs["kind"] == "sub":
+                tmp = b.at(scratch)
+                value = tmp.neg(value)
+                out.extend(scratch.body)
+                scratch.body.clear()
+            sums.setdefault((ins.args[0], ins.attrs["comp"]), []).append(value)
+            continue
+        if ins.op == Op.IF and any(i.op == Op.ATOMIC and i.args[0].id in arrays
+                                   for r in ins.regions for i in r.walk()):
+            branches = []
+            for r in ins.regions:
+                r.body, part = _hoist(r.body, arrays, b)
+                branches.append(part)
+            keys = list(dict.fromkeys(k for part in branches for k in part))
+            for r, part in zip(ins.regions, branches):
+                rb = b.at(r)
+                for key in keys:
+                    vals = part.get(key)
+                    if vals is None:
+                        r.yields.append(rb.zero(key[0].type.scalar))
+                        continue
+                    total = vals[0]
+                    for v in vals[1:]:
+                        total = rb.add(total, v)
+                    r.yields.append(total)
+            for key in keys:
+                res = Value(key[0].type.scalar)
+                ins.results.append(res)
+                sums.setdefault(key, []).append(res)
+        out.append(ins)
+    return out, sums
+

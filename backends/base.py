@@ -83,8 +83,8 @@ class Backend:
     # pass leaves them (by default every such call arrives written in other primitives).
     native_prims: frozenset = frozenset()
     # Adjoints of stencils (shifted reads) as gathers without atomics (ad/gather.py) rather than atomic
-    # scatters: right where contended atomic adds are slow (GPUs; PoCL: W4 backward 220 -> 75 ms). A backend
-    # whose atomics are cheap says False (the LLVM CPU backend: 17 ms scatter vs 34 ms gather).
+    # scatters: right where contended atomic adds are slow (GPUs; PoCL: W4 backward 220 -> 63 ms). A backend
+    # whose atomics are cheap says False (the LLVM CPU backend: 15 ms scatter vs 46-53 ms gather, not vectorised).
     prefers_gather: bool = True
 
     # Devices -------------------------------------------------------------------

@@ -79,6 +79,8 @@ def test_the_gathered_adjoint_has_no_shared_atomics():
     for k in (heat, smooth1d):
         assert any(not a.attrs["exclusive"] for a in _atomics(k, "adjoint"))
         assert all(a.attrs["exclusive"] for a in _atomics(k, "adjoint_gather"))
+        assert len(_atomics(k, "adjoint_gather")) == 1          # summed in registers, added once
+    assert len(_atomics(vec_stencil, "adjoint_gather")) == 3     # p's two components and q
 
 
 def test_1d_stencil_gradient(device, gather, rng):
