@@ -39,12 +39,12 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium found (apt
                                 "as `make test` does as root; or set GRADKIT_CHROMIUM)")
 
 
-@pytest.fixture(scope="module")
-def server(bundle_dir, tmp_path_factory):
-    """Streamlit on the folder of bundles, on a free port; its log is shown if it fails to start."""
+def _serve(folder, log_dir):
+    """Streamlit on a folder of bundles, on a free port (yields its URL); its log is shown if it fails to
+    start."""
     port = cli.free_port()
-    log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
-    cmd = cli.app_command(bundle_dir, port, extra=("--server.fileWatcherType", "none"))
+    log = log_dir / "streamlit.log"
+    cmd = cli.app_command(folder, port, extra=("--server.fileWatcherType", "none"))
     with open(log, "w") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
     try:
@@ -57,6 +57,12 @@ def server(bundle_dir, tmp_path_factory):
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(scope="module")
+def server(bundle_dir, tmp_path_factory):
+    """The debugger on the test scripts' bundles."""
+    yield from _serve(bundle_dir, tmp_path_factory.mktemp("streamlit"))
 
 
 @pytest.fixture(scope="module")
@@ -218,19 +224,8 @@ def test_graph_search_and_collapsed_scopes(page, server):
 
 @pytest.fixture(scope="module")
 def examples_server(example_bundles, tmp_path_factory):
-    """Streamlit on the bundled examples' bundles (as `gradkit examples` serves them)."""
-    port = cli.free_port()
-    log = tmp_path_factory.mktemp("streamlit-examples") / "streamlit.log"
-    with open(log, "w") as fh:
-        proc = subprocess.Popen(cli.app_command(example_bundles, port, extra=("--server.fileWatcherType", "none")),
-                                stdout=fh, stderr=subprocess.STDOUT)
-    try:
-        if not cli.wait_for_health(port, proc, timeout=60):
-            pytest.fail(f"streamlit did not start:\n{log.read_text()}")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    """The debugger on the bundled examples' bundles (as `gradkit examples` serves them)."""
+    yield from _serve(example_bundles, tmp_path_factory.mktemp("streamlit-examples"))
 
 
 def test_cloth_graph_is_readable_at_its_default_size(page, examples_server):
