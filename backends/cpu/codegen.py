@@ -252,8 +252,9 @@ class Codegen(ControlFlow):
         b.position_at_end(done)
 
     def text(self) -> str:
-        """The module as LLVM IR text, with native snippets defined (see native.py)."""
-        return native.define_natives(str(self.build()), self.native_defs)
+        """The module as LLVM IR text, with native snippets defined (see native.py) and the float32 math
+        functions declared with their vector variants (mathlib.py; jit.optimize defines them)."""
+        return native.define_natives(self.math.declare(str(self.build())), self.native_defs)
 
     def scalar_from_slot(self, b, raw, t):
         if t is T.float64:

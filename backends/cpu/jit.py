@@ -12,7 +12,7 @@ import llvmlite
 import llvmlite.binding as llvm
 
 from .codegen import ALL, LOCAL
-from .mathlib import register_libm
+from .mathlib import define_called, register_libm
 
 def _source_hash() -> str:
     """A hash of this backend's code and the shared analyses it uses, so editing either invalidates cached
@@ -72,19 +72,37 @@ def optimize(module_text: str, quick: bool = False) -> tuple[bytes, str]:
     kernel, slower code). The IR is the same, and without fast-math flags LLVM keeps IEEE semantics at
     every level, so both tiers compute identical results (backend.py offers it only to such kernels)."""
     s = _init()
-    mod = llvm.parse_assembly(module_text)
-    mod.triple = s["triple"]
-    mod.data_layout = str(s["tm"].target_data)
-    mod.verify()
+    mod = _parse(module_text, s)
     if quick:
-        return s["quick_tm"].emit_object(mod), module_text
+        text = define_called(module_text)
+        if text is not module_text:
+            mod = _parse(text, s)
+        return s["quick_tm"].emit_object(mod), text
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
     pto.loop_unrolling = True
     pb = llvm.create_pass_builder(s["tm"], pto)
     pb.getModulePassManager().run(mod, pb)
+    optimised = str(mod)
+    text = define_called(optimised)
+    if text is not optimised:     # math functions defined after vectorisation: inline them, tidy up
+        mod = _parse(text, s)
+        late = llvm.create_new_module_pass_manager()
+        late.add_always_inliner_pass()
+        late.add_instruction_combine_pass()
+        late.add_simplify_cfg_pass()
+        late.add_global_dead_code_eliminate_pass()
+        late.run(mod, pb)
     return s["tm"].emit_object(mod), str(mod)
+
+
+def _parse(text: str, s: dict):
+    mod = llvm.parse_assembly(text)
+    mod.triple = s["triple"]
+    mod.data_layout = str(s["tm"].target_data)
+    mod.verify()
+    return mod
 
 
 def load_object(obj: bytes, symbol: str) -> tuple[int, int, int]:

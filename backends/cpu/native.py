@@ -10,12 +10,11 @@ adjoint also takes `%adj_ret` (when the function returns a value), `ptr %adj_<p>
 from __future__ import annotations
 
 import hashlib
-import re
 
 from llvmlite import ir
 
-from ...core.errors import CompileError
 from ...core.ops import Op
+from .irtext import replace_declarations
 from .lltypes import llvm_type
 
 
@@ -70,9 +69,4 @@ def emit_native(cg, ins, b) -> None:
 
 def define_natives(text: str, defs: dict) -> str:
     """Replace each native function's declaration in the module text with its definition."""
-    for name, definition in defs.items():
-        text, count = re.subn(rf'^declare [^\n]*@"?{re.escape(name)}"?\([^\n]*$', lambda _m: definition, text,
-                              flags=re.M)
-        if count != 1:
-            raise CompileError(f"cpu backend: could not place the native snippet '{name}'")
-    return text
+    return replace_declarations(text, defs)

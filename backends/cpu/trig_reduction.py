@@ -1,5 +1,5 @@
-"""Argument reduction of float32 sin/cos for any finite |x|, in vectorisable LLVM IR (no calls, branches or
-table loads: loops that call sin/cos stay SIMD).
+"""Argument reduction of float32 sin/cos for any finite |x|, in scalar or vector LLVM IR (no calls, branches or
+table loads).
 
 A float32 x is M·2^e with M a 24-bit integer; writing e + 10 = 24a + b (0 <= b < 24) and M·2^b = N1·2^24 + N0
 (both below 2^24), x = N1·2^(24(a+1) - 10) + N0·2^(24a - 10). Six constants U_a = 2^(24a - 10) mod 2π, each
@@ -15,7 +15,6 @@ from decimal import Decimal, getcontext
 
 from llvmlite import ir
 
-F32, F64, I32, I64 = ir.FloatType(), ir.DoubleType(), ir.IntType(32), ir.IntType(64)
 E_MIN, E_MAX = -10, 104          # x = M·2^e: |x| > 8192 has e >= -10; the largest float32 has e = 104
 BLOCKS = (E_MAX - E_MIN) // 24 + 2   # U_0 .. U_5
 
@@ -62,22 +61,23 @@ def constants() -> tuple[list[tuple[float, float, float]], tuple[float, float, f
     return blocks, (p1, p2, p3), float(2 / pi)
 
 
-def reduce(module: ir.Module, b: ir.IRBuilder, x0) -> tuple:
-    """(r, q): float32 r in [-π/4, π/4] and int32 quadrant q in 0..3 with |x0| = r + q·π/2 (mod 2π).
-    Meaningful for finite |x0| >= 2^(E_MIN + 23); other lanes get some finite r (callers select them away)."""
+def reduce(L, b: ir.IRBuilder, x0) -> tuple:
+    """(r, q): float32 r in [-π/4, π/4] and int32 quadrant q in 0..3 with |x0| = r + q·π/2 (mod 2π), of the
+    scalar or vector types of `L` (mathlib.Lanes). Meaningful for finite |x0| >= 2^(E_MIN + 23); other lanes
+    get some finite r (callers select them away)."""
     blocks, (p1, p2, p3), two_over_pi = constants()
-    i = lambda v: ir.Constant(I32, v)  # noqa: E731
-    d = lambda v: ir.Constant(F64, v)  # noqa: E731
-    rint = module.declare_intrinsic("llvm.rint", [F64], ir.FunctionType(F64, [F64]))
-    bits = b.bitcast(x0, I32)
+    i = lambda v: ir.Constant(L.i32, v)  # noqa: E731
+    d = lambda v: ir.Constant(L.f64, v)  # noqa: E731
+    rint = L.intrinsic("rint", L.f64)
+    bits = b.bitcast(x0, L.i32)
     idx = b.sub(b.and_(b.lshr(bits, i(23)), i(0xFF)), i(150 + E_MIN))          # e - E_MIN
     idx = b.select(b.icmp_signed("<", idx, i(0)), i(0), idx)
     idx = b.select(b.icmp_signed(">", idx, i(E_MAX - E_MIN)), i(E_MAX - E_MIN), idx)
     a = b.udiv(idx, i(24))
-    shift = b.zext(b.sub(idx, b.mul(a, i(24))), I64)
-    n = b.shl(b.zext(b.or_(b.and_(bits, i(0x7FFFFF)), i(0x800000)), I64), shift)   # M·2^b < 2^47
-    n0 = b.sitofp(b.and_(n, ir.Constant(I64, 0xFFFFFF)), F64)
-    n1 = b.sitofp(b.lshr(n, ir.Constant(I64, 24)), F64)
+    shift = b.zext(b.sub(idx, b.mul(a, i(24))), L.i64)
+    n = b.shl(b.zext(b.or_(b.and_(bits, i(0x7FFFFF)), i(0x800000)), L.i64), shift)   # M·2^b < 2^47
+    n0 = b.sitofp(b.and_(n, ir.Constant(L.i64, 0xFFFFFF)), L.f64)
+    n1 = b.sitofp(b.lshr(n, ir.Constant(L.i64, 24)), L.f64)
 
     def block(k):
         """U_k's three parts, chosen by compares and selects (no table load)."""
@@ -103,4 +103,4 @@ def reduce(module: ir.Module, b: ir.IRBuilder, x0) -> tuple:
         total = b.fadd(total, t)
     r, q = reduced(total)
     quad = b.fadd(b.fadd(quads[0], quads[1]), q)
-    return b.fptrunc(r, F32), b.and_(b.fptosi(quad, I32), i(3))
+    return b.fptrunc(r, L.f32), b.and_(b.fptosi(quad, L.i32), i(3))
