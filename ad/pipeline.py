@@ -7,6 +7,8 @@
     adjoint_gather   adjoint → gather → simplify                  (ad/gather.py; only for stencil adjoints)
     forward_tangent  forward → tangent                            (ad/forward.py)
     adjoint_tangent  adjoint → tangent
+    <adjoint>@u<k>   an adjoint → uniform → simplify              (ad/uniform.py; gradients seeded with one
+                     value, launch(..., adjoint=True, adj_outputs=[1.0]))
     backend stage    any variant → expand → simplify              (core/passes/expand.py; only when it
                      has primitives to expand that the backend does not implement)
 
@@ -27,6 +29,7 @@ from ..core.passes.expand import expand, needs_expansion
 from .forward import tangent_function
 from .gather import gather_adjoint, gather_plan
 from .reverse import adjoint_function
+from .uniform import uniform_adjoint
 
 REVERSE = Pass("reverse", adjoint_function)
 GATHER = Pass("gather", gather_adjoint)
@@ -57,6 +60,16 @@ VARIANTS: dict[str, Variant] = {
     "forward_tangent": Variant("forward", (TANGENT,)),
     "adjoint_tangent": Variant("adjoint", (TANGENT,)),
 }
+
+
+# "<adjoint variant>@u<k>,<k>": the adjoint with the gradients at adjoint-parameter positions k taken as one
+# value each (ad/uniform.py; runtime/launch.py picks it for scalar adj_outputs)
+SEEDED = "@u"
+
+
+def seeded_variant(source: Function, positions: tuple[int, ...]) -> Function:
+    """Adjoint `source` with the gradients at `positions` folded to scalars; NotUniform when one cannot."""
+    return run_passes(source, (Pass("uniform", functools.partial(uniform_adjoint, params=positions)), SIMPLIFY))
 
 
 def build_variant(name: str, source: Function, keep_log: bool = False) -> Function:

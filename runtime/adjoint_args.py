@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..core.passes.scalarize import user_params
 
 
@@ -21,26 +23,61 @@ def _zeros_like(a):
     return zeros(a.shape, dtype=a.dtype, device=a.device)
 
 
+def _full_like(a, value):
+    from .creation import full
+    return full(a.shape, value, dtype=a.dtype, device=a.device)
+
+
+def _given(kernel, n_args, n_inputs, adj_inputs, adj_outputs) -> list | None:
+    """The adjoints the caller gave, one entry (or None) per user-level parameter; None when none given."""
+    if adj_inputs is None and adj_outputs is None:
+        return None
+    ins = list(adj_inputs) if adj_inputs is not None else [None] * n_inputs
+    outs = list(adj_outputs) if adj_outputs is not None else [None] * (n_args - n_inputs)
+    if len(ins) != n_inputs or len(outs) != n_args - n_inputs:
+        raise ValueError(f"kernel '{kernel.key}': adj_inputs/adj_outputs must have one entry per input/output "
+                         f"({n_inputs} and {n_args - n_inputs}), got {len(ins)} and {len(outs)}")
+    return ins + outs
+
+
+def _is_seed(g) -> bool:
+    """A number given as an array's adjoint: every element's gradient is that value."""
+    return isinstance(g, (int, float, np.integer, np.floating)) and not isinstance(g, (bool, np.bool_))
+
+
+def seeded_variant(kernel, base: str, n_args, n_inputs, adj_inputs, adj_outputs) -> str:
+    """Adjoint variant `base`, or the one taking the numbers given as adjoints as scalars (ad/uniform.py)
+    when the adjoint only reads those gradients."""
+    given = _given(kernel, n_args, n_inputs, adj_inputs, adj_outputs)
+    if given is None or not any(_is_seed(g) for g in given):
+        return base
+    fn = kernel.lowered(base)
+    user, of = user_params(fn), fn.attrs["adj_of"]
+    first = len(fn.params) - len(of)
+    positions = tuple(first + m for m, k in enumerate(of) if _is_seed(given[user[k]]))
+    return kernel.seeded(base, positions) if positions else base
+
+
 def adjoint_arguments(kernel, spec, bound, n_inputs, adj_inputs, adj_outputs, device) -> list:
-    """Gradient arrays for an adjoint launch: given adjoints, else each array's `.grad`, else scratch zeros."""
-    given = None
-    if adj_inputs is not None or adj_outputs is not None:
-        ins = list(adj_inputs) if adj_inputs is not None else [None] * n_inputs
-        outs = list(adj_outputs) if adj_outputs is not None else [None] * (len(bound) - n_inputs)
-        if len(ins) != n_inputs or len(outs) != len(bound) - n_inputs:
-            raise ValueError(f"kernel '{kernel.key}': adj_inputs/adj_outputs must have one entry per input/output "
-                             f"({n_inputs} and {len(bound) - n_inputs}), got {len(ins)} and {len(outs)}")
-        given = ins + outs
+    """Gradient arrays for an adjoint launch: given adjoints, else each array's `.grad`, else scratch zeros.
+    A number given for an array is its every element's gradient: a scalar argument where the variant
+    folded it, else an array filled with it."""
+    given = _given(kernel, len(bound), n_inputs, adj_inputs, adj_outputs)
     names = [n for n, _ in kernel.params]
+    sources = _source_params(spec, "adj_of")
+    first = len(spec.fn.params) - len(sources)
     out = []
-    for j in _source_params(spec, "adj_of"):
+    for m, j in enumerate(sources):
         a = bound[j]
         g = given[j] if given is not None else None
         if g is None:
             g = a.grad if a.grad is not None else _zeros_like(a)
+        elif _is_seed(g):
+            t = spec.fn.params[first + m].type
+            g = t.np_dtype.type(g) if t.is_scalar else _full_like(a, g)
         elif getattr(g, "shape", None) != a.shape or getattr(g, "dtype", None) is not a.dtype:
             raise ValueError(f"kernel '{kernel.key}': adjoint of parameter '{names[j]}' must be a gk.array of "
-                             f"shape {a.shape} and dtype {a.dtype.name}")
+                             f"shape {a.shape} and dtype {a.dtype.name}, or a number (every element's gradient)")
         out.append(g)
     return out
 

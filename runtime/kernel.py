@@ -11,7 +11,8 @@ import contextlib
 import warnings
 
 from ..ad.checks import static_violations
-from ..ad.pipeline import VARIANTS, build_variant, for_backend, variant_log
+from ..ad.pipeline import SEEDED, VARIANTS, build_variant, for_backend, seeded_variant, variant_log
+from ..ad.uniform import NotUniform
 from ..ad.reverse import adjoint_function
 from ..backends.base import CompileOptions
 from ..core import func as _func
@@ -89,6 +90,7 @@ class Kernel:
         self.max_unroll = max_unroll
         self._typed: Function | None = None
         self._lowered: dict[str, Function] = {}
+        self._folds: dict[str, bool] = {}      # seeded adjoint variant -> whether its seeds fold
         self._rules_generation = _func.rules_generation
         self._specs: dict[tuple, Specialization] = {}
         self._last_spec: tuple | None = None   # (device, variant, codegen key, Specialization)
@@ -123,6 +125,10 @@ class Kernel:
             self._lowered.clear()
             self._rules_generation = _func.rules_generation
         fn = self._lowered.get(variant)
+        if fn is None and SEEDED in variant:
+            base, positions = variant.split(SEEDED)
+            fn = seeded_variant(self.lowered(base), tuple(int(k) for k in positions.split(",")))
+            self._lowered[variant] = fn
         if fn is None:
             spec = VARIANTS.get(variant)
             if spec is None:
@@ -135,6 +141,18 @@ class Kernel:
                 self._find_rule_violations(fn)
             self._lowered[variant] = fn
         return fn
+
+    def seeded(self, base: str, positions: tuple[int, ...]) -> str:
+        """The variant of adjoint `base` taking the gradients at `positions` (adjoint parameters) as one
+        value each (ad/uniform.py); `base` itself when the adjoint needs them as arrays."""
+        variant = base + SEEDED + ",".join(map(str, positions))
+        if variant not in self._folds:
+            try:
+                self.lowered(variant)
+                self._folds[variant] = True
+            except NotUniform:
+                self._folds[variant] = False
+        return variant if self._folds[variant] else base
 
     def gather_sources(self) -> tuple:
         """The parameters whose gradients the stencil adjoint gathers (ad/gather.py); () when it scatters."""

@@ -10,7 +10,7 @@ import time
 
 from ..core.config import config
 from .state import current as state
-from .adjoint_args import _source_params, adjoint_arguments, tangent_arguments
+from .adjoint_args import _source_params, adjoint_arguments, seeded_variant, tangent_arguments
 from .device import get_device
 from .nan_check import check_after_launch, snapshot
 from .struct_args import flatten_struct_args
@@ -87,6 +87,8 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
             if adjoint else "forward"
         if tangent or state.forward_mode is not None:
             variant += "_tangent"
+        elif adjoint and (adj_inputs is not None or adj_outputs is not None):
+            variant = seeded_variant(kernel, variant, len(args), len(inputs), adj_inputs, adj_outputs)
     else:
         variant = "forward"
     spec = kernel.specialization(dev, variant)
