@@ -4,8 +4,8 @@
 #   make demo    open the gradient debugger on the bundled examples (gradkit examples; Ctrl-C stops it)
 #   make test    run the test suite on the built-in devices and the numpy oracle (pytest -n 2 --dist worksteal
 #                when pytest-xdist is installed), then the shipped conformance suite on the `c` example plugin;
-#                Warp and Taichi best effort, for the benchmark harness smoke tests
-#   make bench   install the `bench` extra (Warp, Taichi; best effort) and run the benchmarks
+#                Warp, Taichi, Dr.Jit and JAX best effort, for the benchmark harness smoke tests
+#   make bench   install the `bench` extra (Warp, Taichi, Dr.Jit, JAX; best effort) and run the benchmarks
 #   make docs    build the documentation site (Sphinx) into docs/_build/html, warnings as errors
 #   make clean   remove build artefacts and caches (make distclean also removes .venv)
 #
@@ -120,7 +120,7 @@ test: sysdeps install-$(TEST_EXTRAS) opencl-driver interop-deps peers
 demo: install-$(DEMO_EXTRAS)
 	$(VENV)/bin/gradkit examples $(DEMO_ARGS)
 
-# The bench extra (Warp, Taichi, rich) is best effort: when it does not install as a whole (say, no
+# The bench extra (Warp, Taichi, Dr.Jit, JAX, rich) is best effort: when it does not install as a whole (say, no
 # Taichi wheel for this Python), each package is tried alone; a peer that is missing reads n/a in the
 # benchmarks and skips its harness smoke test. `make test` installs it too, so CI smoke-tests the peers.
 BENCH_EXTRA = $(PY) -c "import re; t = open('pyproject.toml').read(); \

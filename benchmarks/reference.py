@@ -1,7 +1,7 @@
 """The benchmark specification shared by every system: sizes, seeded float32 inputs, and float64 NumPy
 references that each system's results (values and gradients) must match before it is timed.
 
-Nothing here imports a kernel framework, so the peer workers (Warp, Taichi) can use it without loading
+Nothing here imports a kernel framework, so the peer workers (Warp, Taichi, Dr.Jit, JAX) can use it without loading
 gradkit's LLVM next to their own.
 """
 
@@ -98,3 +98,38 @@ def ref_w4(u0, steps):
         grad[1:-1, 2:] += a * inner
         g = grad
     return np.sum(u * u), g
+
+
+def traffic(size: dict) -> dict:
+    """The bytes each memory-bound case must move at least (float32; one read of every input element and one
+    write of every output element, per step for W4): the effective bandwidth of a run is these bytes over its
+    time. W3 (n-body) is compute-bound and W5-W7 are not about memory, so they have none."""
+    n, k2, steps = size["w1"], size["w4"] ** 2, size["w4_steps"]
+    return {"W1 forward": 8 * n, "W1 backward": 8 * n,      # x -> y; x -> dx (the seed folded)
+            "W1 tangent": 16 * n,                            # x, dx -> y, dy
+            "W2 forward": 4 * n, "W2 backward": 8 * n,      # x -> loss; x -> dx
+            "W4 forward": 8 * k2 * steps, "W4 backward": 8 * k2 * steps}   # u -> u' per step; du' -> du
+
+
+def copy_bandwidth(nbytes: int = 1 << 26, repeat: int = 7) -> float:
+    """This machine's copy bandwidth in GB/s (bytes read + written per second): the best of `repeat` NumPy
+    copies of `nbytes`, split over one thread per core (NumPy copies without the GIL; one core alone does
+    not saturate memory). The ceiling the effective bandwidths are compared with."""
+    import concurrent.futures
+    import os
+    import time
+    src = np.ones(nbytes // 4, np.float32)
+    dst = np.empty_like(src)
+    parts = os.cpu_count() or 1
+    bounds = [len(src) * k // parts for k in range(parts + 1)]
+    with concurrent.futures.ThreadPoolExecutor(parts) as pool:
+        def copy():
+            list(pool.map(lambda k: np.copyto(dst[bounds[k]:bounds[k + 1]], src[bounds[k]:bounds[k + 1]]),
+                          range(parts)))
+        copy()
+        best = float("inf")
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            copy()
+            best = min(best, time.perf_counter() - t0)
+    return 2 * nbytes / best / 1e9

@@ -76,7 +76,7 @@ def markdown(doc: dict) -> str:
                    if is_peer[p] and "min" in by.get((p, case), {})]
         return min(figures) if figures else None
 
-    lines = [f"# gradkit vs NVIDIA Warp and Taichi ({meta['size']} sizes)", ""]
+    lines = [f"# gradkit vs NVIDIA Warp, Taichi, Dr.Jit and JAX ({meta['size']} sizes)", ""]
     lines.append(f"{meta['machine']}; {meta['date']}. Every result (values and gradients) was checked "
                  f"against a float64 NumPy reference before timing; figures are the **minimum** over "
                  f"{meta['repeat']} runs after {meta['warmup']} warm-up runs (median in the second "
@@ -106,6 +106,7 @@ def markdown(doc: dict) -> str:
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", "Ratios are gradkit's time over the faster peer's: below 1 gradkit is faster.", ""]
 
+    lines += bandwidth_table(meta, labels, by, order)
     lines += ["### Median and CPU parallelism", "",
               ("Median time, and the process's CPU time ÷ wall time during the timed runs (how many of "
                f"the {meta['cpus']} cores the system kept busy)."), ""]
@@ -119,6 +120,30 @@ def markdown(doc: dict) -> str:
     if notes:
         lines += ["", "Notes:", ""] + [f"{i + 1}. {text}" for i, text in enumerate(notes)]
     return "\n".join(lines) + "\n"
+
+
+def bandwidth_table(meta: dict, labels: list[str], by: dict, order: list[str]) -> list[str]:
+    """Effective bandwidth of the memory-bound cases: the least bytes each must move (reference.traffic)
+    over the minimum time, beside this machine's copy bandwidth (the ceiling)."""
+    traffic, copy = meta.get("traffic") or {}, meta.get("copy_gbs")
+    cases = [c for c in order if c in traffic]
+    if not cases or not copy:
+        return []
+    lines = ["### Effective bandwidth", "",
+             (f"GB/s: the bytes a case must move at least (one read of every input element, one write of every "
+              f"output element, per step for W4) over its minimum time. NumPy copies {copy:.1f} GB/s on this "
+              f"machine (read + write); a case near that figure is memory-bound, and only moving fewer "
+              f"bytes makes it faster."), ""]
+    head = ["case", "MB"] + labels
+    lines += ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for case in cases:
+        row = [case, _fmt(traffic[case] / 1e6)]
+        for s in labels:
+            r = by.get((s, case), {})
+            row.append(_fmt(traffic[case] / (r["min"] * 1e-3) / 1e9) if "min" in r and r.get("unit") == "ms"
+                       else "—")
+        lines.append("| " + " | ".join(row) + " |")
+    return lines + [""]
 
 
 def write(doc: dict, out: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:

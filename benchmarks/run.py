@@ -1,4 +1,4 @@
-"""Benchmarks gradkit against NVIDIA Warp and Taichi, side by side (issue 11).
+"""Benchmarks gradkit against NVIDIA Warp, Taichi, Dr.Jit and JAX, side by side (issues 11, 24).
 
 W1 streaming, W2 reduction, W3 n-body, W4 stencil on a tape (forward and gradient each), W5 launch
 overhead (plain, taped, the tape's backward), W6 cold start (first W3 gradient in a fresh process with
@@ -11,7 +11,7 @@ Each system/device runs in its own worker process (worker.py), one after another
 bring their own LLVM, and a process of its own makes the CPU-time figure (parallelism) the system's
 alone. A peer that is not installed or fails is reported as n/a with the reason.
 
-    python benchmarks/run.py                          # everything found: gradkit cpu+opencl, Warp, Taichi
+    python benchmarks/run.py                          # everything found: gradkit cpu+opencl, the four peers
     python benchmarks/run.py --smoke                  # tiny sizes, 2 runs (CI)
     python benchmarks/run.py --devices cpu --peers none
     python benchmarks/run.py --devices none --peers warp --warp-device cuda   # a GPU machine
@@ -43,15 +43,18 @@ sys.path.insert(0, str(HERE))
 
 import compile_time
 import report
+from reference import copy_bandwidth, traffic
 from harness import COLD_CASES, COLD_EXTRA, WORKLOAD_CASES
 
 PEERS = {"warp": ("Warp", "warp", "pip install warp-lang (or make bench)"),
-         "taichi": ("Taichi", "taichi", "pip install taichi (or make bench)")}
+         "taichi": ("Taichi", "taichi", "pip install taichi (or make bench)"),
+         "drjit": ("Dr.Jit", "drjit", "pip install drjit (or make bench)"),
+         "jax": ("JAX", "jax", 'pip install "jax[cpu]" (or make bench)')}
 
 
 @dataclass
 class Target:
-    system: str            # worker.py's name: gradkit | warp | taichi
+    system: str            # worker.py's name: gradkit | warp | taichi | drjit | jax
     device: str
     label: str             # the column header, e.g. "Warp cpu"
     status: str = "ok"
@@ -77,7 +80,7 @@ def gradkit_targets(spec: str) -> list[Target]:
 
 
 def peer_targets(spec: str, devices: dict) -> list[Target]:
-    """--peers: "all", "none", or a comma list of warp/taichi."""
+    """--peers: "all", "none", or a comma list of warp/taichi/drjit/jax."""
     names = [] if spec == "none" else list(PEERS) if spec == "all" else \
         [p.strip().lower() for p in spec.split(",") if p.strip()]
     targets = []
@@ -355,7 +358,7 @@ def main(argv=None) -> int:
     ap.add_argument("--smoke", action="store_true", help="tiny sizes and 2 runs (CI)")
     ap.add_argument("--devices", "--device-filter", dest="devices", default="all",
                     help="gradkit devices: all (default), none, or a comma list such as cpu,opencl:1")
-    ap.add_argument("--peers", default="all", help="all (default), none, or a comma list of warp,taichi")
+    ap.add_argument("--peers", default="all", help="all (default), none, or a comma list of warp,taichi,drjit,jax")
     ap.add_argument("--warp-device", default="cpu", help="Warp's device: cpu (default) or cuda[:N]")
     ap.add_argument("--taichi-arch", default="cpu", help="Taichi's arch: cpu (default), cuda, vulkan, gpu")
     ap.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6,W7", help="comma-separated subset of W1..W7")
@@ -385,17 +388,19 @@ def main(argv=None) -> int:
     workloads = [w for w in WORKLOAD_CASES if w in chosen]
 
     targets = gradkit_targets(args.devices) + \
-        peer_targets(args.peers, {"warp": args.warp_device, "taichi": args.taichi_arch})
+        peer_targets(args.peers, {"warp": args.warp_device, "taichi": args.taichi_arch, "drjit": "cpu",
+                                  "jax": "cpu"})
     out = pathlib.Path(args.out)
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     for f in logs.glob("*.log"):
         f.unlink()
-    n_cases = sum(len(WORKLOAD_CASES[w]) for w in workloads) + (len(COLD_CASES) + 1 if "W6" in chosen else 0) + \
-        len(compile_cases) + any(compile_time.CASES[c][0] == "tiny" for c in compile_cases)
+    n_cases = sum(len(WORKLOAD_CASES[w]) for w in workloads) + (len(COLD_CASES) + 1 if "W6" in chosen else 0)
+    n_compile = len(compile_cases) + any(compile_time.CASES[c][0] == "tiny" for c in compile_cases)
     runnable = [t for t in targets if t.status == "ok"]
     extras = sum(t.system == "gradkit" for t in runnable) if "W1" in workloads else 0   # W1 tangent
-    progress = Progress(n_cases * len(runnable) + extras)
+    progress = Progress(n_cases * len(runnable) + extras +
+                        n_compile * sum(t.system in compile_time.DIALECTS for t in runnable))
     for t in targets:
         if t.status != "ok":
             print(f"{t.label}: n/a ({t.reason})", flush=True)
@@ -407,7 +412,7 @@ def main(argv=None) -> int:
                 bench_target(t, args, workloads, logs, progress, results)
             if "W6" in chosen and t.status == "ok":
                 cold_target(t, args, logs, progress, results)
-            if compile_cases and t.status == "ok":
+            if compile_cases and t.status == "ok" and t.system in compile_time.DIALECTS:   # W7: not Dr.Jit, JAX
                 compile_target(t, args, compile_cases, logs, progress, results)
             if t.status != "ok":
                 print(f"{t.label}: n/a ({t.reason})", flush=True)
@@ -417,6 +422,7 @@ def main(argv=None) -> int:
     doc = {
         "meta": {"date": datetime.datetime.now().isoformat(timespec="seconds"), "machine": machine(),
                  "cpus": os.cpu_count(), "size": args.size, "sizes": _sizes(args.size),
+                 "copy_gbs": round(copy_bandwidth(), 1), "traffic": traffic(_sizes(args.size)),
                  "cases": [c for w in workloads for c in WORKLOAD_CASES[w]] +
                           (COLD_CASES + COLD_EXTRA if "W6" in chosen else []) + compile_cases,
                  "repeat": args.repeat, "warmup": args.warmup, "cold_repeat": args.cold_repeat,

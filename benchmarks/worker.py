@@ -1,6 +1,6 @@
 """Runs one system on one device in this process and reports JSON events, one per line, to the file
-descriptor in $BENCH_EVENTS_FD (stdout when unset). run.py starts one worker per system, so gradkit,
-Warp and Taichi never share a process (each brings its own LLVM), and the CPU time a worker's process
+descriptor in $BENCH_EVENTS_FD (stdout when unset). run.py starts one worker per system, so gradkit and
+its peers never share a process (each brings its own LLVM), and the CPU time a worker's process
 uses during a timed run is that system's alone.
 
     python benchmarks/worker.py SYSTEM DEVICE --size full|smoke [--repeat 7] [--workloads W1,W3]
@@ -31,7 +31,8 @@ import traceback
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-SYSTEMS = {"gradkit": "system_gradkit", "warp": "peers_warp", "taichi": "peers_taichi"}
+SYSTEMS = {"gradkit": "system_gradkit", "warp": "peers_warp", "taichi": "peers_taichi", "drjit": "peers_drjit",
+           "jax": "peers_jax"}
 
 
 class Events:
