@@ -17,17 +17,20 @@ from .version_check import check_unchanged, copies_for_backward
 
 @dataclass(slots=True)      # slots: a record per launch is made in the W5 hot path (no __dict__ to build)
 class LaunchRecord:
-    """One recorded launch (public: what `tape.launches` lists)."""
+    """One recorded launch (public: what `tape.launches` lists). Few objects the garbage collector tracks per
+    record (this one and its argument list): a tape of many launches in a process holding much else would
+    otherwise pay for full collections while recording."""
 
     kernel: str
     dim: tuple
     device: str
-    inputs: list
-    outputs: list
+    args: list                                                 # the arguments, inputs then outputs
+    n_inputs: int
     scope: tuple = ()
     ms: float = 0.0
     kernel_obj: object = field(default=None, repr=False)
-    versions: dict = field(default_factory=dict, repr=False)   # id(array) -> version right after the launch
+    versions: tuple = field(default=(), repr=False)   # each argument's version right after the launch (None:
+                                                      # not an array)
     kind: str = "launch"
     snapshots: object = field(default=None, repr=False)        # LaunchSnapshots when the tape takes them
     prepared: object = field(default=None, repr=False)         # launch.PreparedAdjoint, made by backward
@@ -36,13 +39,25 @@ class LaunchRecord:
     crcs: dict | None = field(default=None, repr=False)        # id(array) -> checksum at record, for arrays
                                                                # with a NumPy view out (writes bump no version)
 
+    @property
+    def inputs(self) -> list:
+        return self.args[:self.n_inputs]
+
+    @property
+    def outputs(self) -> list:
+        return self.args[self.n_inputs:]
+
+    def version_of(self, a) -> int:
+        """The version array `a` (one of the arguments) had right after the launch."""
+        return next(v for x, v in zip(self.args, self.versions) if x is a)
+
     def adjoint_arguments(self) -> tuple[list, list]:
         """(inputs, outputs) for the adjoint launch: the copies saved before the launch in place of the
         arrays it overwrote (their gradients stay those of the arrays themselves)."""
         if self.saved is None:
             return self.inputs, self.outputs
         args = [self.saved.get(j, a) for j, a in enumerate(self.args)]
-        n = len(self.inputs)
+        n = self.n_inputs
         return args[:n], args[n:]
 
     def adjoint_grads(self) -> tuple[list, list] | tuple[None, None]:
@@ -50,12 +65,8 @@ class LaunchRecord:
         if self.saved is None:
             return None, None
         grads = [getattr(a, "grad", None) for a in self.args]
-        n = len(self.inputs)
+        n = self.n_inputs
         return grads[:n], grads[n:]
-
-    @property
-    def args(self) -> list:
-        return [*self.inputs, *self.outputs]
 
 
 @dataclass
@@ -142,17 +153,13 @@ class Tape:
         snaps, saved = prepared
         touched = self._touched
         exposed = False
-        versions, touching = {}, False
         for a in bound:
             if hasattr(a, "buffer"):
                 a._held = True
                 exposed |= a._exposed
                 if id(a) not in touched:
-                    self._touch(a)
-                    touching = True
-                versions[id(a)] = a.version
-        if touching:      # touching zeroes gradients, which may be arguments too: their versions from now
-            versions = {id(a): a.version for a in bound if hasattr(a, "buffer")}
+                    self._touch(a)      # zeroes gradients, which may be arguments too: versions after this
+        versions = tuple([a.version if hasattr(a, "buffer") else None for a in bound])
         crcs = None
         if exposed:       # a NumPy view of an input is out: checksum the values recorded now, not at handout
             crcs = {id(bound[j]): bound[j]._fingerprint(now=True) for j in tape_info(kernel)[1]
@@ -161,7 +168,7 @@ class Tape:
             snapshot.after_launch(snaps, kernel, bound)
         if kernel.rule_violations and not kernel.rules_warned:
             kernel.warn_rules()
-        rec = LaunchRecord(kernel.key, dims, device.name, bound[:n_inputs], bound[n_inputs:],
+        rec = LaunchRecord(kernel.key, dims, device.name, bound, n_inputs,
                            tuple(self._scopes) if self._scopes else (), ms, kernel, versions, "launch", snaps,
                            None, saved, user_site(2) if snaps is not None else None, crcs)
         self.records.append(rec)

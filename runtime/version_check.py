@@ -72,7 +72,7 @@ def check_unchanged(tape, index: int, rec) -> None:
             check_aliasing(rec.kernel_obj, args)
     for j in reads:
         a = args[j]
-        if a.version != versions[id(a)] or a._crc is not None or rec.crcs:
+        if a.version != versions[j] or a._crc is not None or rec.crcs:
             check_record(tape, index, rec, reads)
             return
 
@@ -84,7 +84,7 @@ def check_record(tape, index: int, rec, reads: list[int]) -> None:
         if rec.saved is not None and j in rec.saved:
             continue                                  # the adjoint reads the copy taken before the launch
         a = rec.args[j]
-        recorded = rec.versions.get(id(a), a.version)
+        recorded = rec.versions[j]
         crc = rec.crcs.get(id(a)) if rec.crcs else None
         if not a.modified_since(recorded, crc):
             continue
@@ -103,7 +103,7 @@ def check_record(tape, index: int, rec, reads: list[int]) -> None:
             if not any(x is a for x in later.args):
                 continue
             wrote = [w for w in written_user_params(later.kernel_obj) if later.args[w] is a]
-            after = later.versions[id(a)]
+            after = later.version_of(a)
             if after - len(wrote) != cur:
                 break                                         # changed by something the tape did not see
             for w in wrote:
