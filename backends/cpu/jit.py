@@ -90,6 +90,7 @@ def optimize(module_text: str, quick: bool = False) -> tuple[bytes, str]:
         mod = _parse(text, s)
         late = llvm.create_new_module_pass_manager()
         late.add_always_inliner_pass()
+        late.add_new_gvn_pass()
         late.add_instruction_combine_pass()
         late.add_simplify_cfg_pass()
         late.add_global_dead_code_eliminate_pass()
