@@ -70,38 +70,28 @@ def workloads(device: str, size: dict, data: dict) -> dict:
     def ready(f, *args):
         return lambda: jax.block_until_ready(f(*args))
 
+    def pair(name: str, fwd, bwd, arg, refs) -> list[Case]:
+        """The forward and backward cases of `name` (each a jitted function of `arg`), checked against
+        refs = (value, gradient) first."""
+        errors = [check(f"{name} {kind}", np.asarray(f(arg)), ref)
+                  for kind, f, ref in (("forward", fwd, refs[0]), ("backward", bwd, refs[1]))]
+        return [Case(f"{name} forward", ready(fwd, arg), errors={f"{name} forward": errors[0]}),
+                Case(f"{name} backward", ready(bwd, arg), errors={f"{name} backward": errors[1]})]
+
     def w1():
         x_np = data["w1_x"]
-        x = jnp.asarray(x_np)
-        y_ref, g_ref = ref_w1(x_np)
         f = lambda x: jnp.sin(x) * x + 0.5 * x * x
-        fwd = jax.jit(f)
         bwd = jax.jit(lambda x: jax.vjp(f, x)[1](jnp.ones_like(x))[0])
-        e_f = check("W1 forward", np.asarray(fwd(x)), y_ref)
-        e_b = check("W1 backward", np.asarray(bwd(x)), g_ref)
-        return [Case("W1 forward", ready(fwd, x), errors={"W1 forward": e_f}),
-                Case("W1 backward", ready(bwd, x), errors={"W1 backward": e_b})]
+        return pair("W1", jax.jit(f), bwd, jnp.asarray(x_np), ref_w1(x_np))
 
     def w2():
         x_np = data["w1_x"]
-        x = jnp.asarray(x_np)
-        l_ref, g_ref = ref_w2(x_np)
         f = lambda x: jnp.sum(x * x)
-        fwd, bwd = jax.jit(f), jax.jit(jax.grad(f))
-        e_f = check("W2 forward", np.asarray(fwd(x)), l_ref)
-        e_b = check("W2 backward", np.asarray(bwd(x)), g_ref)
-        return [Case("W2 forward", ready(fwd, x), errors={"W2 forward": e_f}),
-                Case("W2 backward", ready(bwd, x), errors={"W2 backward": e_b})]
+        return pair("W2", jax.jit(f), jax.jit(jax.grad(f)), jnp.asarray(x_np), ref_w2(x_np))
 
     def w3():
         p_np = data["w3_p"]
-        p = jnp.asarray(p_np)
-        u_ref, g_ref = ref_w3(p_np)
-        fwd, bwd = jax.jit(nbody), jax.jit(jax.grad(nbody))
-        e_f = check("W3 forward", np.asarray(fwd(p)), u_ref)
-        e_b = check("W3 backward", np.asarray(bwd(p)), g_ref)
-        return [Case("W3 forward", ready(fwd, p), errors={"W3 forward": e_f}),
-                Case("W3 backward", ready(bwd, p), errors={"W3 backward": e_b})]
+        return pair("W3", jax.jit(nbody), jax.jit(jax.grad(nbody)), jnp.asarray(p_np), ref_w3(p_np))
 
     def w4():
         steps = size["w4_steps"]
