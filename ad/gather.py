@@ -68,11 +68,17 @@ def gather_adjoint(fn: Function) -> Function:
         arr_value = params[_new_id(fn, out, arr)]
         q = [tid_of[d] if s[d] == 0 else b.sub(tid_of[d], b.const(s[d], T.int32)) for d in range(len(s))]
         cond = None
-        for d, qd in enumerate(q):
+        for d, qd in enumerate(q):     # unshifted axes are inside: the array's shape is the launch grid
+            if s[d] == 0:
+                continue
             extent = b.emit(Op.SHAPE, [arr_value], [T.int32], {"axis": d}).result
             inside = b.prim("and", b.prim("ge", qd, b.const(0, T.int32)), b.prim("lt", qd, extent))
             cond = inside if cond is None else b.prim("and", cond, inside)
-        qc = [qd if qd is tid_of[d] else b.select(cond, qd, tid_of[d]) for d, qd in enumerate(q)]
+        # `guard`: the axes `cond` tests, so a backend that runs the threads away from the grid's edges
+        # separately may take the replayed value there without selecting (backends/cpu: interior loops)
+        guard = tuple(d for d in range(len(s)) if s[d])
+        qc = [qd if qd is tid_of[d] else b.prim("where", cond, qd, tid_of[d], guard=guard)
+              for d, qd in enumerate(q)]
         replay, part = _hoist(_replay(fn, old_params, {i: qc[axis] for i, axis in tid_ids.items()}, sites, s),
                               arrays, b)
         out.body.body.extend(replay)
@@ -80,7 +86,7 @@ def gather_adjoint(fn: Function) -> Function:
             total = vals[0]
             for v in vals[1:]:
                 total = b.add(total, v)
-            sums.setdefault(key, []).append(b.select(cond, total, b.zero(key[0].type.scalar)))
+            sums.setdefault(key, []).append(b.prim("where", cond, total, b.zero(key[0].type.scalar), guard=guard))
     for (arr_v, comp), parts in sums.items():
         total = parts[0]
         for v in parts[1:]:
@@ -94,6 +100,8 @@ def gather_adjoint(fn: Function) -> Function:
         lowered = fn.attrs["adj_of"][k - n_fwd] if k >= n_fwd else k
         sources.append(user[lowered])
     out.attrs["gather_sources"] = sorted(set(sources))
+    last = [sh[-1] for sh in shifts]       # threads this close to the last axis's ends replay past the edge
+    out.attrs["gather_margin"] = (max(0, *last), max(0, *(-x for x in last)))
     return out
 
 

@@ -83,6 +83,7 @@ class Codegen(ControlFlow):
         self.native_defs: dict[str, str] = {}                         # native snippet name -> definition
         self.local_params = local_scatters(fn)                        # param index -> shifts (build)
         self.local: frozenset = frozenset()
+        self.interior = False             # emitting the loop over a gathered adjoint's interior threads
 
     # ------------------------------------------------------------------ function skeleton
     def build(self) -> ir.Module:
@@ -172,6 +173,46 @@ class Codegen(ControlFlow):
         b.call(func, [ir.Constant(I64, 0), n, args])
         b.ret_void()
 
+    def inside(self, ins: Instr) -> bool:
+        """True for a gathered adjoint's guard (ad/gather.py) that only tests the last axis, in the loop over
+        the threads away from that axis's ends (`interior`): there the replayed thread always exists."""
+        guard = ins.attrs.get("guard")
+        return self.interior and guard is not None and guard == (self.fn.attrs["tid_ndim"] - 1,)
+
+    def inner_loops(self, b, lo, hi, width, body) -> None:
+        """`body(j)` for j in [lo, hi): one loop, or for a gathered adjoint three — the threads within its
+        margin of either end of the last axis (`width`), and the interior between them, where guards fold
+        away and the replayed loads are consecutive (so the loop vectorises)."""
+        margin = None if self.debug else self.fn.attrs.get("gather_margin")
+        if not margin or (margin[0] == 0 and margin[1] == 0):
+            self.counted_loop(b, lo, hi, body)
+            return
+        clamp = lambda v, a, z: b.select(b.icmp_signed("<", v, a), a, b.select(b.icmp_signed(">", v, z), z, v))  # noqa: E731
+        j1 = clamp(ir.Constant(I64, margin[0]), lo, hi)
+        j2 = clamp(b.sub(width, ir.Constant(I64, margin[1])), j1, hi)
+        self.counted_loop(b, lo, j1, body)
+        self.interior = True
+        self.counted_loop(b, j1, j2, body)
+        self.interior = False
+        self.counted_loop(b, j2, hi, body)
+
+    def counted_loop(self, b, lo, hi, body) -> None:
+        """`body(j)` for j in [lo, hi)."""
+        head = self.func.append_basic_block("loop")
+        inner = self.func.append_basic_block("body")
+        done = self.func.append_basic_block("done")
+        pre = b.block
+        b.branch(head)
+        b.position_at_end(head)
+        j = b.phi(I64, name="j")
+        j.add_incoming(lo, pre)
+        b.cbranch(b.icmp_signed("<", j, hi), inner, done)
+        b.position_at_end(inner)
+        body(j)
+        j.add_incoming(b.add(j, ir.Constant(I64, 1), flags=["nsw"]), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+
     def thread_body(self, b) -> None:
         """One thread's work (self.tid and coordinates set by the enclosing loop)."""
         if self.uses_stack:
@@ -180,21 +221,10 @@ class Codegen(ControlFlow):
 
     def flat_loop(self, b, start, end) -> None:
         """1-D grids: one loop over the worker's thread range."""
-        loop = self.func.append_basic_block("thread")
-        body = self.func.append_basic_block("body")
-        done = self.func.append_basic_block("done")
-        pre = b.block
-        b.branch(loop)
-        b.position_at_end(loop)
-        tid = b.phi(I64, name="tid")
-        tid.add_incoming(start, pre)
-        b.cbranch(b.icmp_signed("<", tid, end), body, done)
-        b.position_at_end(body)
-        self.tid, self.coords = tid, None
-        self.thread_body(b)
-        tid.add_incoming(b.add(tid, ir.Constant(I64, 1), flags=["nsw"]), b.block)
-        b.branch(loop)
-        b.position_at_end(done)
+        def body(tid):
+            self.tid, self.coords = tid, None
+            self.thread_body(b)
+        self.inner_loops(b, start, end, self.dims[0], body)
 
     def row_loops(self, b, start, end) -> None:
         """n-D grids: the worker's flat range [start, end) walked as rows of the last axis, so the inner
@@ -205,8 +235,6 @@ class Codegen(ControlFlow):
         one, zero = ir.Constant(I64, 1), ir.Constant(I64, 0)
         rows = self.func.append_basic_block("rows")
         row = self.func.append_basic_block("row")
-        cols = self.func.append_basic_block("cols")
-        body = self.func.append_basic_block("body")
         next_row = self.func.append_basic_block("next_row")
         done = self.func.append_basic_block("done")
         r0 = b.udiv(start, width)
@@ -233,17 +261,13 @@ class Codegen(ControlFlow):
                 lead.append(b.sub(q, b.mul(nq, self.dims[k])))
                 q = nq
         row_base = b.mul(r, width)
-        b.branch(cols)
-        b.position_at_end(cols)
-        j = b.phi(I64, name="j")
-        j.add_incoming(jstart, row)
-        b.cbranch(b.icmp_signed("<", j, jend), body, next_row)
-        b.position_at_end(body)
-        self.tid = b.add(row_base, j)
-        self.coords = [b.trunc(c, I32) for c in reversed(lead)] + [b.trunc(j, I32)]
-        self.thread_body(b)
-        j.add_incoming(b.add(j, one, flags=["nsw"]), b.block)
-        b.branch(cols)
+
+        def thread(j):
+            self.tid = b.add(row_base, j)
+            self.coords = [b.trunc(c, I32) for c in reversed(lead)] + [b.trunc(j, I32)]
+            self.thread_body(b)
+        self.inner_loops(b, jstart, jend, width, thread)
+        b.branch(next_row)
         b.position_at_end(next_row)
         flat.add_incoming(b.add(flat, b.sub(jend, jstart)), next_row)
         r.add_incoming(b.add(r, one), next_row)

@@ -102,7 +102,7 @@ CODE_FOR_OP = {
     "abs": _intrinsic_call("fabs"),
     "floor": _intrinsic_call("floor"), "ceil": _intrinsic_call("ceil"), "round": _intrinsic_call("round"),
     "sqrt": _intrinsic_call("sqrt", fast=True),
-    "where": lambda cg, b, a, t, ins: b.select(*a),
+    "where": lambda cg, b, a, t, ins: a[1] if cg.inside(ins) else b.select(*a),
     **{name: _compare(op) for name, op in _CMP.items()},
     "and": lambda cg, b, a, t, ins: b.and_(*a),
     "or": lambda cg, b, a, t, ins: b.or_(*a),

@@ -314,7 +314,7 @@ def _where_rule(types, attrs):
 
 
 register(Builtin(
-    "where", _where_rule, eval=lambda c, a, b: np.where(c, a, b), arity=3,
+    "where", _where_rule, eval=lambda c, a, b, **_: np.where(c, a, b), arity=3,
     jvp=lambda b, a, t, o, at: None if t[1] is None and t[2] is None else b.select(
         a[0], t[1] if t[1] is not None else _c(b, o, 0), t[2] if t[2] is not None else _c(b, o, 0)),
     vjp=lambda b, a, o, adj, at: [None, b.select(a[0], adj, _c(b, adj, 0)), b.select(a[0], _c(b, adj, 0), adj)],

@@ -260,3 +260,29 @@ def test_a_replay_never_reads_what_the_kernel_writes(device, gather, rng):
     u = gk.array(rng.standard_normal((n, 3)).astype(np.float32), dtype=gk.vec3, device=device, requires_grad=True)
     out = gk.zeros(n, dtype=gk.vec3, device=device, requires_grad=True)
     assert gk.autograd.gradcheck(vshift, n, [u], [out], eps=1e-3, atol=1e-2, rtol=1e-2, device=device)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6, 31, 1025])
+def test_1d_gather_at_every_size_around_its_margins(device, gather, rng, n):
+    """smooth1d replays threads up to 2 away: grids shorter than, equal to and just past both margins
+    (the CPU backend runs the interior threads in a loop of their own) match the float64 transpose."""
+    w = 0.7
+    u_np = rng.standard_normal(n).astype(np.float32)
+    g = rng.standard_normal(n).astype(np.float32)
+    u = gk.array(u_np, device=device, requires_grad=True)
+    out = gk.zeros(n, device=device, requires_grad=True)
+    gk.launch(smooth1d, n, [u, w], [out], device=device, adjoint=True, adj_outputs=[gk.array(g, device=device)])
+    np.testing.assert_allclose(u.grad.numpy(), _smooth1d_grad(u_np.astype(np.float64), w, g.astype(np.float64)),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 7), (7, 1), (2, 2), (3, 3), (5, 2), (2, 40), (67, 129)])
+def test_2d_gather_on_narrow_and_odd_grids(device, gather, rng, shape):
+    """heat's gathered adjoint on grids narrower than its margins on either axis, and odd sizes whose rows
+    the workers' chunks split mid-row."""
+    g = rng.standard_normal(shape)
+    u = gk.array(rng.random(shape).astype(np.float32), device=device, requires_grad=True)
+    out = gk.zeros(shape, device=device, requires_grad=True)
+    gk.launch(heat, shape, [u], [out], device=device, adjoint=True,
+              adj_outputs=[gk.array(g.astype(np.float32), device=device)])
+    np.testing.assert_allclose(u.grad.numpy(), _heat_grad(g), rtol=1e-5, atol=1e-5)
