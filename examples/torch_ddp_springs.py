@@ -125,8 +125,13 @@ def main(argv=None) -> int:
     if "RANK" in os.environ:                  # a worker: started by launch_workers or by torchrun
         import torch.distributed as dist
         dist.init_process_group("gloo")
-        out = train(args.device, dist.get_rank(), dist.get_world_size(), args.iters)
-        dist.destroy_process_group()
+        out = train(args.device, dist.get_rank(), dist.get_world_size(), args.iters)   # ends in a barrier
+        print(json.dumps(out) if args.json else f"rank {dist.get_rank()}: learned k = {out['k']:.4f}", flush=True)
+        # Leave without the interpreter's teardown: under load, gloo's and the OpenCL driver's threads being
+        # torn down together aborted a finished worker now and then ("terminate called without an active
+        # exception"). Every rank has passed the barrier, so nothing is lost.
+        sys.stderr.flush()
+        os._exit(0 if abs(out["k"] - TRUE_K) < 0.05 else 1)
     elif args.world_size > 1:
         out = launch_workers(args.device, args.world_size, args.iters)[0]
     else:
