@@ -176,24 +176,9 @@ def test_float32_math_called_in_big_kernels(name):
     def k(x: gk.array(dtype=float), y: gk.array(dtype=float)):
         i = gk.tid()
         a = x[i]
-        s = fn(a)                        # 18 calls (s * 0.0 does not fold), past INLINE_MATH_MAX
-        s = fn(s * 0.0 + a)
-        s = fn(s * 0.0 + a)
-        s = fn(s * 0.0 + a)
-        s = fn(s * 0.0 + a)
-        s = fn(s * 0.0 + a)
-        s = fn(s * 0.0 + a)
-        s = fn(s * 0.0 + a)
-        s = fn(s * 0.0 + a)
-        s = fn(s * 0.0 + a)
-        s = fn(s * 0.0 + a)
-        s = fn(s * 0.0 + a)
-        s = fn(s * 0.0 + a)
-        s = fn(s * 0.0 + a)
-        s = fn(s * 0.0 + a)
-        s = fn(s * 0.0 + a)
-        s = fn(s * 0.0 + a)
-        s = fn(s * 0.0 + a)
+        s = fn(a)
+        for _ in gk.static(range(17)):   # unrolled: 18 calls (s * 0.0 does not fold), past INLINE_MATH_MAX
+            s = fn(s * 0.0 + a)
         y[i] = s
 
     rng = np.random.default_rng(5)
