@@ -8,21 +8,21 @@ import math
 
 from ..viz import flow_states as flow
 from ..viz.bundle import Bundle
-from . import data
+from . import data, flow_data, nan_data, overview_data
 
 
 def status_rows(a: Bundle, b: Bundle) -> list[dict]:
     """One row per fact: what, A, B, and whether it changed."""
     def facts(bundle: Bundle) -> dict:
-        s, st = data.summary(bundle), data.bundle_status(bundle)
-        origin = data.nan_origin(bundle)
-        d = data.op_diagnosis(origin) if origin else None
+        s, st = data.summary(bundle), overview_data.bundle_status(bundle)
+        origin = nan_data.nan_origin(bundle)
+        d = nan_data.op_diagnosis(origin) if origin else None
         losses = s["loss_history"]
-        rows = data.gradient_flow(bundle)
+        rows = flow_data.gradient_flow(bundle)
         return {"status": st["status"], "launches": s["launches"], "backward launches": s["backward launches"],
                 "NaN/Inf origin": (f"{d['op']} at {d['where']}" if d else
                                    f"{origin.get('kernel')} wrote {origin.get('array')}") if origin else "none",
-                "cut off arrays": ", ".join(c["array"] for c in data.cut_off_arrays(bundle)) or "none",
+                "cut off arrays": ", ".join(c["array"] for c in flow_data.cut_off_arrays(bundle)) or "none",
                 "gradient-flow alarms": sum(r["flag"] in flow.ALARMS for r in rows),
                 "iterations (losses recorded)": len(losses),
                 "final loss": data.fmt(float(losses[-1])) if losses else "—",
@@ -46,7 +46,7 @@ def flow_rows(a: Bundle, b: Bundle) -> list[dict]:
     a label in A matched with the k-th in B), changes first."""
     def by_label(bundle: Bundle) -> dict:
         out, seen = {}, {}
-        for r in data.gradient_flow(bundle):
+        for r in flow_data.gradient_flow(bundle):
             n = seen[r["array"]] = seen.get(r["array"], 0) + 1
             out[r["array"] if n == 1 else f"{r['array']} #{n}"] = r
         return out

@@ -1,17 +1,17 @@
 """The debugger's tape graph, built from a bundle: the same model `tape.visualize` draws (viz/graph_model.py),
-with arrays coloured by the flow view's states (data.gradient_flow), so the graph and the flow table never
+with arrays coloured by the flow view's states (flow_data.gradient_flow), so the graph and the flow table never
 disagree; plus, per node, the facts shown when it is clicked. No Streamlit here."""
 
 from __future__ import annotations
 
 from ..viz.bundle import FOLD_OVER, Bundle
 from ..viz.graph_model import ArrayInfo, LaunchInfo, TapeGraph, scopes, to_dot
-from . import data
+from . import data, flow_data
 
 
 def bundle_model(bundle: Bundle, gradients: bool = True) -> TapeGraph:
     """Launches and arrays of the bundle; arrays keyed by their bundle id without the leading 'a'."""
-    flow = {r["id"]: r for r in data.gradient_flow(bundle)} if gradients else {}
+    flow = {r["id"]: r for r in flow_data.gradient_flow(bundle)} if gradients else {}
     arrays = {}
     for a in bundle.manifest["arrays"]:
         row = flow.get(a["id"])
@@ -23,7 +23,7 @@ def bundle_model(bundle: Bundle, gradients: bool = True) -> TapeGraph:
         keys = [_key(a) if a is not None else None for a in la["arrays"]]
         launches.append(LaunchInfo(la["kernel"], tuple(la["dim"]), list(la["params"]), tuple(la["scope"]), keys,
                                    la.get("n_inputs", len(keys))))
-        written.update(keys[j] for j in data.written_params(la) if keys[j] is not None)
+        written.update(keys[j] for j in flow_data.written_params(la) if keys[j] is not None)
     return TapeGraph(launches, arrays, written)
 
 
@@ -71,7 +71,7 @@ def node_facts(bundle: Bundle) -> dict[str, list[tuple[str, str]]]:
             ("launches of this kernel", str(runs[la["kernel"]])),
             ("called at", f"{data.shown_path(bundle, site['file'])}:{site['line']}" if site else "n/a"),
             ("arguments", ", ".join(args))]
-    for row in data.gradient_flow(bundle):
+    for row in flow_data.gradient_flow(bundle):
         a = data.array_meta(bundle)[row["id"]]
         lines = [("array", a["label"]), ("type", f"{a['dtype']}[{'x'.join(map(str, a['shape']))}]"),
                  ("requires_grad", str(a["requires_grad"])), ("gradient flow", row["flag"]),
@@ -79,7 +79,7 @@ def node_facts(bundle: Bundle) -> dict[str, list[tuple[str, str]]]:
         value = bundle.value(row["id"])
         if value is not None and value.size and value.dtype.kind == "f":
             lines.append(("value range", f"{data.fmt(float(value.min()))} .. {data.fmt(float(value.max()))}"))
-        lines.append(("explanation", data.flow_explanation(row["flag"])))
+        lines.append(("explanation", flow_data.flow_explanation(row["flag"])))
         facts[f"a{_key(row['id'])}"] = lines
     return facts
 

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from ..viz import flow_states as flow
-from . import data
+from . import data, flow_data
 from .ui import table
 
 FLAG_COLORS = flow.COLORS
@@ -16,18 +16,18 @@ FLAG_COLORS = flow.COLORS
 
 def render(bundle, name: str) -> None:
     c1, c2 = st.columns(2)
-    vanishing = c1.number_input("vanishing below |grad| <", value=data.VANISHING, format="%.1e",
+    vanishing = c1.number_input("vanishing below |grad| <", value=flow_data.VANISHING, format="%.1e",
                                 min_value=0.0, key="flow_vanishing")
-    exploding = c2.number_input("exploding above |grad| >", value=data.EXPLODING, format="%.1e",
+    exploding = c2.number_input("exploding above |grad| >", value=flow_data.EXPLODING, format="%.1e",
                                 min_value=0.0, key="flow_exploding")
-    rows = data.gradient_flow(bundle, vanishing=vanishing, exploding=exploding)
+    rows = flow_data.gradient_flow(bundle, vanishing=vanishing, exploding=exploding)
     if not rows:
         st.warning("This bundle holds no arrays.")
         return
     _norm_chart(rows)
     flagged = [r for r in rows if r["flag"] not in (flow.OK, flow.CONSUMED, flow.NOT_DIFFERENTIABLE, flow.UNUSED)]
     for r in flagged:
-        text = f"**{r['array']}** — {r['flag']}: {data.flow_explanation(r['flag'])}"
+        text = f"**{r['array']}** — {r['flag']}: {flow_data.flow_explanation(r['flag'])}"
         (st.error if r["flag"] in flow.ALARMS else st.warning)(text)
     table([{k: v for k, v in r.items() if k != "id"} for r in rows], key="flow_table")
     _histogram(bundle, rows)
@@ -36,7 +36,7 @@ def render(bundle, name: str) -> None:
 
 def _history(bundle) -> None:
     """Loss and per-array gradient norms over the captured run's iterations (log scales, titled axes)."""
-    h = data.history(bundle)
+    h = flow_data.history(bundle)
     if h is None:
         return
     st.subheader("History over iterations")
@@ -90,7 +90,7 @@ def _histogram(bundle, rows: list[dict]) -> None:
         return
     pick = st.selectbox("Gradient of", list(choices), key="flow_hist_array")
     bins = st.slider("bins", 5, 100, 30, key="flow_hist_bins")
-    hist = data.gradient_histogram(bundle, choices[pick], bins=bins)
+    hist = flow_data.gradient_histogram(bundle, choices[pick], bins=bins)
     if hist["nonfinite"]:
         st.error(f"{hist['nonfinite']} non-finite entries (not plotted)")
     if not hist["counts"]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ..viz.bundle import FOLD_OVER
-from . import data, graph_component, graph_data
+from . import flow_data, graph_component, graph_data
 from .ui import static_table, table
 
 LEGEND = ("**Colours** (the gradient-flow view's states) — ok: blue; consumed (an intermediate whose gradient "
@@ -51,7 +51,7 @@ def render(bundle, name: str) -> None:
     if found:
         with st.expander(f"Search matches ({len(found)})"):
             table(found, key="graph_matches")
-    cut = data.cut_off_arrays(bundle)
+    cut = flow_data.cut_off_arrays(bundle)
     st.subheader("Arrays cut off from the gradient")
     if not cut:
         st.success("Every float array the launches use has requires_grad=True.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from . import data
+from . import data, nan_data
 from .ui import num, static_table, table
 
 PICK = "launch_pick"
@@ -53,7 +53,7 @@ def _first_row(bundle, n: int) -> int:
     asked = st.query_params.get("launch")
     if asked is not None and asked.isdigit() and int(asked) < n:
         return int(asked)
-    row = data.nan_launch_row(bundle, data.nan_origin(bundle))
+    row = nan_data.nan_launch_row(bundle, nan_data.nan_origin(bundle))
     return row if row is not None and row < n else 0
 
 

@@ -8,7 +8,7 @@ import re
 
 import streamlit as st
 
-from . import data
+from . import data, nan_data
 from .ui import static_table
 
 LINE_STYLE = "display:block;white-space:pre;font-family:monospace"
@@ -54,12 +54,12 @@ def _diagnosis(d: dict) -> None:
 
 
 def render(bundle, name: str) -> None:
-    origin = data.nan_origin(bundle)
+    origin = nan_data.nan_origin(bundle)
     if origin is None:
         st.success("No NaN or Inf was recorded: no launch, forward or backward, wrote a non-finite value "
                    "(with `gradkit debug` every launch is checked).")
         return
-    diagnosis = data.op_diagnosis(origin)
+    diagnosis = nan_data.op_diagnosis(origin)
     if diagnosis is not None:
         _diagnosis(diagnosis)
     st.error(origin.get("message") or "a launch wrote a non-finite value")
@@ -79,7 +79,7 @@ def render(bundle, name: str) -> None:
     st.markdown(f"First non-finite value written by **{where}** ({how}).")
     st.subheader("Source")
     line = (origin.get("origin") or {}).get("line") or origin.get("line")    # the op's line, else the write's
-    excerpt = data.source_excerpt(bundle, origin.get("kernel"), line, origin.get("file"))
+    excerpt = nan_data.source_excerpt(bundle, origin.get("kernel"), line, origin.get("file"))
     if excerpt["lines"]:
         st.caption(f"{excerpt['file']}:{line or '?'}")
         st.markdown(source_html(excerpt), unsafe_allow_html=True)
@@ -87,7 +87,7 @@ def render(bundle, name: str) -> None:
             st.caption("(the writing line is unknown: the whole kernel is shown)")
     else:
         st.caption("The kernel's source is not in the bundle.")
-    values = data.values_at(bundle, origin)
+    values = nan_data.values_at(bundle, origin)
     if values:
         st.subheader(f"Arguments at element {index}")
         st.caption("Each array argument of the launch at the offending element, before and after it.")

@@ -9,7 +9,7 @@ import urllib.parse
 
 import streamlit as st
 
-from . import data
+from . import overview_data
 
 STATUS_STYLE = {"NaN/Inf": "#d62728", "alarms": "#e45756", "cut off": "#f58518", "ok": "#54a24b",
                 "unreadable": "#7f7f7f"}
@@ -29,7 +29,7 @@ def render_all(entries: list[tuple[str, object]]) -> None:
     st.caption("Every bundle of this folder; problems first. Each link opens the view that shows it.")
     rows = []
     for name, bundle in entries:
-        status = data.bundle_status(bundle) if not isinstance(bundle, str) else {
+        status = overview_data.bundle_status(bundle) if not isinstance(bundle, str) else {
             "status": "unreadable", "rank": 9, "problems": [], "launches": 0, "detail": bundle}
         rows.append((name, status))
     rows.sort(key=lambda r: (r[1]["rank"], r[0]))

@@ -13,7 +13,7 @@ import pytest
 
 import gradkit as gk
 from tests.app.recording import record_bundle
-from gradkit.app import graph_data, checks, data
+from gradkit.app import checks, data, flow_data, graph_data, nan_data
 from gradkit.viz.bundle import BundleError
 
 
@@ -72,59 +72,59 @@ def test_detail_without_snapshots_says_so(bundles):
 
 
 def test_gradient_flow_flags(bundles):
-    flags = {r["array"]: r["flag"] for r in data.gradient_flow(bundles["train"])}
+    flags = {r["array"]: r["flag"] for r in flow_data.gradient_flow(bundles["train"])}
     # intermediates (g, pred, loss) were consumed by backward, not "zero": their norm is what arrived
     assert flags == {"feature": "vanishing", "g": "consumed", "x": "ok", "w": "cut off",
                      "b": "ok", "pred": "consumed", "target": "cut off", "loss": "consumed"}
-    rows = {r["array"]: r for r in data.gradient_flow(bundles["train"])}
+    rows = {r["array"]: r for r in flow_data.gradient_flow(bundles["train"])}
     assert rows["loss"]["grad norm"] == 1.0 and rows["g"]["grad norm"] == pytest.approx(rows["pred"]["grad norm"])
-    flags = {r["array"]: r["flag"] for r in data.gradient_flow(bundles["train"], vanishing=0, exploding=10)}
+    flags = {r["array"]: r["flag"] for r in flow_data.gradient_flow(bundles["train"], vanishing=0, exploding=10)}
     assert flags["b"] == "exploding" and flags["feature"] == "ok"
-    assert {r["flag"] for r in data.gradient_flow(bundles["nan"])} == {"no backward"}
-    sqrt = {r["array"]: r for r in data.gradient_flow(bundles["sqrt"])}
+    assert {r["flag"] for r in flow_data.gradient_flow(bundles["nan"])} == {"no backward"}
+    sqrt = {r["array"]: r for r in flow_data.gradient_flow(bundles["sqrt"])}
     assert sqrt["x"]["flag"] == "NaN/Inf" and np.isnan(sqrt["x"]["grad norm"])     # no finite norm for NaN
     assert sqrt["r"]["flag"] == "consumed"
     from gradkit.viz import flow_states
-    assert all(data.flow_explanation(f) for f in flow_states.COLORS)
+    assert all(flow_data.flow_explanation(f) for f in flow_states.COLORS)
 
 
 def test_cut_off_arrays(bundles):
-    cut = {c["array"]: c for c in data.cut_off_arrays(bundles["train"])}
+    cut = {c["array"]: c for c in flow_data.cut_off_arrays(bundles["train"])}
     assert set(cut) == {"w", "target"}
     assert cut["w"]["used by"] == "predict" and "requires_grad=False" in cut["w"]["explanation"]
-    assert data.cut_off_arrays(bundles["nan"]) == []
+    assert flow_data.cut_off_arrays(bundles["nan"]) == []
 
 
 def test_gradient_histogram(bundles):
     b = bundles["train"]
     aid = next(a["id"] for a in b.manifest["arrays"] if a["label"] == "x")
-    hist = data.gradient_histogram(b, aid, bins=7)
+    hist = flow_data.gradient_histogram(b, aid, bins=7)
     assert len(hist["counts"]) == 7 and sum(hist["counts"]) == 16 and hist["nonfinite"] == 0
     aid = next(a["id"] for a in bundles["sqrt"].manifest["arrays"] if a["label"] == "x")
-    assert data.gradient_histogram(bundles["sqrt"], aid)["nonfinite"] == 1
+    assert flow_data.gradient_histogram(bundles["sqrt"], aid)["nonfinite"] == 1
 
 
 def test_nan_origin_forward(bundles):
     b = bundles["nan"]
-    o = data.nan_origin(b)
+    o = nan_data.nan_origin(b)
     assert (o["kernel"], o["array"], o["direction"]) == ("log_energy", "e", "forward")
     assert o["launch"] == 1 and o["index"] == [0]
     assert np.isnan(o["value"]) and o["source"] == "manifest" and o["param"] == "e"
     assert o["file"] == "sample_nan.py" and "/" not in o["message"] and "sample_nan.py:18" in o["message"]
-    src = data.source_excerpt(b, o["kernel"], o["line"], o["file"])
+    src = nan_data.source_excerpt(b, o["kernel"], o["line"], o["file"])
     assert src["hit"].strip() == "e[i] = gk.log(y[i])"
     assert [n for n, _, hit in src["lines"] if hit] == [o["line"]]
-    at = {r["param"]: r for r in data.values_at(b, o)}
+    at = {r["param"]: r for r in nan_data.values_at(b, o)}
     assert at["y"]["value before"] == pytest.approx(1.5 * 0.1 - 0.5) and np.isnan(at["e"]["value after"])
 
 
 def test_nan_origin_backward(bundles):
     b = bundles["sqrt"]
-    o = data.nan_origin(b)
+    o = nan_data.nan_origin(b)
     assert (o["kernel"], o["array"], o["direction"]) == ("root", "x.grad", "backward")
     assert o["backward"] == 1 and o["launch"] == 0 and o["index"] == [0] and o["value"] == np.inf
-    assert data.source_excerpt(b, "root", o["line"])["hit"].strip() == "r[i] = gk.sqrt(x[i])"
-    at = {r["param"]: r for r in data.values_at(b, o)}
+    assert nan_data.source_excerpt(b, "root", o["line"])["hit"].strip() == "r[i] = gk.sqrt(x[i])"
+    at = {r["param"]: r for r in nan_data.values_at(b, o)}
     assert at["x"]["grad before"] == 0.0 and at["x"]["grad after"] == np.inf
 
 
@@ -142,15 +142,15 @@ def test_nan_origin_inferred_from_snapshots(tmp_path):
         gk.launch(log_energy, n, inputs=[y], outputs=[e])
     tape.save(tmp_path / "b")
     b = data.open_bundle(tmp_path / "b")
-    o = data.nan_origin(b)
+    o = nan_data.nan_origin(b)
     assert o["source"] == "snapshots" and o["kernel"] == "log_energy" and o["direction"] == "forward"
     assert o["param"] == "e" and o["index"] == [0] and np.isnan(o["value"])
-    assert data.source_excerpt(b, o["kernel"], o["line"])["hit"].strip() == "e[i] = gk.log(y[i])"
+    assert nan_data.source_excerpt(b, o["kernel"], o["line"])["hit"].strip() == "e[i] = gk.log(y[i])"
     assert data.summary(b)["nan"]
 
 
 def test_no_nan(bundles):
-    assert data.nan_origin(bundles["train"]) is None and not data.summary(bundles["train"])["nan"]
+    assert nan_data.nan_origin(bundles["train"]) is None and not data.summary(bundles["train"])["nan"]
 
 
 def test_kernel_code(bundles):
@@ -185,7 +185,7 @@ def test_source_excerpt_never_reads_files(tmp_path, record_plain):
     secret = tmp_path / "secret.txt"
     secret.write_text("\n".join(f"secret {k}" for k in range(50)))
     b.manifest["kernels"]["scale"]["file"] = str(secret)
-    excerpt = data.source_excerpt(b, "scale", 30, str(secret))
+    excerpt = nan_data.source_excerpt(b, "scale", 30, str(secret))
     assert not any("secret" in text for _, text, _ in excerpt["lines"]) and excerpt["file"] == "secret.txt"
 
 
@@ -290,13 +290,13 @@ def test_gradcheck_refuses_a_kernel_calling_a_user_function(tmp_path):
 
 def test_op_diagnosis_names_op_line_call_site_and_iteration(bundles):
     """The NaN view's headline facts, from the bundles `gradkit debug` wrote."""
-    fwd = data.op_diagnosis(data.nan_origin(bundles["nan"]))
+    fwd = nan_data.op_diagnosis(nan_data.nan_origin(bundles["nan"]))
     assert (fwd["op"], fwd["where"], fwd["call site"], fwd["iteration"]) == \
         ("log", "sample_nan.py:18", "sample_nan.py:36", 0)
-    back = data.op_diagnosis(data.nan_origin(bundles["sqrt"]))
+    back = nan_data.op_diagnosis(nan_data.nan_origin(bundles["sqrt"]))
     assert back["op"] == "sqrt" and "sqrt(0.0) = 0.0" in back["headline"] and "= inf" in back["headline"]
     assert (back["call site"], back["backward call"]) == ("sample_sqrt.py:31", "sample_sqrt.py:33")
-    assert data.op_diagnosis(data.nan_origin(bundles["train"]) or {}) is None
+    assert nan_data.op_diagnosis(nan_data.nan_origin(bundles["train"]) or {}) is None
 
 
 def test_no_false_zero_alarms_on_the_bundled_examples(example_bundles):
@@ -305,7 +305,7 @@ def test_no_false_zero_alarms_on_the_bundled_examples(example_bundles):
     bundles = data.find_bundles(example_bundles)
     assert len(bundles) >= 10
     for path in bundles:
-        rows = data.gradient_flow(data.open_bundle(path))
+        rows = flow_data.gradient_flow(data.open_bundle(path))
         assert not [r["array"] for r in rows if r["flag"] == "zero"], path.name
         consumed = [r for r in rows if r["flag"] == "consumed"]
         assert all(r["grad norm"] is None or r["grad norm"] > 0 for r in consumed), path.name
@@ -314,7 +314,7 @@ def test_no_false_zero_alarms_on_the_bundled_examples(example_bundles):
 def test_history_over_iterations(bundles, example_bundles):
     """The train sample runs three steps: loss and per-array norms for each; the cloth example's graph folds
     its 180 launches into a readable handful of nodes."""
-    h = data.history(bundles["train"])
+    h = flow_data.history(bundles["train"])
     assert list(h["loss"]["iteration"]) == [0, 1, 2] and h["loss"]["loss"].is_monotonic_decreasing
     per_array = h["norms"].groupby("array")["iteration"].count()
     assert per_array["x"] == 3 and per_array["b"] == 3
@@ -332,7 +332,7 @@ def test_flow_not_reached_after_backward_stopped(tmp_path):
     from gradkit.app.cli import capture_script
     report = capture_script(pathlib.Path(__file__).with_name("sample_chain.py"), [], tmp_path / "chain")
     assert report.bundle is not None, report.error
-    flags = {r["array"]: r["flag"] for r in data.gradient_flow(data.open_bundle(tmp_path / "chain"))}
+    flags = {r["array"]: r["flag"] for r in flow_data.gradient_flow(data.open_bundle(tmp_path / "chain"))}
     assert flags == {"x": "not reached", "y": "NaN/Inf", "r": "consumed", "loss": "consumed"}
 
 

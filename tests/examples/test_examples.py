@@ -197,20 +197,20 @@ def test_script_runs_as_main(script, device):
 
 def test_examples_become_bundles_the_debugger_reads(tmp_path):
     """What `make demo` does before serving: capture each example (snapshots and NaN checks on)."""
-    from gradkit.app import data
+    from gradkit.app import data, flow_data, nan_data
     from gradkit.app.cli import capture_script
     reports = {p.stem: capture_script(p, [], tmp_path / p.stem) for p in sorted(EXAMPLES.glob("*.py"))}
     assert all(r.bundle is not None and r.error is None for r in reports.values()), reports
     bundles = {name: data.open_bundle(r.bundle) for name, r in reports.items()}
 
-    origin = data.nan_origin(bundles["safe_sqrt_nan"])
+    origin = nan_data.nan_origin(bundles["safe_sqrt_nan"])
     assert (origin["kernel"], origin["array"], origin["direction"]) == ("length", "px.grad", "backward")
     assert reports["safe_sqrt_nan"].nan and "px.grad" in reports["safe_sqrt_nan"].nan
     for name in ("heat_optimize", "cloth_trajectory"):
         history = data.summary(bundles[name])["loss_history"]
         assert len(history) > 10 and history[-1] < 0.1 * history[0]
-        assert data.nan_origin(bundles[name]) is None
+        assert nan_data.nan_origin(bundles[name]) is None
     kernels = {row["kernel"] for row in data.launch_rows(bundles["gravity_forces"])}
     assert kernels == {"potential_energy", "gravity_force"}
-    cut = {row["array"] for row in data.cut_off_arrays(bundles["gravity_forces"])}
+    cut = {row["array"] for row in flow_data.cut_off_arrays(bundles["gravity_forces"])}
     assert "masses" in cut

@@ -283,11 +283,11 @@ def test_deeply_nested_json_is_a_bundle_error(good, tmp_path):
 # Nothing in a bundle runs --------------------------------------------------------------------------------
 GRADCHECK = """
 import json, pathlib, sys
-from gradkit.app import checks, data
+from gradkit.app import checks, data, flow_data, nan_data
 b = data.open_bundle(sys.argv[1])
-for f in (data.launch_rows, data.summary, data.nan_origin, data.gradient_flow, data.cut_off_arrays):
+for f in (data.launch_rows, data.summary, nan_data.nan_origin, flow_data.gradient_flow, flow_data.cut_off_arrays):
     f(b)
-data.kernel_code(b, "smooth"); data.source_excerpt(b, "smooth", 3)
+data.kernel_code(b, "smooth"); nan_data.source_excerpt(b, "smooth", 3)
 try:
     checks.run_gradcheck(b, 0)                        # no opt-in: refused, nothing compiled
     print("ran without approval"); sys.exit(1)
