@@ -24,6 +24,7 @@ from .control import ControlFlow
 from .lltypes import F32, F64, I1, I8, I32, I64, llvm_type, storage_type
 from .mathlib import INLINE_MATH_MAX, POLY_FNS, MathLib
 from .prims import emit_prim
+from .thread_loops import ThreadLoops
 
 HEADER = 5            # slots: dims[4], fault pointer
 ALL = "_all"          # suffix of the whole-grid entry point (see Codegen.whole_grid_entry)
@@ -64,7 +65,7 @@ def poly_calls(fn: Function) -> int:
     return count
 
 
-class Codegen(ControlFlow):
+class Codegen(ControlFlow, ThreadLoops):
     """Builds one LLVM module holding one kernel function."""
 
     def __init__(self, fn: Function, name: str, debug: bool, stack_size: int, fast_math: bool = False):
@@ -172,108 +173,6 @@ class Codegen(ControlFlow):
             n = d if n is None else b.mul(n, d)
         b.call(func, [ir.Constant(I64, 0), n, args])
         b.ret_void()
-
-    def inside(self, ins: Instr) -> bool:
-        """True for a gathered adjoint's guard (ad/gather.py) that only tests the last axis, in the loop over
-        the threads away from that axis's ends (`interior`): there the replayed thread always exists."""
-        guard = ins.attrs.get("guard")
-        return self.interior and guard is not None and guard == (self.fn.attrs["tid_ndim"] - 1,)
-
-    def inner_loops(self, b, lo, hi, width, body) -> None:
-        """`body(j)` for j in [lo, hi): one loop, or for a gathered adjoint three — the threads within its
-        margin of either end of the last axis (`width`), and the interior between them, where guards fold
-        away and the replayed loads are consecutive (so the loop vectorises)."""
-        margin = None if self.debug else self.fn.attrs.get("gather_margin")
-        if not margin or (margin[0] == 0 and margin[1] == 0):
-            self.counted_loop(b, lo, hi, body)
-            return
-        clamp = lambda v, a, z: b.select(b.icmp_signed("<", v, a), a, b.select(b.icmp_signed(">", v, z), z, v))  # noqa: E731
-        j1 = clamp(ir.Constant(I64, margin[0]), lo, hi)
-        j2 = clamp(b.sub(width, ir.Constant(I64, margin[1])), j1, hi)
-        self.counted_loop(b, lo, j1, body)
-        self.interior = True
-        self.counted_loop(b, j1, j2, body)
-        self.interior = False
-        self.counted_loop(b, j2, hi, body)
-
-    def counted_loop(self, b, lo, hi, body) -> None:
-        """`body(j)` for j in [lo, hi)."""
-        head = self.func.append_basic_block("loop")
-        inner = self.func.append_basic_block("body")
-        done = self.func.append_basic_block("done")
-        pre = b.block
-        b.branch(head)
-        b.position_at_end(head)
-        j = b.phi(I64, name="j")
-        j.add_incoming(lo, pre)
-        b.cbranch(b.icmp_signed("<", j, hi), inner, done)
-        b.position_at_end(inner)
-        body(j)
-        j.add_incoming(b.add(j, ir.Constant(I64, 1), flags=["nsw"]), b.block)
-        b.branch(head)
-        b.position_at_end(done)
-
-    def thread_body(self, b) -> None:
-        """One thread's work (self.tid and coordinates set by the enclosing loop)."""
-        if self.uses_stack:
-            b.store(ir.Constant(I32, 0), self.sp)
-        self.region(self.fn.body, b)
-
-    def flat_loop(self, b, start, end) -> None:
-        """1-D grids: one loop over the worker's thread range."""
-        def body(tid):
-            self.tid, self.coords = tid, None
-            self.thread_body(b)
-        self.inner_loops(b, start, end, self.dims[0], body)
-
-    def row_loops(self, b, start, end) -> None:
-        """n-D grids: the worker's flat range [start, end) walked as rows of the last axis, so the inner
-        loop has consecutive last coordinates (vectorisable, no division per thread); the leading
-        coordinates are computed once per row."""
-        ndim = self.fn.attrs["tid_ndim"]
-        width = self.dims[ndim - 1]
-        one, zero = ir.Constant(I64, 1), ir.Constant(I64, 0)
-        rows = self.func.append_basic_block("rows")
-        row = self.func.append_basic_block("row")
-        next_row = self.func.append_basic_block("next_row")
-        done = self.func.append_basic_block("done")
-        r0 = b.udiv(start, width)
-        j0 = b.sub(start, b.mul(r0, width))
-        pre = b.block
-        b.branch(rows)
-        b.position_at_end(rows)
-        flat = b.phi(I64, name="flat")
-        r = b.phi(I64, name="r")
-        jstart = b.phi(I64, name="jstart")
-        flat.add_incoming(start, pre)
-        r.add_incoming(r0, pre)
-        jstart.add_incoming(j0, pre)
-        b.cbranch(b.icmp_signed("<", flat, end), row, done)
-        b.position_at_end(row)
-        left = b.add(jstart, b.sub(end, flat))
-        jend = b.select(b.icmp_signed("<", left, width), left, width)
-        lead, q = [], r                       # leading coordinates, innermost first
-        for k in range(ndim - 2, -1, -1):
-            if k == 0:
-                lead.append(q)
-            else:
-                nq = b.udiv(q, self.dims[k])
-                lead.append(b.sub(q, b.mul(nq, self.dims[k])))
-                q = nq
-        row_base = b.mul(r, width)
-
-        def thread(j):
-            self.tid = b.add(row_base, j)
-            self.coords = [b.trunc(c, I32) for c in reversed(lead)] + [b.trunc(j, I32)]
-            self.thread_body(b)
-        self.inner_loops(b, jstart, jend, width, thread)
-        b.branch(next_row)
-        b.position_at_end(next_row)
-        flat.add_incoming(b.add(flat, b.sub(jend, jstart)), next_row)
-        r.add_incoming(b.add(r, one), next_row)
-        jstart.add_incoming(zero, next_row)
-        b.branch(rows)
-        b.position_at_end(done)
 
     def text(self) -> str:
         """The module as LLVM IR text, with native snippets defined (see native.py) and the float32 math
