@@ -35,7 +35,24 @@ def gather_plan(fn: Function) -> dict | None:
     written = {ins.args[0].id for ins in fn.walk() if ins.op in WRITES and ins.args[0].id not in plan}
     if loaded & written:
         return None
+    # A replay performs no write but the gathered add, so what it adds must not come from a write's result
+    # (an atomic's old value, the exchange of a max's gradient).
+    from_writes = _from_writes(fn.body, set())
+    if any(a.id in from_writes for sites in plan.values() for ins, sh in sites.items() if any(sh)
+           for a in ins.args):
+        return None
     return plan or None
+
+
+def _from_writes(region: Region, tainted: set) -> set:
+    """Ids of the values computed from the result of a write (`tainted` grows; regions before their `if`)."""
+    for ins in region.body:
+        for r in ins.regions:
+            _from_writes(r, tainted)
+        if ins.op in WRITES or any(a.id in tainted for a in ins.args) or \
+                any(y.id in tainted for r in ins.regions for y in r.yields):
+            tainted.update(v.id for v in ins.results)
+    return tainted
 
 
 def gather_adjoint(fn: Function) -> Function:
@@ -126,19 +143,23 @@ def _drop(region: Region, ids: set) -> None:
 
 def _replay(fn: Function, params: dict, tid_values: dict, sites: dict, shift: tuple) -> list[Instr]:
     """The body of `fn` as thread tid - shift: the gathered adds at `shift` kept (to the element they hit,
-    now the replaying thread's own: exclusive), every other write dropped, thread ids read as the shifted
-    ones."""
+    now the replaying thread's own: exclusive), every other write left out — or, where its result is used,
+    replaced by a zero that only code left dead uses (`gather_plan` checks the kept adds do not) — thread ids
+    read as the shifted ones."""
     mapping: dict[int, Value] = {**params, **tid_values}
     keep = {ins for ins, (_, s) in sites.items() if s == shift}
 
     def kept(ins: Instr) -> bool:
-        return ins.op != Op.TID and (ins.op not in WRITES or ins in keep)
+        return ins.op != Op.TID and (ins.op not in WRITES or ins in keep or bool(ins.results))
 
-    def exclusive(old: Instr, new: Instr) -> None:
+    def edit(old: Instr, new: Instr) -> None:
         if old in keep:
             new.attrs["exclusive"] = True
+        elif old.op in WRITES:                     # not performed: its old value stands in as a zero
+            new.op, new.args, new.attrs = Op.CONST, [], {"value": 0}
+            new.result.const_value = 0
 
-    return [copy_instr(ins, mapping, kept, exclusive) for ins in fn.body.body if kept(ins)]
+    return [copy_instr(ins, mapping, kept, edit) for ins in fn.body.body if kept(ins)]
 
 
 def _hoist(body: list, arrays: set, b: Builder) -> tuple[list, dict]:

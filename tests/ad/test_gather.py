@@ -286,3 +286,33 @@ def test_2d_gather_on_narrow_and_odd_grids(device, gather, rng, shape):
     gk.launch(heat, shape, [u], [out], device=device, adjoint=True,
               adj_outputs=[gk.array(g.astype(np.float32), device=device)])
     np.testing.assert_allclose(u.grad.numpy(), _heat_grad(g), rtol=1e-5, atol=1e-5)
+
+
+@gk.kernel
+def shifted_and_max(v: gk.array(dtype=gk.vec3), top: gk.array(dtype=float), out: gk.array(dtype=float)):
+    i = gk.tid()
+    out[i] = gk.sin(v[i - 1][0] if i >= 1 else v[i][0])
+    gk.atomic_max(top, 0, v[i][1])
+
+
+def test_a_replay_leaves_out_writes_whose_results_the_kernel_uses(device, gather, rng):
+    """The adjoint of atomic_max exchanges top's gradient and adds what it took to v's; a replay performs
+    neither, yet its copy of the code around them must stay well formed (it was not: the gathered variant
+    failed to build, found by the fuzzer's stencil reads)."""
+    n = 40
+    v_np = rng.uniform(0.5, 1.0, (n, 3)).astype(np.float32)
+    g = rng.standard_normal(n).astype(np.float32)
+    v = gk.array(v_np, dtype=gk.vec3, device=device, requires_grad=True)
+    top = gk.zeros(1, device=device, requires_grad=True)
+    out = gk.zeros(n, device=device, requires_grad=True)
+    tape = gk.Tape()
+    with tape:
+        gk.launch(shifted_and_max, n, [v, top], [out], device=device)
+    tape.backward(grads={out: gk.array(g, device=device), top: gk.array([2.0], device=device)})
+    assert ("gather_sources" in tape.launches[0].prepared.spec.fn.attrs) == gather
+    x = v_np.astype(np.float64)
+    ref = np.zeros((n, 3))
+    ref[:-1, 0] += g[1:] * np.cos(x[:-1, 0])
+    ref[0, 0] += g[0] * np.cos(x[0, 0])
+    ref[np.argmax(x[:, 1]), 1] = 2.0
+    np.testing.assert_allclose(v.grad.numpy(), ref, rtol=1e-5, atol=1e-6)
