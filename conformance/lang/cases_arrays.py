@@ -1,5 +1,6 @@
 """Arrays in the language: `a.shape[k]` and `len(a)`, 2-D/3-D arrays with multi-dimensional launches
-(`i, j = gk.tid()`), integer index arrays (gathers), and sub-array views `x[i]` (read and written)."""
+(`i, j = gk.tid()`), integer index arrays (gathers), sub-array views `x[i]` (read and written), and
+neighbours at constant shifts (stencils, whose adjoints gather)."""
 
 import numpy as np
 
@@ -98,6 +99,41 @@ def _views3_ref(x, y, t):
     return 3 * np.sin(x).sum(-1), t + (x[:, :, 0] * x[:, :, 1]).sum(0)
 
 
+@gk.kernel
+def stencil_1d(x: A1, y: A1):
+    i = gk.tid()
+    n = x.shape[0]
+    left = x[i - 1] if i >= 1 else 0.0
+    right = x[i + 2] if i + 2 < n else x[i]
+    y[i] = x[i] * left + gk.sin(right)
+
+
+def _stencil1_ref(x, y):
+    n = len(x)
+    left = np.concatenate([[0.0], x[:-1]])
+    right = np.where(np.arange(n) + 2 < n, np.concatenate([x[2:], x[:2]]), x)
+    return x * left + np.sin(right)
+
+
+@gk.kernel
+def stencil_2d(u: A2, out: A2):
+    i, j = gk.tid()
+    n = u.shape[0]
+    m = u.shape[1]
+    if i == 0 or j == 0 or i == n - 1 or j == m - 1:
+        out[i, j] = u[i, j]
+    else:
+        lap = u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1] - 4.0 * u[i, j]
+        out[i, j] = u[i, j] + 0.2 * lap * u[i, j]
+
+
+def _stencil2_ref(u, out):
+    r = u.copy()
+    lap = u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:] - 4.0 * u[1:-1, 1:-1]
+    r[1:-1, 1:-1] = u[1:-1, 1:-1] + 0.2 * lap * u[1:-1, 1:-1]
+    return r
+
+
 CASES = collect("arrays", [
     Case("shape_and_len", "`a.shape[k]` and `len(a)` in a kernel (loop bound, values)", shape_len, 5,
          [In((5, 3)), Out((5,)), Out((5,), gk.int32)], _shape_ref),
@@ -113,4 +149,9 @@ CASES = collect("arrays", [
     Case("subarray_view_3d", "views of a 3-D array and of a view (`x[i]`, `plane[j]`, `x[i, j]`) passed to a "
          "@gk.func and to `atomic_add`", views_3d, 3,
          [In((3, 2, 4)), Out((3, 2)), Out((2,), init=lambda r: r.normal(size=2))], _views3_ref),
+    Case("stencil_neighbours", "neighbours at a constant shift, guarded at the ends: `x[i - 1] if i >= 1 else 0.0`, "
+         "`x[i + 2] if i + 2 < n else x[i]` (the adjoint gathers)",
+         stencil_1d, 9, [In((9,)), Out((9,))], _stencil1_ref),
+    Case("stencil_neighbours_2d", "a 5-point stencil over the interior of a 2-D grid, its edge copied",
+         stencil_2d, (5, 6), [In((5, 6)), Out((5, 6))], _stencil2_ref),
 ])

@@ -17,6 +17,8 @@ GK_TYPE = {"f": "gk.float64", "i": "int", "v2": "gk.vec2d", "v3": "gk.vec3d", "v
            "arr": "gk.array(dtype=gk.float64)", "acc": "gk.array(dtype=gk.float64)", "row": "int"}
 VECS, MATS = ("v2", "v3", "v4"), ("m2", "m3", "m4")
 VIEWS = 0.05      # share of n-D accesses written through a sub-array view x[i][k]
+STENCIL = 0.12    # share of reads at the thread's own row shifted by a constant, x[i - s] guarded by i >= s:
+                  # the shifted reads whose adjoints become gathers (ad/gather.py)
 QUATS = 0.4       # share of vec3/mat33 functions that go through a quaternion (rotate, rotate_inv, to_matrix)
 STRUCTS = 0.3     # share of kernels keeping some locals in fields of a @gk.struct local (`st.f0`, `st.v1`)
 STRUCT_FIELDS = {"f": [f"f{k}" for k in range(6)], "v3": ["v0", "v1"], "v2": ["w0"]}
@@ -132,9 +134,15 @@ class ExprGen:
         a = self.r.pick(arrs)
         own = a.owner == self.kernel.j
         idx = self.index_of(a, own)
-        if len(a.shape) > 1 and self.r.coin(VIEWS):   # through a sub-array view: x[i][k]
+        head, _, rest = idx.partition(", ")
+        if head == "i" and not own and self.r.coin(STENCIL):   # a neighbour (not of an array this kernel writes)
+            self.prog.features.add("stencil")
+            shift = self.r.pick([-2, -1, 1, 2])
+            near = ", ".join([f"i - {shift}" if shift > 0 else f"i + {-shift}"] + ([rest] if rest else []))
+            guard = f"i >= {shift}" if shift > 0 else f"i + {-shift} < {a.shape[0]}"
+            text = f"({self.use(a)}[{near}] if {guard} else {self.use(a)}[{idx}])"
+        elif len(a.shape) > 1 and self.r.coin(VIEWS):   # through a sub-array view: x[i][k]
             self.prog.features.add("view")
-            head, _, rest = idx.partition(", ")
             text = f"{self.use(a)}[{head}][{rest}]"
         else:
             text = f"{self.use(a)}[{idx}]"
