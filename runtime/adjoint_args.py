@@ -28,7 +28,7 @@ def _full_like(a, value):
     return full(a.shape, value, dtype=a.dtype, device=a.device)
 
 
-def _given(kernel, n_args, n_inputs, adj_inputs, adj_outputs) -> list | None:
+def given_adjoints(kernel, n_args, n_inputs, adj_inputs, adj_outputs) -> list | None:
     """The adjoints the caller gave, one entry (or None) per user-level parameter; None when none given."""
     if adj_inputs is None and adj_outputs is None:
         return None
@@ -45,11 +45,10 @@ def _is_seed(g) -> bool:
     return isinstance(g, (int, float, np.integer, np.floating)) and not isinstance(g, (bool, np.bool_))
 
 
-def seeded_variant(kernel, base: str, n_args, n_inputs, adj_inputs, adj_outputs) -> str:
-    """Adjoint variant `base`, or the one taking the numbers given as adjoints as scalars (ad/uniform.py)
+def variant_for_seeds(kernel, base: str, given: list) -> str:
+    """Adjoint variant `base`, or the one taking the numbers `given` as adjoints as scalars (ad/uniform.py)
     when the adjoint only reads those gradients."""
-    given = _given(kernel, n_args, n_inputs, adj_inputs, adj_outputs)
-    if given is None or not any(_is_seed(g) for g in given):
+    if not any(_is_seed(g) for g in given):
         return base
     fn = kernel.lowered(base)
     user, of = user_params(fn), fn.attrs["adj_of"]
@@ -58,11 +57,10 @@ def seeded_variant(kernel, base: str, n_args, n_inputs, adj_inputs, adj_outputs)
     return kernel.seeded(base, positions) if positions else base
 
 
-def adjoint_arguments(kernel, spec, bound, n_inputs, adj_inputs, adj_outputs, device) -> list:
-    """Gradient arrays for an adjoint launch: given adjoints, else each array's `.grad`, else scratch zeros.
-    A number given for an array is its every element's gradient: a scalar argument where the variant
-    folded it, else an array filled with it."""
-    given = _given(kernel, len(bound), n_inputs, adj_inputs, adj_outputs)
+def adjoint_arguments(kernel, spec, bound, given: list | None) -> list:
+    """Gradient arrays for an adjoint launch: the `given` adjoints (given_adjoints), else each array's
+    `.grad`, else scratch zeros. A number given for an array is its every element's gradient: a scalar
+    argument where the variant folded it, else an array filled with it."""
     names = [n for n, _ in kernel.params]
     sources = _source_params(spec, "adj_of")
     first = len(spec.fn.params) - len(sources)

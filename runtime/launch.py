@@ -10,7 +10,7 @@ import time
 
 from ..core.config import config
 from .state import current as state
-from .adjoint_args import _source_params, adjoint_arguments, seeded_variant, tangent_arguments
+from .adjoint_args import _source_params, adjoint_arguments, given_adjoints, tangent_arguments, variant_for_seeds
 from .device import get_device
 from .nan_check import check_after_launch, snapshot
 from .struct_args import flatten_struct_args
@@ -82,13 +82,14 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     args = [*inputs, *outputs]
     dev = get_device(device) if device is not None else _pick_device(None, args)
     bound = binder(args, dev)
+    given = given_adjoints(kernel, len(args), len(inputs), adj_inputs, adj_outputs) if adjoint else None
     if adjoint or tangent or state.forward_mode is not None:
         variant = ("adjoint" if tangent or state.forward_mode is not None else adjoint_variant(kernel, bound, dims, dev)) \
             if adjoint else "forward"
         if tangent or state.forward_mode is not None:
             variant += "_tangent"
-        elif adjoint and (adj_inputs is not None or adj_outputs is not None):
-            variant = seeded_variant(kernel, variant, len(args), len(inputs), adj_inputs, adj_outputs)
+        elif given is not None:
+            variant = variant_for_seeds(kernel, variant, given)
     else:
         variant = "forward"
     spec = kernel.specialization(dev, variant)
@@ -96,7 +97,7 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
         _check_tid(kernel, spec, dims)
     call_args = _flatten(spec, bound) if spec.has_split else bound
     if adjoint:
-        call_args = call_args + adjoint_arguments(kernel, spec, bound, len(inputs), adj_inputs, adj_outputs, dev)
+        call_args = call_args + adjoint_arguments(kernel, spec, bound, given)
     if variant.endswith("_tangent"):
         call_args = call_args + tangent_arguments(kernel, spec, call_args, dev)
     tape = state.tape if record_tape and not adjoint and kernel.recorded else None
