@@ -330,9 +330,7 @@ class MathLib:
         """The module text with the polynomials' declarations carrying their vector variants."""
         if not self.declared:
             return text
-        for name in self.declared:
-            text = replace_declarations(text, {name: ""})
-        return text + "\n" + declarations(self.declared)
+        return replace_declarations(text, dict.fromkeys(self.declared, "")) + "\n" + declarations(self.declared)
 
     def call(self, b: ir.IRBuilder, name: str, args: list):
         t = args[0].type
