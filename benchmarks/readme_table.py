@@ -7,7 +7,12 @@ cases, W6's cold / warm, W7's sizes) in one cell per system, and gradkit cpu's r
 from __future__ import annotations
 
 import json
+import pathlib
 import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from report import fmt  # noqa: E402
 
 ROWS = [
     ("W1 streaming 2^24 (`sin`), forward / backward", ["W1 forward", "W1 backward"]),
@@ -23,10 +28,6 @@ ROWS = [
 OURS = "gradkit cpu"
 
 
-def _fmt(v: float) -> str:
-    return f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}" if v >= 1 else f"{v:.3g}"
-
-
 def table(doc: dict) -> str:
     systems = [s for s in doc["systems"] if s["status"] == "ok"]
     labels = [s["label"] for s in systems]
@@ -36,7 +37,7 @@ def table(doc: dict) -> str:
         r = by.get((label, case))
         if r is None:
             return "—"
-        return "error" if "error" in r else _fmt(r["min"])
+        return "error" if "error" in r else fmt(r["min"])
 
     def ratio(cases: list[str]) -> str:
         """gradkit cpu's time over the fastest peer's, per case (below 1: gradkit is faster)."""

@@ -37,7 +37,8 @@ def case_order(results, planned=()) -> list[str]:
     return order
 
 
-def _fmt(v: float) -> str:
+def fmt(v: float) -> str:
+    """A figure with three significant digits or so (no exponent above 1)."""
     if v >= 100:
         return f"{v:.0f}"
     if v >= 10:
@@ -69,7 +70,7 @@ def markdown(doc: dict) -> str:
             return "—"
         if "error" in r:
             return "error " + note(f"{label}, {case}: {r['error']}")
-        return _fmt(r[key])
+        return fmt(r[key])
 
     def best_peer(case: str):
         figures = [(by[(p, case)]["min"], p) for p in labels
@@ -137,10 +138,10 @@ def bandwidth_table(meta: dict, labels: list[str], by: dict, order: list[str]) -
     head = ["case", "MB"] + labels
     lines += ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for case in cases:
-        row = [case, _fmt(traffic[case] / 1e6)]
+        row = [case, fmt(traffic[case] / 1e6)]
         for s in labels:
             r = by.get((s, case), {})
-            row.append(_fmt(traffic[case] / (r["min"] * 1e-3) / 1e9) if "min" in r and r.get("unit") == "ms"
+            row.append(fmt(traffic[case] / (r["min"] * 1e-3) / 1e9) if "min" in r and r.get("unit") == "ms"
                        else "—")
         lines.append("| " + " | ".join(row) + " |")
     return lines + [""]

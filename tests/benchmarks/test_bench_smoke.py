@@ -55,6 +55,11 @@ def test_gradkit_smoke(tmp_path):
         assert 0 < got["W1 forward"]["parallelism"] < 2 * os.cpu_count() + 1
     md = doc["markdown"]
     assert "| W3 backward | ms |" in md and "| W6 cold | s |" in md and "| W7 n=250 | s |" in md
+    assert "| W4 forward | " in md.split("### Effective bandwidth")[1]          # GB/s of memory-bound rows
+    readme = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "readme_table.py"),
+                             str(tmp_path / "bench-results" / "results.json")], capture_output=True, text=True,
+                            check=True).stdout
+    assert readme.startswith("| workload | gradkit ") and "| W1 streaming" in readme
 
 
 @pytest.mark.parametrize("peer,module,compiles", [("warp", "warp", True), ("taichi", "taichi", True),
