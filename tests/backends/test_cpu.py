@@ -191,3 +191,24 @@ def test_float32_math_called_in_big_kernels(name):
     keep = np.abs(ref) > 1e-3
     assert _ulp_error(ya.numpy()[keep], ref[keep]).max() <= 2.0
     assert "_called" in k.source("cpu")
+
+
+def test_float32_math_functions_together():
+    """sin, cos, exp and log in one kernel share the intrinsics their definitions declare (once each in the
+    module), and sin/cos of one argument share its reduction: values as float64 NumPy's, far arguments too."""
+    @gk.kernel
+    def k(x: gk.array(dtype=float), y: gk.array(dtype=float)):
+        i = gk.tid()
+        v = x[i]
+        y[i] = gk.sin(v) * gk.cos(v) + gk.exp(gk.sin(v)) * gk.log(gk.abs(v) + 1.0)
+
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-50, 50, 20_000).astype(np.float32)
+    x[::5] = (10.0 ** rng.uniform(4, 30, x[::5].size)).astype(np.float32)
+    xa, ya = gk.array(x, device="cpu"), gk.zeros(len(x), device="cpu")
+    gk.launch(k, len(x), inputs=[xa], outputs=[ya], device="cpu")
+    d = x.astype(np.float64)
+    ref = np.sin(d) * np.cos(d) + np.exp(np.sin(d)) * np.log(np.abs(d) + 1.0)
+    np.testing.assert_allclose(ya.numpy(), ref, rtol=2e-5, atol=2e-5)
+    src = k.source("cpu")
+    assert src.count('declare double @"llvm.rint.f64"') + src.count("declare double @llvm.rint.f64") <= 1
