@@ -32,7 +32,6 @@ from .ad.transforms import grad, jvp
 from . import backends  # noqa: E402  (gk.backends.available())
 from .runtime import autograd  # noqa: E402  (gk.autograd.jacobian, gradcheck, ...)
 from .runtime import optim  # noqa: E402  (gk.optim.SGD, gk.optim.Adam)
-from . import viz  # noqa: E402  (gk.viz.kernel_graph, tape_graph, load_bundle)
 
 __all__ = [
     "config", "CompileError", "DeviceError", "DeviceMemoryError", "GradientCheckError", "GradientRuleError", "GradientRuleWarning",
@@ -44,3 +43,16 @@ __all__ = [
     "ScopedDevice", "get_device", "get_devices", "set_device", "synchronize", "Kernel", "kernel", "func",
     "func_grad", "func_replay", "struct", "func_native", "launch", "Tape", "LaunchRecord", "ScopedTimer", "ForwardMode", "checkpoint", "grad_replaced", "grad_for", "no_grad", "grad", "jvp", "backends", "autograd", "optim", "viz", *_LANG_NAMES,
 ]
+
+
+def __getattr__(name: str):
+    """`gk.viz` (kernel_graph, tape_graph, load_bundle) is imported on first use: its GraphViz, JSON and
+    zip helpers cost ~5 ms of every `import gradkit`, and most scripts never draw."""
+    if name == "viz":
+        import importlib
+        return importlib.import_module(__name__ + ".viz")   # (`from . import viz` would call back here)
+    raise AttributeError(f"module 'gradkit' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {"viz"})

@@ -19,7 +19,7 @@ from ...core.ir import fingerprint
 from ...core.locks import COMPILING
 from ...core.ops import LOOPS, Op
 from . import jit
-from .codegen import HEADER, Codegen, layout_of
+from .layout import HEADER, layout_of
 from .memory import HostBuffer, HostMemory
 from .packing import make_packer
 from .schedule import CHUNK_MAX, CHUNK_MAX_LOOPS, chunk_bounds, run_chunks, split_chunks
@@ -203,6 +203,7 @@ class CPUBackend(HostMemory, Backend):
         key = jit.cache_key(digest, options.key())
 
         def text(name):
+            from .codegen import Codegen   # imported on a cache miss only: llvmlite.ir and the math library
             return Codegen(fn, name, options.debug, options.stack_size, options.fast_math).text()
         addrs, code, quick = jit.compile_cached(text, symbol, key, options.cache, quick_tier_ok(fn, options))
         return CompiledKernel(fn, options, addrs, code, (text, symbol, key) if quick else None)

@@ -9,11 +9,9 @@ scalar slot. Structured regions become basic blocks with phi nodes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from llvmlite import ir
 
-from ...backends.analysis import local_scatters, reduction_sites as _reduction_sites, scatter_arrays as _scatter_arrays
+from ...backends.analysis import local_scatters, reduction_sites as _reduction_sites
 from ...backends.base import OUT_OF_BOUNDS, STACK_OVERFLOW, bounds_sites
 from ...core import types as T
 from ...core.builtins import BUILTINS
@@ -21,39 +19,11 @@ from ...core.ir import Function, Instr, Region
 from ...core.ops import MEMORY, STACK, Op
 from . import native
 from .control import ControlFlow
+from .layout import ALL, HEADER, LOCAL, Layout, layout_of  # noqa: F401  (re-exported)
 from .lltypes import F32, F64, I1, I8, I32, I64, llvm_type, storage_type
 from .mathlib import INLINE_MATH_MAX, POLY_FNS, MathLib
 from .prims import emit_prim
 from .thread_loops import ThreadLoops
-
-HEADER = 5            # slots: dims[4], fault pointer
-ALL = "_all"          # suffix of the whole-grid entry point (see Codegen.whole_grid_entry)
-LOCAL = "_local"      # suffix of the entry whose shifted scatter-adds are plain adds (see Codegen.build)
-
-
-@dataclass
-class Layout:
-    """Where each parameter lives in the packed argument block."""
-
-    slots: list = field(default_factory=list)   # per param: (offset, "array"|"scalar", type)
-    private: dict = field(default_factory=dict)  # param index -> slot of its per-worker scatter buffer
-    size: int = HEADER
-
-
-def layout_of(fn: Function) -> Layout:
-    lay = Layout()
-    for p in fn.params:
-        if p.type.is_array:
-            lay.slots.append((lay.size, "array", p.type))
-            lay.size += 1 + p.type.ndim
-        else:
-            lay.slots.append((lay.size, "scalar", p.type))
-            lay.size += 1
-    for k in sorted(_scatter_arrays(fn)):
-        lay.private[k] = lay.size
-        lay.size += 1
-    return lay
-
 
 def poly_calls(fn: Function) -> int:
     """How many float32 math calls the kernel makes that mathlib computes with inlineable polynomials."""

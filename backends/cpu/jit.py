@@ -11,8 +11,8 @@ import warnings
 import llvmlite
 import llvmlite.binding as llvm
 
-from .codegen import ALL, LOCAL
-from .mathlib import define_called, register_libm
+from .layout import ALL, LOCAL
+from .libm import register_libm
 
 def _source_hash() -> str:
     """A hash of this backend's code and the shared analyses it uses, so editing either invalidates cached
@@ -71,6 +71,7 @@ def optimize(module_text: str, quick: bool = False) -> tuple[bytes, str]:
     `quick`: no optimisation passes and LLVM's -O0 code generator (about 1 ms instead of 15 for a small
     kernel, slower code). The IR is the same, and without fast-math flags LLVM keeps IEEE semantics at
     every level, so both tiers compute identical results (backend.py offers it only to such kernels)."""
+    from .mathlib import define_called   # the code generator's; a warm start never imports it
     s = _init()
     mod = _parse(module_text, s)
     if quick:

@@ -13,12 +13,9 @@ numbers. Everything else, and every float64 function, calls the C library (corre
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import functools
 import re
 
-import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ...core.builtins import BUILTINS
@@ -26,22 +23,6 @@ from .irtext import replace_declarations
 from .trig_reduction import reduce
 
 F32, F64, I32, I64 = ir.FloatType(), ir.DoubleType(), ir.IntType(32), ir.IntType(64)
-_registered: set[str] = set()
-_libm = None
-
-
-def register_libm() -> None:
-    """Make the C library's function of every builtin computed by one (`Builtin.cmath`) resolvable by
-    JIT-compiled code; idempotent and cheap, so a builtin registered after import is picked up too."""
-    global _libm
-    missing = {e.cmath for e in BUILTINS.values() if e.cmath is not None} - _registered
-    if not missing:
-        return
-    if _libm is None:
-        _libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
-    for name in sorted(missing):
-        llvm.add_symbol(name, ctypes.cast(getattr(_libm, name), ctypes.c_void_p).value)
-        _registered.add(name)
 
 
 def _arity(cname: str) -> int:

@@ -7,7 +7,7 @@ from llvmlite import ir
 
 from ...core import types as T
 from ...core.builtins import BUILTINS
-from .lltypes import F32, F64, I1, llvm_type
+from .lltypes import I1, llvm_type
 
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 

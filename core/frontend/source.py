@@ -6,9 +6,50 @@ import ast
 import copy
 import inspect
 import io
+import linecache
 import textwrap
 
 from ..errors import CompileError, SourceLoc, compile_error
+
+
+_extents: dict[str, tuple[list[str], dict[int, tuple[int, int, str]]]] = {}
+
+
+def _definitions(body: list):
+    """The function definitions among statements `body`, at any depth (in classes, functions, blocks);
+    statements only, not expressions: a kernel is made by a `def`."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            inner = getattr(node, field, None)
+            if isinstance(inner, list):
+                yield from _definitions(inner)
+
+
+def definition_lines(pyfunc, file: str) -> tuple[list[str], int]:
+    """The lines of `pyfunc`'s definition, decorators included, and the number of the first: what
+    inspect.getsourcelines gives, found with one `ast.parse` per source file (remembered while linecache
+    holds the same text) instead of inspect's tokenizer, whose regular expressions alone take ~4 ms to
+    compile in each process (a warm start's first kernel)."""
+    code = getattr(pyfunc, "__code__", None)
+    lines = linecache.getlines(file, getattr(pyfunc, "__globals__", None))
+    held = _extents.get(file)
+    if held is None or held[0] is not lines:
+        extents: dict[int, tuple[int, int, str]] = {}
+        try:
+            tree = ast.parse("".join(lines))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None
+        for node in _definitions(tree.body if tree is not None else []):
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            extents[start] = (start, node.end_lineno, node.name)
+        held = _extents[file] = (lines, extents)
+    found = held[1].get(code.co_firstlineno) if code is not None else None
+    if found is None or found[2] != pyfunc.__name__:      # not in the file as it is now: ask inspect
+        return inspect.getsourcelines(pyfunc)
+    start, end, _ = found
+    return lines[start - 1:end], start
 
 
 class SourceInfo:
@@ -23,7 +64,7 @@ class SourceInfo:
         self.name = pyfunc.__name__
         try:
             self.file = inspect.getsourcefile(pyfunc) or "<unknown>"
-            lines, first = inspect.getsourcelines(pyfunc)
+            lines, first = definition_lines(pyfunc, self.file)
         except (OSError, TypeError) as exc:
             raise CompileError(f"in kernel '{self.name}': cannot read its source ({exc}); "
                                "kernels must be defined in a file, not typed at an interactive prompt") from None
