@@ -81,7 +81,8 @@ def markdown(doc: dict) -> str:
     lines.append(f"{meta['machine']}; {meta['date']}. Every result (values and gradients) was checked "
                  f"against a float64 NumPy reference before timing; figures are the **minimum** over "
                  f"{meta['repeat']} runs after {meta['warmup']} warm-up runs (median in the second "
-                 f"table). W6 is one fresh process per run ({meta['cold_repeat']} runs); W7 one fresh "
+                 f"table). W6 is one fresh process per run ({meta['cold_repeat']} runs): `import numpy`, the "
+                 f"framework's import and its first W3 gradient; W7 one fresh "
                  f"process with an empty kernel cache per case (seconds to the first gradient, framework "
                  f"import excluded).")
     lines.append("")

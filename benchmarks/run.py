@@ -288,7 +288,8 @@ def cold_target(t: Target, args, logs: pathlib.Path, progress: Progress, results
             xs = sorted(runs[case])
             r = {"system": t.label, "case": case, "min": xs[0], "median": xs[len(xs) // 2], "unit": "s",
                  "runs": len(xs), "process_wall_s": walls[case], "errors": errors,
-                 "note": "seconds from process start (before any framework import) to the first gradient"}
+                 "note": "seconds of `import numpy`, the framework's import and the first gradient in a fresh "
+                         "process (the harness's own imports and input generation left out)"}
         results.append(r)
         progress.advance(describe(r))
     if not failure and over_numpy.get("W6 warm"):

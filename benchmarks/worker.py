@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import time
 
-T_START = time.perf_counter()   # W6 counts from here: before any framework is imported
+T_START = time.perf_counter()
 
-import numpy  # noqa: E402,F401  (timed: W6 warm's goal is stated against `import numpy`)
+import numpy  # noqa: E402,F401  (timed: W6 counts it, and W6 warm's goal is stated against it)
 
 NUMPY_S = time.perf_counter() - T_START
 
@@ -88,8 +88,12 @@ def run_cold(module, device: str, size_name: str, cache_dir: str, emit) -> None:
     from reference import SIZES, check, inputs, ref_w3
     p_np = inputs(SIZES[size_name])["w3_p"]
     try:
+        # `import numpy` plus the framework's import and first gradient: a user's script doing just that.
+        # The harness's own imports and its inputs for every workload (a 2^24 draw, ~0.06 s) are not
+        # the framework's start-up and are left out.
+        t0 = time.perf_counter()
         out = module.cold_start(device, cache_dir, p_np)
-        seconds = time.perf_counter() - T_START
+        seconds = NUMPY_S + time.perf_counter() - t0
         err = check("W3 backward", np.asarray(out["grad"]).reshape(p_np.shape), ref_w3(p_np)[1])
     except Exception as exc:  # noqa: BLE001 - reported as W6's error
         traceback.print_exc()
