@@ -4,7 +4,7 @@ arrays a kernel only ever scatter-adds into. Both let a backend replace contende
 from __future__ import annotations
 
 from ..core.ir import Function, Region, used_ids
-from ..core.ops import MEMORY, Op
+from ..core.ops import LOOPS, MEMORY, Op
 from ..core.passes.shifts import shifted_adds
 
 
@@ -133,3 +133,28 @@ def _depends_on(p, producers):
                 memo[v.id] = any(depends(a) for a in args)
         return memo[v.id]
     return depends
+
+
+def streamed_outputs(fn: Function) -> set[int]:
+    """Parameters of a 1-D kernel that it only stores to, each store at [tid] and outside any loop, with
+    4- or 8-byte elements: every thread writes its own element once and nothing reads it back, so on a
+    grid larger than the cache those stores may bypass it (non-temporal: no read of the line first)."""
+    if fn.attrs.get("tid_ndim", 1) != 1:
+        return set()
+    index = {p.value.id: k for k, p in enumerate(fn.params)}
+    tids = {ins.result.id for ins in fn.walk() if ins.op == Op.TID}
+    ok, bad = set(), set()
+
+    def visit(region: Region, in_loop: bool) -> None:
+        for ins in region.body:
+            if ins.op == Op.NATIVE:
+                bad.update(index[a.id] for a in ins.args if a.id in index)
+            elif ins.op in MEMORY and ins.args[0].id in index:
+                k, t = index[ins.args[0].id], ins.args[0].type
+                fine = (ins.op == Op.STORE and not in_loop and t.ndim == 1 and ins.args[1].id in tids
+                        and t.scalar.np_dtype.itemsize in (4, 8))
+                (ok if fine else bad).add(k)
+            for r in ins.regions:
+                visit(r, in_loop or ins.op in LOOPS)
+    visit(fn.body, False)
+    return ok - bad

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...backends.analysis import local_scatters, reduction_sites as _reduction_sites
+from ...backends.analysis import local_scatters, reduction_sites as _reduction_sites, streamed_outputs
 from ...backends.base import OUT_OF_BOUNDS, STACK_OVERFLOW, bounds_sites
 from ...core import types as T
 from ...core.builtins import BUILTINS
@@ -23,7 +23,9 @@ from .layout import ALL, HEADER, LOCAL, Layout, layout_of  # noqa: F401  (re-exp
 from .lltypes import F32, F64, I1, I8, I32, I64, llvm_type, storage_type
 from .mathlib import INLINE_MATH_MAX, POLY_FNS, MathLib
 from .prims import emit_prim
-from .thread_loops import ThreadLoops
+from .thread_loops import STREAM_TBAA, ThreadLoops, assume_bundles
+
+STREAM_MAX_INSTRS = 256    # kernels with more IR instructions get no streaming copy of their loop
 
 def poly_calls(fn: Function) -> int:
     """How many float32 math calls the kernel makes that mathlib computes with inlineable polynomials."""
@@ -55,6 +57,12 @@ class Codegen(ControlFlow, ThreadLoops):
         self.local_params = local_scatters(fn)                        # param index -> shifts (build)
         self.local: frozenset = frozenset()
         self.interior = False             # emitting the loop over a gathered adjoint's interior threads
+        # Arrays whose stores may bypass the cache on large grids (thread_loops.streaming_loops), for kernels
+        # small enough that a second copy of the loop costs little to compile.
+        small = not debug and sum(1 for _ in fn.walk()) <= STREAM_MAX_INSTRS
+        self.streamed = {fn.params[k].value.id for k in streamed_outputs(fn)} if small else set()
+        self.streaming = False            # emitting the aligned loop whose streamed stores are non-temporal
+        self._stream_tag = None
 
     # ------------------------------------------------------------------ function skeleton
     def build(self) -> ir.Module:
@@ -127,6 +135,17 @@ class Codegen(ControlFlow, ThreadLoops):
         b.ret_void()
         return func
 
+    def stream_tag(self):
+        """The TBAA access tag that marks a streamed store (jit.mark_nontemporal makes the vector ones
+        non-temporal after -O3, the loop vectorizer keeping the tag where it would drop one of our own). Its
+        own TBAA root says nothing about aliasing with anything else."""
+        if self._stream_tag is None:
+            m = self.module
+            root = m.add_metadata([ir.MetaDataString(m, STREAM_TBAA)])
+            kind = m.add_metadata([ir.MetaDataString(m, STREAM_TBAA + ".element"), root, ir.Constant(I64, 0)])
+            self._stream_tag = m.add_metadata([kind, kind, ir.Constant(I64, 0)])
+        return self._stream_tag
+
     def whole_grid_entry(self, func) -> None:
         """`void <name>_all(i64* args)`: the whole grid (the product of the dims in the block) on the calling
         thread (`func`: the local entry when there is one — one thread meets no other). One pointer argument makes the ctypes call of an inline launch ~0.45 µs cheaper than three
@@ -147,7 +166,7 @@ class Codegen(ControlFlow, ThreadLoops):
     def text(self) -> str:
         """The module as LLVM IR text, with native snippets defined (see native.py) and the float32 math
         functions declared with their vector variants (mathlib.py; jit.optimize defines them)."""
-        return native.define_natives(self.math.declare(str(self.build())), self.native_defs)
+        return native.define_natives(self.math.declare(assume_bundles(str(self.build()))), self.native_defs)
 
     def scalar_from_slot(self, b, raw, t):
         if t is T.float64:
@@ -259,7 +278,10 @@ class Codegen(ControlFlow, ThreadLoops):
         ptr, extents, t = self.arrays[arr.id]
         if private:
             ptr = self.private[arr.id]
-        idx = [b.sext(self.v(a), I64) if self.v(a).type == I32 else self.v(a) for a in ins.args[1:1 + t.ndim]]
+        if self.streaming and arr.id in self.streamed:      # at [tid]: the 64-bit thread id itself
+            idx = [self.tid]
+        else:
+            idx = [b.sext(self.v(a), I64) if self.v(a).type == I32 else self.v(a) for a in ins.args[1:1 + t.ndim]]
         lin = idx[0]
         for k in range(1, t.ndim):
             lin = b.add(b.mul(lin, extents[k]), idx[k])
@@ -316,7 +338,9 @@ class Codegen(ControlFlow, ThreadLoops):
             return
         value = self.v(ins.args[-1])
         if ins.op == Op.STORE:
-            b.store(b.zext(value, I8) if st.is_bool else value, addr)
+            store = b.store(b.zext(value, I8) if st.is_bool else value, addr)
+            if self.streaming and ins.args[0].id in self.streamed:
+                store.set_metadata("tbaa", self.stream_tag())
             return
         kind = ins.attrs["kind"]
         key = self.reductions.get(id(ins))

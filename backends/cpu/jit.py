@@ -5,6 +5,7 @@ cache)."""
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import warnings
 
@@ -13,6 +14,7 @@ import llvmlite.binding as llvm
 
 from .layout import ALL, LOCAL
 from .libm import register_libm
+from .thread_loops import STREAM_TBAA
 
 def _source_hash() -> str:
     """A hash of this backend's code and the shared analyses it uses, so editing either invalidates cached
@@ -86,7 +88,7 @@ def optimize(module_text: str, quick: bool = False) -> tuple[bytes, str]:
     pb = llvm.create_pass_builder(s["tm"], pto)
     pb.getModulePassManager().run(mod, pb)
     optimised = str(mod)
-    text = define_called(optimised)
+    text = mark_nontemporal(define_called(optimised))
     if text is not optimised:     # math functions defined after vectorisation: inline them, tidy up
         mod = _parse(text, s)
         late = llvm.create_new_module_pass_manager()
@@ -97,6 +99,34 @@ def optimize(module_text: str, quick: bool = False) -> tuple[bytes, str]:
         late.add_global_dead_code_eliminate_pass()
         late.run(mod, pb)
     return s["tm"].emit_object(mod), str(mod)
+
+
+_META = re.compile(r"^!(\d+) = (?:distinct )?!\{(.*)\}$", re.M)
+_TAGGED_STORE = re.compile(r"^(\s*store <(\d+) x (float|double|i32|i64)> .*, align (\d+)), !tbaa !(\d+)$", re.M)
+_BYTES = {"float": 4, "double": 8, "i32": 4, "i64": 8}
+
+
+def mark_nontemporal(text: str) -> str:
+    """Optimised IR with the vector stores that carry the streamed-store tag (thread_loops.streaming_loops)
+    made non-temporal where their alignment allows it (an x86 streaming store needs a whole aligned
+    vector); scalar stores (the vector loop's remainder) stay as they are. `text` itself when none."""
+    if STREAM_TBAA not in text:
+        return text
+    meta = {int(k): body for k, body in _META.findall(text)}
+    roots = {k for k, body in meta.items() if body == f'!"{STREAM_TBAA}"'}
+    kinds = {k for k, body in meta.items() if any(body.startswith(f'!"{STREAM_TBAA}.element", !{r},') for r in roots)}
+    tags = {k for k, body in meta.items() if any(body == f"!{t}, !{t}, i64 0" for t in kinds)}
+    nt = max(meta, default=0) + 1
+    count = 0
+
+    def mark(m):
+        nonlocal count
+        if int(m.group(5)) not in tags or int(m.group(2)) * _BYTES[m.group(3)] > int(m.group(4)):
+            return m.group(0)
+        count += 1
+        return f"{m.group(1)}, !nontemporal !{nt}"
+    out = _TAGGED_STORE.sub(mark, text)
+    return out + f"\n!{nt} = !{{i32 1}}\n" if count else text
 
 
 def _parse(text: str, s: dict):

@@ -5,10 +5,16 @@ own. A mixin of the CPU `Codegen`, which supplies `func`, `fn`, `dims`, `debug`,
 
 from __future__ import annotations
 
+import re
+
 from llvmlite import ir
 
 from ...core.ir import Instr
-from .lltypes import I32, I64
+from .lltypes import I1, I32, I64
+
+STREAM_TBAA = "gk.stream"          # the TBAA root of streamed stores (jit.mark_nontemporal looks for it)
+STREAM_MIN_BYTES = 32 << 20        # streamed bytes per launch from which stores bypass the cache (an L3)
+STREAM_BLOCK = 16                  # threads: 16 elements of 4 or 8 bytes start a 64-byte line
 
 
 class ThreadLoops:
@@ -63,7 +69,57 @@ class ThreadLoops:
         def body(tid):
             self.tid, self.coords = tid, None
             self.thread_body(b)
-        self.inner_loops(b, start, end, self.dims[0], body)
+        if self.streamed and not self.fn.attrs.get("gather_margin"):
+            self.streaming_loops(b, start, end, body)
+        else:
+            self.inner_loops(b, start, end, self.dims[0], body)
+
+    def streaming_loops(self, b, start, end, body) -> None:
+        """The worker's range for a kernel with streamed outputs (analysis.streamed_outputs: written once per
+        thread at [tid], never read). When a launch streams STREAM_MIN_BYTES or more into arrays that start on
+        a 64-byte line, the range is walked as a head up to a multiple of STREAM_BLOCK threads, an aligned
+        middle and a tail. In the middle the stores to those arrays are at 64-bit thread indices from
+        pointers LLVM is told are aligned (assume_aligned), so it can prove its vector stores aligned, and
+        carry the tag that jit.mark_nontemporal turns into non-temporal stores (around the cache: a pass
+        writes its output once instead of reading and writing it; Dr.Jit does the same); a fence then
+        orders them before the worker reports done. Otherwise one plain loop."""
+        per_thread, aligned = 0, ir.Constant(I1, 1)
+        ids = []
+        for p in self.fn.params:
+            if p.value.id in self.streamed:
+                ptr, _, t = self.arrays[p.value.id]
+                ids.append(p.value.id)
+                per_thread += t.scalar.np_dtype.itemsize * t.dtype.ncomp
+                low = b.and_(b.ptrtoint(ptr, I64), ir.Constant(I64, 63))
+                aligned = b.and_(aligned, b.icmp_unsigned("==", low, ir.Constant(I64, 0)))
+        big = b.icmp_unsigned(">=", b.mul(self.dims[0], ir.Constant(I64, per_thread)),
+                              ir.Constant(I64, STREAM_MIN_BYTES))
+        stream = self.func.append_basic_block("stream")
+        plain = self.func.append_basic_block("plain")
+        done = self.func.append_basic_block("stream_done")
+        # The test goes through an empty asm so that LLVM does not fold the assumptions below into it (it
+        # would drop them as implied, and not use the dominating test to align the vector stores).
+        opaque = ir.InlineAsm(ir.FunctionType(I64, [I64]), "", "=r,0")
+        ok = b.call(opaque, [b.zext(b.and_(big, aligned), I64)])
+        b.cbranch(b.icmp_unsigned("!=", ok, ir.Constant(I64, 0)), stream, plain)
+        b.position_at_end(plain)
+        self.counted_loop(b, start, end, body)
+        b.branch(done)
+        b.position_at_end(stream)
+        block = ir.Constant(I64, ~(STREAM_BLOCK - 1))
+        first = b.and_(b.add(start, ir.Constant(I64, STREAM_BLOCK - 1)), block)   # multiples of the block:
+        last = b.and_(end, block)                                                # known to LLVM as such
+        whole = b.icmp_signed("<=", first, last)
+        self.counted_loop(b, start, b.select(whole, first, end), body)
+        for k in ids:
+            assume_aligned(b, self.arrays[k][0])
+        self.streaming = True
+        self.counted_loop(b, first, last, body)       # empty unless `whole`
+        self.streaming = False
+        self.counted_loop(b, b.select(whole, last, end), end, body)
+        b.fence("seq_cst")
+        b.branch(done)
+        b.position_at_end(done)
 
     def row_loops(self, b, start, end) -> None:
         """n-D grids: the worker's flat range [start, end) walked as rows of the last axis, so the inner
@@ -113,3 +169,28 @@ class ThreadLoops:
         jstart.add_incoming(zero, next_row)
         b.branch(rows)
         b.position_at_end(done)
+
+
+ASSUME = "gk.assume_aligned64"      # placeholder call, made an llvm.assume "align" bundle by assume_bundles
+_ASSUME_CALL = re.compile(r'call void @"?' + re.escape(ASSUME) + r'"?\((i8\*|ptr) (%"?[^)"]+"?)\)')
+
+
+def assume_aligned(b, ptr) -> None:
+    """Tell LLVM that `ptr` is 64-byte aligned from here on (where that was tested): the alignment-from-
+    assumptions pass, after vectorisation, then gives the vector stores at aligned offsets their alignment.
+    llvmlite's builder has no operand bundles, so this emits a placeholder call (see assume_bundles)."""
+    i8p = ir.IntType(8).as_pointer()
+    fn = b.module.globals.get(ASSUME)
+    if fn is None:
+        fn = ir.Function(b.module, ir.FunctionType(ir.VoidType(), [i8p]), name=ASSUME)
+    b.call(fn, [b.bitcast(ptr, i8p)])
+
+
+def assume_bundles(text: str) -> str:
+    """Module text with the assume_aligned placeholders as `llvm.assume(i1 true) ["align"(p, i64 64)]`."""
+    if ASSUME not in text:
+        return text
+    text = _ASSUME_CALL.sub(lambda m: f'call void @llvm.assume(i1 true) [ "align"({m.group(1)} {m.group(2)}, i64 64) ]',
+                            text)
+    lines = [ln for ln in text.split("\n") if not (ln.startswith("declare") and ASSUME in ln)]
+    return "\n".join(lines) + "\ndeclare void @llvm.assume(i1)\n"
