@@ -202,9 +202,11 @@ class CPUBackend(HostMemory, Backend):
         symbol = f"gk_{fn.name}_{digest[:16]}"
         key = jit.cache_key(digest, options.key())
 
-        def text(name):
+        def text(name, quick):
             from .codegen import Codegen   # imported on a cache miss only: llvmlite.ir and the math library
-            return Codegen(fn, name, options.debug, options.stack_size, options.fast_math).text()
+            # The quick tier never runs a grid big enough to stream (it is left at INLINE_BELOW threads).
+            return Codegen(fn, name, options.debug, options.stack_size, options.fast_math,
+                           streaming=not quick).text()
         addrs, code, quick = jit.compile_cached(text, symbol, key, options.cache, quick_tier_ok(fn, options))
         return CompiledKernel(fn, options, addrs, code, (text, symbol, key) if quick else None)
 

@@ -40,7 +40,8 @@ def poly_calls(fn: Function) -> int:
 class Codegen(ControlFlow, ThreadLoops):
     """Builds one LLVM module holding one kernel function."""
 
-    def __init__(self, fn: Function, name: str, debug: bool, stack_size: int, fast_math: bool = False):
+    def __init__(self, fn: Function, name: str, debug: bool, stack_size: int, fast_math: bool = False,
+                 streaming: bool = True):
         self.fn, self.name, self.debug, self.stack_size = fn, name, debug, stack_size
         self.fast_math = fast_math
         self.module = ir.Module(name=name)
@@ -59,7 +60,7 @@ class Codegen(ControlFlow, ThreadLoops):
         self.interior = False             # emitting the loop over a gathered adjoint's interior threads
         # Arrays whose stores may bypass the cache on large grids (thread_loops.streaming_loops), for kernels
         # small enough that a second copy of the loop costs little to compile.
-        small = not debug and sum(1 for _ in fn.walk()) <= STREAM_MAX_INSTRS
+        small = streaming and not debug and sum(1 for _ in fn.walk()) <= STREAM_MAX_INSTRS
         self.streamed = {fn.params[k].value.id for k in streamed_outputs(fn)} if small else set()
         self.streaming = False            # emitting the aligned loop whose streamed stores are non-temporal
         self._stream_tag = None

@@ -170,7 +170,7 @@ def _cached(cache, key: str, symbol: str):
 
 def compile_cached(module_text_fn, symbol: str, key: str, cache, quick: bool = False) -> tuple[int, str, bool]:
     """Object code from the disk cache when present (a corrupt entry is rebuilt), else compiled now.
-    `module_text_fn(symbol)` gives the module. With `quick`, an optimised object already in the cache is
+    `module_text_fn(symbol, quick)` gives the module. With `quick`, an optimised object already in the cache is
     still preferred; otherwise the quick tier is looked up or compiled. Returns ((entry address,
     whole-grid entry address), IR text, whether it is the quick tier)."""
     register_libm()                      # math functions of builtins registered since the last compile
@@ -184,7 +184,7 @@ def compile_cached(module_text_fn, symbol: str, key: str, cache, quick: bool = F
                 return (*hit, True)
     if quick:
         key, symbol = key + QUICK, symbol + QUICK
-    obj, text = optimize(module_text_fn(symbol), quick)
+    obj, text = optimize(module_text_fn(symbol, quick), quick)
     if cache is not None:
         raw = text.encode()
         cache.put(key, len(raw).to_bytes(8, "little") + raw + obj)
