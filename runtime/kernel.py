@@ -97,6 +97,7 @@ class Kernel:
         self._binder = None
         self.rule_violations: list = []
         self._tape_info = None          # runtime/tape_rules.py's tape_info cache
+        self._array_args: tuple = ()    # indices of the array parameters (set with the binder)
         self.rules_warned = False
 
     # IR ----------------------------------------------------------------------
@@ -247,6 +248,7 @@ class Kernel:
         """The argument converter of launches (built with the typed IR, which also sets struct_params)."""
         if self._binder is None:
             self.struct_params = self.typed_ir.attrs.get("param_structs", ())
+            self._array_args = tuple(self.array_param_indices())   # where bound arguments are arrays
             self._binder = make_binder(self.key, self.params)
         return self._binder
 

@@ -142,10 +142,13 @@ class Tape:
             check_launch(self.launches, kernel, bound)
         if self.grad_check is not None:
             self.grad_check.before_launch(bound)
-        pairs = tape_info(kernel)[2]
-        saved = copies_for_backward(kernel, bound, pairs) if pairs else None
-        snaps = snapshot.before_launch(kernel, bound) if self.snapshotting else None
-        return snaps, saved
+        info = kernel._tape_info                 # tape_info's cache, checked inline (the W5 hot path)
+        if info is None or info[0] is not kernel._lowered.get("adjoint"):
+            info = tape_info(kernel)
+        saved = copies_for_backward(kernel, bound, info[2]) if info[2] else None
+        if self.snapshotting:
+            return snapshot.before_launch(kernel, bound), saved
+        return None, saved
 
     def record_launch(self, kernel, dims, device, bound, n_inputs, variant, ms, prepared=(None, None)) -> None:
         """The recording hook `gk.launch` calls after the launch: one LaunchRecord (`prepared` is what
@@ -153,17 +156,24 @@ class Tape:
         snaps, saved = prepared
         touched = self._touched
         exposed = False
-        for a in bound:
-            if hasattr(a, "buffer"):
-                a._held = True
-                exposed |= a._exposed
-                if id(a) not in touched:
-                    self._touch(a)      # zeroes gradients, which may be arguments too: versions after this
-        versions = tuple([a.version if hasattr(a, "buffer") else None for a in bound])
+        arrays = kernel._array_args
+        for j in arrays:
+            a = bound[j]
+            a._held = True
+            exposed |= a._exposed
+            if id(a) not in touched:
+                self._touch(a)          # zeroes gradients, which may be arguments too: versions after this
+        if len(arrays) == len(bound):
+            versions = tuple([a.version for a in bound])
+        else:
+            versions = tuple([a.version if hasattr(a, "buffer") else None for a in bound])
         crcs = None
         if exposed:       # a NumPy view of an input is out: checksum the values recorded now, not at handout
-            crcs = {id(bound[j]): bound[j]._fingerprint(now=True) for j in tape_info(kernel)[1]
-                    if bound[j]._exposed}
+            crcs = {}
+            for j in kernel._tape_info[1]:      # fresh: before_launch looked it up for this launch
+                a = bound[j]
+                if a._exposed:
+                    crcs[id(a)] = a._fingerprint(now=True)
         if snaps is not None:
             snapshot.after_launch(snaps, kernel, bound)
         if kernel.rule_violations and not kernel.rules_warned:
