@@ -181,7 +181,8 @@ def _sincos(b, L: Lanes, x0, want_sin: bool, fn: ir.Function):
                                                         ir.Constant(ir.IntType(L.width), 0))
     entry = b.block
     far_bb, done = fn.append_basic_block("far"), fn.append_basic_block("done")
-    b.cbranch(anyb, far_bb, done)
+    # Cold: LLVM then lays the loop out for the near path and keeps its spills in the far block.
+    b.cbranch(anyb, far_bb, done).set_weights([1, 1 << 20])
     b.position_at_end(far_bb)
     far = b.select(big, _sincos_far(b, L, x0, want_sin), near)
     b.branch(done)
@@ -247,7 +248,10 @@ def definition(name: str) -> tuple[str, tuple[str, ...]]:
     else:
         r = (_expf if fn == "exp" else _logf)(b, L, x)
     b.ret(r)
-    lines = str(module).splitlines()
+    text = str(module)
+    for k, node in re.findall(r"^!(\d+) = (!\{[^\n]*\})$", text, re.M):  # the far branch's weights: inline
+        text = re.sub(rf"!prof !{k}\b", f"!prof {node}", text)                # them, the body moves modules
+    lines = text.splitlines()
     start = next(k for k, line in enumerate(lines) if line.startswith("define "))
     end = lines.index("}", start)
     intrinsics = tuple(line for line in lines if line.startswith("declare "))
