@@ -137,49 +137,44 @@ class Tape:
     def before_launch(self, kernel, bound) -> tuple:
         """The recording hook `gk.launch` calls before a launch it will record: checks the gradient rules (with
         checks on; nothing is overwritten when they fail), copies the arrays the backward pass needs from
-        before the launch and snapshots the arguments (when snapshotting). Returns what `record_launch` keeps."""
+        before the launch and snapshots the arguments (when snapshotting). Returns what `record_launch` needs:
+        the snapshots, the copies and the parameters whose recorded values the adjoint reads."""
         if config.check_ad if self.check is None else self.check:
             check_launch(self.launches, kernel, bound)
         if self.grad_check is not None:
             self.grad_check.before_launch(bound)
-        info = kernel._tape_info                 # tape_info's cache, checked inline (the W5 hot path)
-        if info is None or info[0] is not kernel._lowered.get("adjoint"):
-            info = tape_info(kernel)
+        info = tape_info(kernel)
         saved = copies_for_backward(kernel, bound, info[2]) if info[2] else None
-        if self.snapshotting:
-            return snapshot.before_launch(kernel, bound), saved
-        return None, saved
+        snaps = snapshot.before_launch(kernel, bound) if self.snapshotting else None
+        return snaps, saved, info[1]
 
-    def record_launch(self, kernel, dims, device, bound, n_inputs, variant, ms, prepared=(None, None)) -> None:
+    def record_launch(self, kernel, dims, device, bound, n_inputs, variant, ms, prepared) -> None:
         """The recording hook `gk.launch` calls after the launch: one LaunchRecord (`prepared` is what
         `before_launch` returned)."""
-        snaps, saved = prepared
+        snaps, saved, reads = prepared
         touched = self._touched
         exposed = False
-        arrays = kernel._array_args
+        arrays = kernel._array_args              # the array parameters' positions (the rest are scalars)
         for j in arrays:
             a = bound[j]
             a._held = True
             exposed |= a._exposed
             if id(a) not in touched:
                 self._touch(a)          # zeroes gradients, which may be arguments too: versions after this
-        if len(arrays) == len(bound):
-            versions = tuple([a.version for a in bound])
-        else:
-            versions = tuple([a.version if hasattr(a, "buffer") else None for a in bound])
+        versions = [a.version for a in bound] if len(arrays) == len(bound) else \
+            [a.version if hasattr(a, "buffer") else None for a in bound]     # scalars have none
         crcs = None
         if exposed:       # a NumPy view of an input is out: checksum the values recorded now, not at handout
             crcs = {}
-            for j in kernel._tape_info[1]:      # fresh: before_launch looked it up for this launch
-                a = bound[j]
-                if a._exposed:
-                    crcs[id(a)] = a._fingerprint(now=True)
+            for j in reads:
+                if bound[j]._exposed:
+                    crcs[id(bound[j])] = bound[j]._fingerprint(now=True)
         if snaps is not None:
             snapshot.after_launch(snaps, kernel, bound)
         if kernel.rule_violations and not kernel.rules_warned:
             kernel.warn_rules()
         rec = LaunchRecord(kernel.key, dims, device.name, bound, n_inputs,
-                           tuple(self._scopes) if self._scopes else (), ms, kernel, versions, "launch", snaps,
+                           tuple(self._scopes) if self._scopes else (), ms, kernel, tuple(versions), "launch", snaps,
                            None, saved, user_site(2) if snaps is not None else None, crcs)
         self.records.append(rec)
         if process.capture is not None:

@@ -19,7 +19,7 @@ from ...core.ir import Function, Instr, Region
 from ...core.ops import MEMORY, STACK, Op
 from . import native
 from .control import ControlFlow
-from .layout import ALL, HEADER, LOCAL, Layout, layout_of  # noqa: F401  (re-exported)
+from .layout import ALL, LOCAL, layout_of
 from .lltypes import F32, F64, I1, I8, I32, I64, llvm_type, storage_type
 from .mathlib import INLINE_MATH_MAX, POLY_FNS, MathLib
 from .prims import emit_prim

@@ -192,5 +192,7 @@ def assume_bundles(text: str) -> str:
         return text
     text = _ASSUME_CALL.sub(lambda m: f'call void @llvm.assume(i1 true) [ "align"({m.group(1)} {m.group(2)}, i64 64) ]',
                             text)
-    lines = [ln for ln in text.split("\n") if not (ln.startswith("declare") and ASSUME in ln)]
-    return "\n".join(lines) + "\ndeclare void @llvm.assume(i1)\n"
+    text = "\n".join(ln for ln in text.split("\n") if not (ln.startswith("declare") and ASSUME in ln))
+    if re.search(r'^declare [^\n]*@"?llvm\.assume"?\(', text, re.M):    # a native snippet's, say
+        return text
+    return text + "\ndeclare void @llvm.assume(i1)\n"
