@@ -389,12 +389,15 @@ PASS_DEPTH_CHILD = """
     x, y = gk.ones(4, device=dev), gk.zeros(4, device=dev)
     gk.launch(flat, 4, inputs=[x], outputs=[y], device=dev)     # the device and its backend are loaded
     nested.typed_ir                         # the frontend is done; the passes run below
+    limit = sys.getrecursionlimit()
     sys.setrecursionlimit(40)               # stands in for IR nested deeper than the passes' stack
     try:
         gk.launch(nested, 4, inputs=[x], outputs=[y], device=dev)
         print("compiled")
     except gk.CompileError as exc:
         print("CompileError", "too deeply nested" in str(exc), "'nested'" in str(exc))
+    finally:
+        sys.setrecursionlimit(limit)        # the interpreter's and PoCL's shutdown run at the usual limit
 """
 
 
