@@ -19,6 +19,7 @@ from ...core.ir import Function, Instr, Region
 from ...core.ops import MEMORY, STACK, Op
 from . import native
 from .control import ControlFlow
+from .edges import edge_tests
 from .layout import ALL, LOCAL, layout_of
 from .lltypes import F32, F64, I1, I8, I32, I64, llvm_type, storage_type
 from .mathlib import INLINE_MATH_MAX, POLY_FNS, MathLib
@@ -57,7 +58,10 @@ class Codegen(ControlFlow, ThreadLoops):
         self.native_defs: dict[str, str] = {}                         # native snippet name -> definition
         self.local_params = local_scatters(fn)                        # param index -> shifts (build)
         self.local: frozenset = frozenset()
-        self.interior = False             # emitting the loop over a gathered adjoint's interior threads
+        self.interior = False             # emitting a gathered adjoint's loop over a row's middle
+        tests = edge_tests(fn) if not debug and fn.attrs.get("gather_margin") else ([], [])
+        self.edges = tests if tests[0] else None       # edge tests and their bounds' instructions
+        self.folds: dict = {}             # in that loop: id of an edge test -> its outcome there
         # Arrays whose stores may bypass the cache on large grids (thread_loops.streaming_loops), for kernels
         # small enough that a second copy of the loop costs little to compile.
         small = streaming and not debug and sum(1 for _ in fn.walk()) <= STREAM_MAX_INSTRS
@@ -393,4 +397,5 @@ class Codegen(ControlFlow, ThreadLoops):
 
     # ------------------------------------------------------------------ prims
     def prim(self, ins: Instr, b):
-        return emit_prim(self, ins, b)
+        folded = self.folds.get(id(ins)) if self.interior else None
+        return emit_prim(self, ins, b) if folded is None else folded
