@@ -25,6 +25,9 @@ TOLERANCES = {
     "W2 forward": (2e-2, 0.0), "W2 backward": (1e-6, 0.0),
     "W3 forward": (1e-3, 0.0), "W3 backward": (2e-2, 2e-2),
     "W4 forward": (1e-3, 0.0), "W4 backward": (1e-3, 1e-4),
+    # the floors move values unchanged: exact
+    "W1 floor: copy": (0.0, 0.0), "W1 floor: accumulate": (0.0, 0.0),
+    "W4 floor: 17 gradients": (0.0, 0.0), "W4 floor: 2 buffers": (0.0, 0.0),
 }
 
 
@@ -108,7 +111,11 @@ def traffic(size: dict) -> dict:
     return {"W1 forward": 8 * n, "W1 backward": 8 * n,      # x -> y; x -> dx (the seed folded)
             "W1 tangent": 16 * n,                            # x, dx -> y, dy
             "W2 forward": 4 * n, "W2 backward": 8 * n,      # x -> loss; x -> dx
-            "W4 forward": 8 * k2 * steps, "W4 backward": 8 * k2 * steps}   # u -> u' per step; du' -> du
+            "W4 forward": 8 * k2 * steps, "W4 backward": 8 * k2 * steps,   # u -> u' per step; du' -> du
+            # the floors (system_gradkit.py): what they move
+            "W1 floor: copy": 8 * n, "W1 floor: accumulate": 12 * n,
+            "W4 floor: 17 gradients": 4 * k2 * (steps + 1) + 4 * k2 + 12 * k2 * steps,   # zero, seed, adds
+            "W4 floor: 2 buffers": 4 * k2 + 8 * k2 * steps}
 
 
 def copy_bandwidth(nbytes: int = 1 << 26, repeat: int = 7) -> float:

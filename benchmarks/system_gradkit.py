@@ -53,7 +53,27 @@ def workloads(device: str, size: dict, data: dict) -> dict:
         e_t = check("W1 tangent", y.dual.numpy(), g_ref)
         return [Case("W1 forward", fwd, errors={"W1 forward": e_f}),
                 Case("W1 backward", bwd, errors={"W1 backward": e_b}),
-                Case("W1 tangent", tangent, errors={"W1 tangent": e_t})]
+                Case("W1 tangent", tangent, errors={"W1 tangent": e_t}), *w1_floors(x, x_np)]
+
+    def w1_floors(x, x_np):
+        """W1's bytes alone: a copy (read x, write y: the forward's, and Dr.Jit's backward writing a fresh
+        dx) and an accumulation (read x and g, write g: a backward adding into .grad, as gradkit and Warp)."""
+        n = len(x_np)
+        y, g = gk.zeros(n, device=device), gk.zeros(n, device=device)
+
+        def copy():
+            gk.launch(W.floor_copy, n, inputs=[x], outputs=[y], device=device)
+            sync()
+
+        def accumulate():
+            gk.launch(W.floor_accumulate, n, inputs=[x], outputs=[g], device=device)
+            sync()
+        copy()
+        accumulate()
+        e_c = check("W1 floor: copy", y.numpy(), x_np)
+        e_a = check("W1 floor: accumulate", g.numpy(), x_np)
+        return [Case("W1 floor: copy", copy, errors={"W1 floor: copy": e_c}),
+                Case("W1 floor: accumulate", accumulate, errors={"W1 floor: accumulate": e_a})]
 
     def w2():
         n = size["w1"]
@@ -141,7 +161,36 @@ def workloads(device: str, size: dict, data: dict) -> dict:
         bwd()
         e_b = check("W4 backward", states[0].grad.numpy(), g_ref)
         return [Case("W4 forward", fwd, errors={"W4 forward": e_f}),
-                Case("W4 backward", bwd, errors={"W4 backward": e_b})]
+                Case("W4 backward", bwd, errors={"W4 backward": e_b}), *w4_floors(k, steps)]
+
+    def w4_floors(k, steps):
+        """W4 backward's bytes alone: zero 17 gradients and add each into the one before (every gradient
+        kept, as on a tape), and JAX's pattern: one step's array copied into the next over two buffers
+        (a loop carry, only the first state's gradient kept: both fit in the cache)."""
+        grads = [gk.zeros((k, k), device=device) for _ in range(steps + 1)]
+        pair = [gk.zeros((k, k), device=device), gk.zeros((k, k), device=device)]
+        seed = gk.full((k, k), 1.0, device=device)
+
+        def gradients():
+            for g in grads:
+                g.zero_()
+            gk.copy(grads[-1], seed)
+            for s in range(steps - 1, -1, -1):
+                gk.launch(W.floor_accumulate_2d, (k, k), inputs=[grads[s + 1]], outputs=[grads[s]], device=device)
+            sync()
+
+        def two_buffers():
+            gk.copy(pair[0], seed)
+            for s in range(steps):
+                gk.launch(W.floor_copy_2d, (k, k), inputs=[pair[s % 2]], outputs=[pair[1 - s % 2]], device=device)
+            sync()
+        gradients()
+        two_buffers()
+        ones = np.ones((k, k))
+        e_g = check("W4 floor: 17 gradients", grads[0].numpy(), ones)
+        e_t = check("W4 floor: 2 buffers", pair[steps % 2].numpy(), ones)
+        return [Case("W4 floor: 17 gradients", gradients, errors={"W4 floor: 17 gradients": e_g}),
+                Case("W4 floor: 2 buffers", two_buffers, errors={"W4 floor: 2 buffers": e_t})]
 
     def w5():
         launches = size["w5"]

@@ -52,3 +52,29 @@ def w4_loss(u: gk.array(dtype=float, ndim=2), loss: gk.array(dtype=float)):
 def w5_tiny(x: gk.array(dtype=float), y: gk.array(dtype=float)):
     i = gk.tid()
     y[i] = 2.0 * x[i]
+
+
+# Floors: the cheapest kernels that move a workload's bytes (gradkit only). A row's best possible time on
+# this machine, whatever computes it: a peer within 1.5x of its floor cannot be beaten by 1.5x.
+@gk.kernel
+def floor_copy(x: gk.array(dtype=float), y: gk.array(dtype=float)):
+    i = gk.tid()
+    y[i] = x[i]
+
+
+@gk.kernel
+def floor_accumulate(x: gk.array(dtype=float), g: gk.array(dtype=float)):
+    i = gk.tid()
+    g[i] += x[i]
+
+
+@gk.kernel
+def floor_accumulate_2d(src: gk.array(dtype=float, ndim=2), dst: gk.array(dtype=float, ndim=2)):
+    i, j = gk.tid()
+    dst[i, j] += src[i, j]
+
+
+@gk.kernel
+def floor_copy_2d(src: gk.array(dtype=float, ndim=2), dst: gk.array(dtype=float, ndim=2)):
+    i, j = gk.tid()
+    dst[i, j] = src[i, j]
