@@ -5,6 +5,8 @@
     forward          forward_ad → inline_kept → simplify          (only when calls were kept)
     adjoint          forward_ad → reverse                         (ad/reverse.py)
     adjoint_gather   adjoint → gather → simplify                  (ad/gather.py; only for stencil adjoints)
+    adjoint_shared   adjoint → shared: its own-element adds atomic again, for launches where two written
+                     arrays share memory (runtime/launch.py; only when it has such adds)
     forward_tangent  forward → tangent                            (ad/forward.py)
     adjoint_tangent  adjoint → tangent
     <adjoint>@u<k>   an adjoint → uniform → simplify              (ad/uniform.py; gradients seeded with one
@@ -26,6 +28,7 @@ from ..core.ir import Function
 from ..core.ops import Op
 from ..core.passes import EXPAND, INLINE_KEPT, LOWER, SIMPLIFY, Pass, run_passes
 from ..core.passes.expand import expand, needs_expansion
+from ..core.passes.shifts import has_exclusive_adds, without_exclusive_adds
 from .forward import tangent_function
 from .gather import gather_adjoint, gather_plan
 from .reverse import adjoint_function
@@ -34,6 +37,7 @@ from .uniform import uniform_adjoint
 REVERSE = Pass("reverse", adjoint_function)
 GATHER = Pass("gather", gather_adjoint)
 TANGENT = Pass("tangent", tangent_function)
+SHARED = Pass("shared", without_exclusive_adds)
 
 
 def _keeps_calls(fn: Function) -> bool:
@@ -57,6 +61,7 @@ VARIANTS: dict[str, Variant] = {
     # the adjoint with shifted atomic adds (stencils) as gathers; launched only where the gathered arrays'
     # shape is the launch grid (fn.attrs["gather_sources"]; runtime/launch.py adjoint_variant)
     "adjoint_gather": Variant("adjoint", (GATHER, SIMPLIFY), when=lambda fn: gather_plan(fn) is not None),
+    "adjoint_shared": Variant("adjoint", (SHARED,), when=has_exclusive_adds),
     "forward_tangent": Variant("forward", (TANGENT,)),
     "adjoint_tangent": Variant("adjoint", (TANGENT,)),
 }

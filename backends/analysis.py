@@ -1,11 +1,44 @@
 """Analyses of lowered IR that backends share: which atomics are reductions onto one element, and which
-arrays a kernel only ever scatter-adds into. Both let a backend replace contended atomics."""
+arrays a kernel only ever scatter-adds into. Both let a backend replace contended atomics — which is right
+only while no other parameter of the launch writes the same memory (`shared_writes`)."""
 
 from __future__ import annotations
 
 from ..core.ir import Function, Region, used_ids
-from ..core.ops import LOOPS, MEMORY, Op
+from ..core.ops import LOOPS, MEMORY, WRITES, Op
 from ..core.passes.shifts import shifted_adds
+
+
+def written_params(fn: Function) -> list[int]:
+    """Indices of array parameters the function stores or atomically updates."""
+    index = {p.value.id: k for k, p in enumerate(fn.params)}
+    out = set()
+    for ins in fn.walk():
+        if ins.op in WRITES and ins.args[0].id in index:
+            out.add(index[ins.args[0].id])
+        elif ins.op == Op.NATIVE:       # native code may write any array it is passed
+            out.update(index[a.id] for a in ins.args if a.id in index and a.type.is_array)
+    return sorted(out)
+
+
+def shares_memory(a, b) -> bool:
+    """True when arrays `a` and `b` may overlap: one buffer (an array passed twice, views of one array) or,
+    for host buffers, overlapping address ranges (arrays adopted from overlapping NumPy or torch memory)."""
+    ba, bb = a.buffer, b.buffer
+    if ba is bb:
+        return True
+    pa, pb = getattr(ba, "ptr", None), getattr(bb, "ptr", None)
+    if type(pa) is int and type(pb) is int:
+        return pa < pb + bb.nbytes and pb < pa + ba.nbytes and ba.nbytes > 0 and bb.nbytes > 0
+    return False
+
+
+def shared_writes(args, written) -> bool:
+    """True when two of the arrays at the `written` positions of a launch's arguments may overlap: adds
+    that skip atomics because no other thread of this kernel writes their element (own-element adds,
+    per-worker scatter buffers) would then race with, or reorder, the other parameter's writes."""
+    arrays = [args[k] for k in written]
+    return any(shares_memory(arrays[x], arrays[y]) for x in range(len(arrays)) for y in range(x))
 
 
 def local_scatters(fn: Function) -> dict[int, list[tuple]]:

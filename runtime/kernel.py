@@ -14,6 +14,7 @@ from ..ad.checks import static_violations
 from ..ad.pipeline import SEEDED, VARIANTS, build_variant, for_backend, seeded_variant, variant_log
 from ..ad.uniform import NotUniform
 from ..ad.reverse import adjoint_function
+from ..backends.analysis import written_params
 from ..backends.base import CompileOptions
 from ..core import func as _func
 from ..core.config import config
@@ -24,8 +25,9 @@ from ..core.func import Func
 from ..core.ir import Function, format_function
 from ..core.locks import compiling
 from ..core.native import check_snippets
-from ..core.ops import WRITES, Op
+from ..core.ops import Op
 from ..core.types import ArrayType
+from ..core.passes.shifts import has_exclusive_adds
 from ..core.passes.widen import widen_floats
 from .bind import make_binder
 from .cache import default_cache
@@ -35,7 +37,7 @@ class Specialization:
     """One compiled variant of a kernel on one device, with what a launch needs precomputed."""
 
     __slots__ = ("fn", "compiled", "options", "device", "launch", "written", "split", "has_split", "nan_reread",
-                 "tid_ndim")
+                 "tid_ndim", "exclusive")
 
     def __init__(self, fn: Function, compiled, options: CompileOptions, device):
         self.fn, self.compiled, self.options, self.device = fn, compiled, options, device
@@ -44,6 +46,7 @@ class Specialization:
         self.split = fn.attrs.get("param_split", [])
         self.has_split = any(n > 1 for _, n in self.split)
         self.written = written_params(fn)
+        self.exclusive = has_exclusive_adds(fn)     # own-element adds without atomics: see launch.py
         self.nan_reread = None          # runtime/nan_check.py: written params the kernel reads back
 
 
@@ -57,18 +60,6 @@ def _too_deep(name: str, variant: str):
         raise CompileError(f"kernel '{name}' ({variant}): the code is too deeply nested to compile (blocks "
                            "inside blocks, including the bodies of inlined @gk.func calls); flatten it or move "
                            "inner parts into separate launches") from None
-
-
-def written_params(fn: Function) -> list[int]:
-    """Indices of array parameters the function stores or atomically updates."""
-    index = {p.value.id: k for k, p in enumerate(fn.params)}
-    out = set()
-    for ins in fn.walk():
-        if ins.op in WRITES and ins.args[0].id in index:
-            out.add(index[ins.args[0].id])
-        elif ins.op == Op.NATIVE:       # native code may write any array it is passed
-            out.update(index[a.id] for a in ins.args if a.id in index and a.type.is_array)
-    return sorted(out)
 
 
 class Kernel:

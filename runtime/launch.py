@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from ..backends.analysis import shared_writes
 from ..core.config import config
 from .state import current as state
 from .adjoint_args import _source_params, adjoint_arguments, given_adjoints, tangent_arguments, variant_for_seeds
@@ -98,6 +99,13 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     call_args = _flatten(spec, bound) if spec.has_split else bound
     if adjoint:
         call_args = call_args + adjoint_arguments(kernel, spec, bound, given)
+        if spec.exclusive and not tangent and state.forward_mode is None and shared_writes(call_args, spec.written):
+            # the adjoint adds into its own elements without atomics, which another gradient sharing that
+            # memory would race with: the adjoint with atomics there instead
+            variant = "adjoint_shared" if given is None else variant_for_seeds(kernel, "adjoint_shared", given)
+            spec = kernel.specialization(dev, variant)
+            call_args = (_flatten(spec, bound) if spec.has_split else bound) + \
+                adjoint_arguments(kernel, spec, bound, given)
     if variant.endswith("_tangent"):
         call_args = call_args + tangent_arguments(kernel, spec, call_args, dev)
     tape = state.tape if record_tape and not adjoint and kernel.recorded else None
@@ -159,12 +167,15 @@ def prepare_adjoint(kernel, dims, inputs, outputs, device, originals=None) -> Pr
     the recorded arguments whose gradients to use when saved copies stand in for some inputs."""
     dev = get_device(device)
     bound = kernel.binder()([*inputs, *outputs], dev)
-    spec = kernel.specialization(dev, adjoint_variant(kernel, bound, tuple(dims), dev))
-    sources = [(bound if originals is None else originals)[j] for j in _source_params(spec, "adj_of")]
-    grads = [a.grad for a in sources]
-    if any(g is None for g in grads):
-        return None
-    call_args = list(_flatten(spec, bound)) + grads
+    for variant in (adjoint_variant(kernel, bound, tuple(dims), dev), "adjoint_shared"):
+        spec = kernel.specialization(dev, variant)
+        sources = [(bound if originals is None else originals)[j] for j in _source_params(spec, "adj_of")]
+        grads = [a.grad for a in sources]
+        if any(g is None for g in grads):
+            return None
+        call_args = list(_flatten(spec, bound)) + grads
+        if not (spec.exclusive and shared_writes(call_args, spec.written)):     # as in `launch`
+            break
     return PreparedAdjoint(config.codegen_key(), spec, tuple(dims), call_args, grads, sources)
 
 

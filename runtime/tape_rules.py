@@ -14,7 +14,7 @@ from ..core.passes.scalarize import user_params
 
 def written_user_params(kernel) -> list[int]:
     """User-level parameter indices of the arrays a kernel's forward pass writes (cached on the IR)."""
-    from .kernel import written_params
+    from ..backends.analysis import written_params
     fwd = kernel.lowered("forward")
     cached = fwd.attrs.get("_written_user")
     if cached is None:

@@ -57,7 +57,7 @@ def tape_graph(tape, filename=None, array_labels=None, graph_direction: str = "L
 
 def tape_model(tape, array_labels=None, show_gradients: bool = False, grads: dict | None = None) -> TapeGraph:
     """The graph of a live tape: arrays keyed by id(), their flow states when `show_gradients`."""
-    from ..runtime.kernel import written_params
+    from ..backends.analysis import written_params
     records = tape.launches
     names: dict[int, str] = {}
     arrays: dict[int, object] = {}

@@ -12,12 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ...backends.analysis import local_margin, local_scatters, reduction_sites
+from ...backends.analysis import local_margin, local_scatters, reduction_sites, shared_writes, written_params
 from ...backends.base import Backend, DeviceInfo, KernelFault, fault_error
 from ...core import types as T
 from ...core.ir import fingerprint
 from ...core.locks import COMPILING
 from ...core.ops import LOOPS, Op
+from ...core.passes.shifts import has_exclusive_adds
 from . import jit
 from .layout import HEADER, layout_of
 from .memory import HostBuffer, HostMemory
@@ -88,6 +89,10 @@ class CompiledKernel:
         self.packer = make_packer(self.layout, self.block, self.block[4])
         self.private = sorted(self.layout.private.items())      # (param index, slot)
         self.local_shifts = [s for shifts in local_scatters(fn).values() for s in shifts]
+        # Workers add into some arrays without atomics (private buffers, chunk middles, gathered adjoints'
+        # own elements): right only while no other written parameter shares their memory.
+        self.written = written_params(fn)
+        self.plain_adds = bool(self.private) or bool(self.local_shifts) or has_exclusive_adds(fn)
         self.scratch: dict = {}                                  # (worker, param index) -> HostBuffer
         self.lock = threading.Lock()
 
@@ -228,7 +233,8 @@ class CPUBackend(HostMemory, Backend):
             ptr = compiled.pack(dim, args)
             if compiled.can_fault:
                 compiled.fault[:] = 0
-            if n < compiled.inline_below:
+            if n < compiled.inline_below or (compiled.plain_adds and shared_writes(args, compiled.written)):
+                # (adds without atomics into memory another written parameter shares: one thread, in order)
                 compiled.entry_all(ptr)
             else:
                 bounds = chunk_bounds(n, self._nworkers, compiled.chunk_max)

@@ -54,3 +54,20 @@ def index_shift(idx, ndim: int, tids: dict, defs: dict) -> tuple | None:
         else:
             return None
     return tuple(out)
+
+
+def has_exclusive_adds(fn: Function) -> bool:
+    """True when some atomic is marked exclusive: an add into the thread's own element done without an atomic
+    instruction (reverse mode's adds at [tid], a gathered adjoint's), right while no other parameter of the
+    launch writes the same memory."""
+    return any(ins.op == Op.ATOMIC and ins.attrs.get("exclusive") for ins in fn.walk())
+
+
+def without_exclusive_adds(fn: Function) -> Function:
+    """A copy of `fn` whose exclusive adds are atomics again (for launches whose written arrays overlap)."""
+    from ..ir import copy_function
+    out = copy_function(fn)
+    for ins in out.walk():
+        if ins.op == Op.ATOMIC and ins.attrs.get("exclusive"):
+            ins.attrs["exclusive"] = False
+    return out
