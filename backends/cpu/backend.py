@@ -8,6 +8,7 @@ import ctypes
 import os
 import struct
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -29,6 +30,12 @@ KERNEL_T = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_
 WHOLE_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 INLINE_BELOW = 1 << 15      # straight-line kernels with fewer threads run on the calling thread
 INLINE_BELOW_LOOPS = 64     # kernels with loops do far more work per thread: split them much earlier
+# Between INLINE_BELOW and CHOOSE_BELOW threads a straight-line kernel runs both ways a couple of times
+# per power-of-two size and keeps the faster: handing chunks to the pool costs tens of microseconds on a
+# virtual machine (a worker's wake-up, then the caller's), which a launch of 2^15-2^19 threads may not
+# win back — measured here, tiny kernel at 2^17 threads 28.6 us pooled vs 9.5 us on one thread.
+CHOOSE_BELOW = 1 << 21
+TRIES = 2                   # timed launches of each way per size before choosing
 
 # Tiered compilation of straight-line kernels: the first launches run code from the quick tier (no IR
 # passes, -O0 code generation: ~1 ms instead of ~15 ms), and the optimised, vectorised code is compiled
@@ -77,6 +84,8 @@ class CompiledKernel:
         self.can_fault = options.debug or any(i.op == Op.PUSH for i in fn.walk())
         loops = any(i.op in LOOPS for i in fn.walk())
         self.inline_below = INLINE_BELOW_LOOPS if loops else INLINE_BELOW
+        self.choose_below = INLINE_BELOW_LOOPS if loops else CHOOSE_BELOW
+        self.ways: dict[int, list] = {}     # log2 size -> [pooled ns/thread, pooled tries, inline ns, tries]
         self.chunk_max = CHUNK_MAX_LOOPS if loops else CHUNK_MAX
         self.fault = np.zeros(8, np.int64)
         size = self.layout.size
@@ -95,6 +104,25 @@ class CompiledKernel:
         self.plain_adds = bool(self.private) or bool(self.local_shifts) or has_exclusive_adds(fn)
         self.scratch: dict = {}                                  # (worker, param index) -> HostBuffer
         self.lock = threading.Lock()
+
+    def inline(self, n: int) -> bool:
+        """Whether a launch of `n` threads (at least inline_below) runs on the calling thread: the faster
+        way measured at its size, after TRIES timed launches each way."""
+        if n >= self.choose_below:
+            return False
+        w = self.ways.get(n.bit_length())
+        if w is None or w[1] < TRIES:
+            return False
+        if w[3] < TRIES:
+            return True
+        return w[2] < w[0]
+
+    def timed(self, n: int, inline: bool, ns: int) -> None:
+        """Record a launch of `n` threads that took `ns` nanoseconds one way (see `inline`)."""
+        w = self.ways.setdefault(n.bit_length(), [float("inf"), 0, float("inf"), 0])
+        k = 2 if inline else 0
+        w[k] = min(w[k], ns / n)
+        w[k + 1] += 1
 
     def busy(self, n: int) -> bool:
         """Count a launch of `n` threads on the quick tier; True when the kernel deserves optimised code."""
@@ -233,9 +261,14 @@ class CPUBackend(HostMemory, Backend):
             ptr = compiled.pack(dim, args)
             if compiled.can_fault:
                 compiled.fault[:] = 0
+            choosing = compiled.inline_below <= n < compiled.choose_below
+            t0 = time.perf_counter_ns() if choosing else 0
             if n < compiled.inline_below or (compiled.plain_adds and shared_writes(args, compiled.written)):
                 # (adds without atomics into memory another written parameter shares: one thread, in order)
                 compiled.entry_all(ptr)
+            elif choosing and compiled.inline(n):
+                compiled.entry_all(ptr)
+                compiled.timed(n, True, time.perf_counter_ns() - t0)
             else:
                 bounds = chunk_bounds(n, self._nworkers, compiled.chunk_max)
                 workers = min(self._nworkers, len(bounds) - 1)
@@ -251,6 +284,8 @@ class CPUBackend(HostMemory, Backend):
                 run_chunks(entry, bounds, ptrs, self._executor())
                 if compiled.private:
                     compiled.gather(args, workers)
+                if choosing:
+                    compiled.timed(n, False, time.perf_counter_ns() - t0)
             if compiled.can_fault and compiled.fault[0]:
                 f = compiled.fault
                 raise fault_error(compiled.fn, KernelFault(int(f[0]), int(f[1]), int(f[2]), int(f[3]), int(f[4])),
