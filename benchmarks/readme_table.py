@@ -19,6 +19,8 @@ ROWS = [
     ("W2 atomic sum 2^24, forward / backward", ["W2 forward", "W2 backward"]),
     ("W3 n-body 2048, forward / backward", ["W3 forward", "W3 backward"]),
     ("W4 heat 1024² × 16 steps, forward / backward", ["W4 forward", "W4 backward"]),
+    ("floors: W1 copy / accumulate, W4 17 gradients / 2 buffers (the bytes alone)",
+     ["W1 floor: copy", "W1 floor: accumulate", "W4 floor: 17 gradients", "W4 floor: 2 buffers"]),
     ("W5 1-thread launch, plain / taped / backward (µs)", ["W5 plain", "W5 taped", "W5 backward"]),
     ("W6 first W3 gradient in a fresh process, cold / warm cache (s)", ["W6 cold", "W6 warm"]),
     ("W7 compile, n = 250 / 500 / 1000 / 2000 statements (s)", ["W7 n=250", "W7 n=500", "W7 n=1000", "W7 n=2000"]),
