@@ -8,7 +8,7 @@
     adjoint_shared   adjoint → shared: its own-element adds atomic again, for launches where two written
                      arrays share memory (runtime/launch.py; only when it has such adds)
     forward_tangent  forward → tangent                            (ad/forward.py)
-    adjoint_tangent  adjoint → tangent
+    adjoint_tangent  adjoint → tangent                            (and adjoint_shared_tangent)
     <adjoint>@u<k>   an adjoint → uniform → simplify              (ad/uniform.py; gradients seeded with one
                      value, launch(..., adjoint=True, adj_outputs=[1.0]))
     backend stage    any variant → expand → simplify              (core/passes/expand.py; only when it
@@ -64,6 +64,7 @@ VARIANTS: dict[str, Variant] = {
     "adjoint_shared": Variant("adjoint", (SHARED,), when=has_exclusive_adds),
     "forward_tangent": Variant("forward", (TANGENT,)),
     "adjoint_tangent": Variant("adjoint", (TANGENT,)),
+    "adjoint_shared_tangent": Variant("adjoint_shared", (TANGENT,)),
 }
 
 

@@ -96,18 +96,16 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     spec = kernel.specialization(dev, variant)
     if spec.tid_ndim != len(dims) and spec.tid_ndim > 1:
         _check_tid(kernel, spec, dims)
-    call_args = _flatten(spec, bound) if spec.has_split else bound
-    if adjoint:
-        call_args = call_args + adjoint_arguments(kernel, spec, bound, given)
-        if spec.exclusive and not tangent and state.forward_mode is None and shared_writes(call_args, spec.written):
-            # the adjoint adds into its own elements without atomics, which another gradient sharing that
-            # memory would race with: the adjoint with atomics there instead
+    call_args = _call_arguments(kernel, spec, variant, bound, given, adjoint, dev)
+    if adjoint and spec.exclusive and shared_writes(call_args, spec.written):
+        # the adjoint adds into its own elements without atomics, which another gradient sharing that
+        # memory would race with: the adjoint with atomics there instead
+        if variant.endswith("_tangent"):
+            variant = "adjoint_shared_tangent"
+        else:
             variant = "adjoint_shared" if given is None else variant_for_seeds(kernel, "adjoint_shared", given)
-            spec = kernel.specialization(dev, variant)
-            call_args = (_flatten(spec, bound) if spec.has_split else bound) + \
-                adjoint_arguments(kernel, spec, bound, given)
-    if variant.endswith("_tangent"):
-        call_args = call_args + tangent_arguments(kernel, spec, call_args, dev)
+        spec = kernel.specialization(dev, variant)
+        call_args = _call_arguments(kernel, spec, variant, bound, given, adjoint, dev)
     tape = state.tape if record_tape and not adjoint and kernel.recorded else None
     if tape is None and not config.check_nan:
         try:
@@ -132,6 +130,16 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     if config.check_nan:
         check_after_launch(kernel, spec, call_args, variant, before, dims)
     return None
+
+
+def _call_arguments(kernel, spec, variant: str, bound, given, adjoint: bool, dev) -> list:
+    """The arguments `spec` is called with: the bound ones, then adjoint arrays, then tangent arrays."""
+    call_args = _flatten(spec, bound) if spec.has_split else bound
+    if adjoint:
+        call_args = call_args + adjoint_arguments(kernel, spec, bound, given)
+    if variant.endswith("_tangent"):
+        call_args = call_args + tangent_arguments(kernel, spec, call_args, dev)
+    return call_args
 
 
 class PreparedAdjoint:

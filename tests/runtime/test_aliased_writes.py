@@ -132,3 +132,33 @@ def test_adjoints_with_plain_adds_are_not_chosen_for_shared_gradients(device, ke
     if kernel is stencil_and_gather:
         want[[0, -1]] -= 1.0
     np.testing.assert_array_equal(g.numpy(), want)
+
+
+@gk.kernel
+def squares_twice(u: gk.array(dtype=float), v: gk.array(dtype=float), idx: gk.array(dtype=int),
+                  out: gk.array(dtype=float)):
+    i = gk.tid()
+    out[i] = u[i] * u[i] + v[idx[i]] * v[idx[i]]
+
+
+def test_forward_over_reverse_with_one_array_passed_twice(device, monkeypatch):
+    """Hessian-vector products (ForwardMode around a backward) take the atomic adjoint too."""
+    idx, idx_g = _idx(device, 8)
+    rng = np.random.default_rng(9)
+    x_np = rng.integers(-3, 4, N).astype(np.float32)         # small integers: sums exact in float32
+    s_np = rng.integers(-2, 3, N).astype(np.float32)
+    x = gk.array(x_np, device=device, requires_grad=True)
+    out = gk.zeros(N, device=device, requires_grad=True)
+    variants = []
+    spec_of = squares_twice.specialization
+    monkeypatch.setattr(squares_twice, "specialization",
+                        lambda dev, variant="forward": variants.append(variant) or spec_of(dev, variant))
+    with gk.ForwardMode(seeds={x: gk.array(s_np, device=device)}):
+        tape = gk.Tape()
+        with tape:
+            gk.launch(squares_twice, N, inputs=[x, x, idx_g], outputs=[out], device=device)
+        tape.backward(grads={out: gk.full(N, 1.0, device=device)})
+    count = np.bincount(idx, minlength=N)
+    np.testing.assert_array_equal(x.grad.numpy(), 2.0 * x_np * (1 + count))
+    np.testing.assert_array_equal(x.grad.dual.numpy(), 2.0 * s_np * (1 + count))
+    assert variants[-1] == "adjoint_shared_tangent"
