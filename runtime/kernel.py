@@ -46,7 +46,8 @@ class Specialization:
         self.split = fn.attrs.get("param_split", [])
         self.has_split = any(n > 1 for _, n in self.split)
         self.written = written_params(fn)
-        self.exclusive = has_exclusive_adds(fn)     # own-element adds without atomics: see launch.py
+        # own-element adds without atomics, which another written parameter could race with (launch.py)
+        self.exclusive = len(self.written) > 1 and has_exclusive_adds(fn)
         self.nan_reread = None          # runtime/nan_check.py: written params the kernel reads back
 
 

@@ -19,7 +19,6 @@ from ...core import types as T
 from ...core.ir import fingerprint
 from ...core.locks import COMPILING
 from ...core.ops import LOOPS, Op
-from ...core.passes.shifts import has_exclusive_adds
 from . import jit
 from .layout import HEADER, layout_of
 from .memory import HostBuffer, HostMemory
@@ -98,10 +97,11 @@ class CompiledKernel:
         self.packer = make_packer(self.layout, self.block, self.block[4])
         self.private = sorted(self.layout.private.items())      # (param index, slot)
         self.local_shifts = [s for shifts in local_scatters(fn).values() for s in shifts]
-        # Workers add into some arrays without atomics (private buffers, chunk middles, gathered adjoints'
-        # own elements): right only while no other written parameter shares their memory.
+        # Workers add into some arrays without atomics (private buffers, chunk middles): right only while no
+        # other written parameter shares their memory. (Exclusive adds are the launch's concern: runtime/
+        # launch.py picks the adjoint without them for such launches, on every backend.)
         self.written = written_params(fn)
-        self.plain_adds = bool(self.private) or bool(self.local_shifts) or has_exclusive_adds(fn)
+        self.plain_adds = len(self.written) > 1 and bool(self.private or self.local_shifts)
         self.scratch: dict = {}                                  # (worker, param index) -> HostBuffer
         self.lock = threading.Lock()
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from ...core import types as T
 from ...core.ir import Function, Instr, Value
 from ...core.ops import Op
+from ...core.passes.shifts import int_const
 
 # LLVM signed predicates of the IR's comparisons, and each one with its operands swapped
 PREDICATES = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
@@ -102,7 +103,7 @@ def _offset(ins: Instr, offsets: dict, last: int, ndim: int, gathered: bool) -> 
         return offsets.get(args[1].id) if guarded else None
     if name not in ("add", "sub") or len(args) != 2:
         return None
-    k = [_int_const(a) for a in args]
+    k = [int_const(a) for a in args]
     if name == "add":
         if args[0].id in offsets and k[1] is not None:
             return offsets[args[0].id] + k[1]
@@ -112,7 +113,3 @@ def _offset(ins: Instr, offsets: dict, last: int, ndim: int, gathered: bool) -> 
         return offsets[args[0].id] - k[1]
     return None
 
-
-def _int_const(v: Value) -> int | None:
-    c = getattr(v, "const_value", None)
-    return c if isinstance(c, int) and not isinstance(c, bool) else None

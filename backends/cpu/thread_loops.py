@@ -184,11 +184,13 @@ class ThreadLoops:
                 q = nq
         row_base = b.mul(r, width)
 
+        lead = [b.trunc(c, I32) for c in reversed(lead)]
+
         def thread(j):
             self.tid = b.add(row_base, j)
-            self.coords = [b.trunc(c, I32) for c in reversed(lead)] + [b.trunc(j, I32)]
+            self.coords = lead + [b.trunc(j, I32)]
             self.thread_body(b)
-        self.coords = [b.trunc(c, I32) for c in reversed(lead)] + [None]    # for edge bounds (edges.py)
+        self.coords = lead + [None]           # for edge bounds ahead of the row (edges.py)
         self.inner_loops(b, jstart, jend, width, thread)
         b.branch(next_row)
         b.position_at_end(next_row)

@@ -47,13 +47,19 @@ def index_shift(idx, ndim: int, tids: dict, defs: dict) -> tuple | None:
         if op is None or op.op != Op.PRIM or op.attrs.get("name") not in ("add", "sub") or len(op.args) != 2:
             return None
         a, b = op.args
-        if tids.get(a.id) == d and isinstance(b.const_value, int) and not isinstance(b.const_value, bool):
+        if tids.get(a.id) == d and int_const(b) is not None:
             out.append(b.const_value if op.attrs["name"] == "add" else -b.const_value)
-        elif op.attrs["name"] == "add" and tids.get(b.id) == d and isinstance(a.const_value, int):
+        elif op.attrs["name"] == "add" and tids.get(b.id) == d and int_const(a) is not None:
             out.append(a.const_value)
         else:
             return None
     return tuple(out)
+
+
+def int_const(v) -> int | None:
+    """The value of an integer constant (not a bool), else None."""
+    c = v.const_value
+    return c if isinstance(c, int) and not isinstance(c, bool) else None
 
 
 def has_exclusive_adds(fn: Function) -> bool:
