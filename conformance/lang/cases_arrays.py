@@ -6,7 +6,7 @@ import numpy as np
 
 import gradkit as gk
 
-from .harness import Case, Const, In, Out, collect
+from .harness import Case, Const, In, Out, Same, collect
 
 A1 = gk.array(dtype=gk.float64)
 A2 = gk.array(dtype=gk.float64, ndim=2)
@@ -134,6 +134,16 @@ def _stencil2_ref(u, out):
     return r
 
 
+@gk.kernel
+def passed_twice(u: A1, v: A1, idx: gk.array(dtype=int), out: A1):
+    i = gk.tid()
+    out[i] = u[i] * u[i] + 2.0 * v[idx[i]]      # u's adjoint adds at [i], v's anywhere: one gradient
+
+
+def _twice_ref(u, v, idx, out):
+    return u * u + 2.0 * v[idx]
+
+
 CASES = collect("arrays", [
     Case("shape_and_len", "`a.shape[k]` and `len(a)` in a kernel (loop bound, values)", shape_len, 5,
          [In((5, 3)), Out((5,)), Out((5,), gk.int32)], _shape_ref),
@@ -152,6 +162,9 @@ CASES = collect("arrays", [
     Case("stencil_neighbours", "neighbours at a constant shift, guarded at the ends: `x[i - 1] if i >= 1 else 0.0`, "
          "`x[i + 2] if i + 2 < n else x[i]` (the adjoint gathers)",
          stencil_1d, 9, [In((9,)), Out((9,))], _stencil1_ref),
+    Case("array_passed_twice", "one array passed as two parameters (`u` read at [i], `v` gathered): its "
+         "gradient gets both adjoints' adds",
+         passed_twice, 8, [In((8,)), Same(0), Const(lambda r: r.integers(0, 8, 8)), Out((8,))], _twice_ref),
     Case("stencil_neighbours_2d", "a 5-point stencil over the interior of a 2-D grid, its edge copied",
          stencil_2d, (5, 6), [In((5, 6)), Out((5, 6))], _stencil2_ref),
 ])

@@ -59,6 +59,13 @@ class Scalar:
 
 
 @dataclass(frozen=True)
+class Same:
+    """Argument `index` (an earlier one) passed again: one array as two parameters. Its gradient is that
+    array's, from both; the reference gets the same values in both places."""
+    index: int
+
+
+@dataclass(frozen=True)
 class Out:
     """An output array of NumPy shape `shape`; `init(rng)` gives its initial data (zeros by default).
     Initial data is a constant: gradients are checked with respect to `In` arguments only."""
@@ -151,6 +158,8 @@ def sample(case: Case, rng: np.random.Generator) -> list:
             vals.append(np.asarray(a.make(rng)).astype(_np_dtype(a.dtype)))
         elif isinstance(a, Scalar):
             vals.append(a.value)
+        elif isinstance(a, Same):
+            vals.append(vals[a.index])
         else:
             init = np.zeros(a.shape) if a.init is None else np.asarray(a.init(rng), dtype=np.float64)
             vals.append(init.astype(_np_dtype(a.dtype)))
@@ -200,6 +209,7 @@ def _copy(v):
 
 def reference(case: Case, vals: list) -> list[np.ndarray]:
     """The reference outputs (float64 for float outputs), from fresh copies of the values."""
+    vals = [vals[a.index] if isinstance(a, Same) else v for a, v in zip(case.args, vals)]   # after with_leaf
     res = case.ref(*[_copy(v) for v in vals])
     res = list(res) if isinstance(res, (tuple, list)) else [res]
     assert len(res) == len(_outs(case)), f"{case.name}: the reference returns {len(res)} outputs"
@@ -226,6 +236,9 @@ def to_device(case: Case, vals: list, device: str, grad: bool = False) -> list:
     for a, v in zip(case.args, vals):
         if isinstance(a, Scalar):
             arrs.append(v)
+            continue
+        if isinstance(a, Same):
+            arrs.append(arrs[a.index])
             continue
         if isinstance(a, StructIn):
             arrs.append(_device_struct(a, v, device, grad))
