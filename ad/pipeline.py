@@ -7,6 +7,10 @@
     adjoint_gather   adjoint → gather → simplify                  (ad/gather.py; only for stencil adjoints)
     adjoint_shared   adjoint → shared: its own-element adds atomic again, for launches where two written
                      arrays share memory (runtime/launch.py; only when it has such adds)
+    adjoint_consume  forward_ad → consume: reverse mode where every overwriting store resets the gradient
+                     it read, for taped launches whose written memory an earlier launch used (ad/consume.py;
+                     launched only when the plain adjoint left a reset out), with _shared / _tangent /
+                     _shared_tangent forms as above
     forward_tangent  forward → tangent                            (ad/forward.py)
     adjoint_tangent  adjoint → tangent                            (and adjoint_shared_tangent)
     <adjoint>@u<k>   an adjoint → uniform → simplify              (ad/uniform.py; gradients seeded with one
@@ -29,6 +33,7 @@ from ..core.ops import Op
 from ..core.passes import EXPAND, INLINE_KEPT, LOWER, SIMPLIFY, Pass, run_passes
 from ..core.passes.expand import expand, needs_expansion
 from ..core.passes.shifts import has_exclusive_adds, without_exclusive_adds
+from .consume import consuming_adjoint
 from .forward import tangent_function
 from .gather import gather_adjoint, gather_plan
 from .reverse import adjoint_function
@@ -38,6 +43,7 @@ REVERSE = Pass("reverse", adjoint_function)
 GATHER = Pass("gather", gather_adjoint)
 TANGENT = Pass("tangent", tangent_function)
 SHARED = Pass("shared", without_exclusive_adds)
+CONSUME = Pass("consume", consuming_adjoint)
 
 
 def _keeps_calls(fn: Function) -> bool:
@@ -65,7 +71,19 @@ VARIANTS: dict[str, Variant] = {
     "forward_tangent": Variant("forward", (TANGENT,)),
     "adjoint_tangent": Variant("adjoint", (TANGENT,)),
     "adjoint_shared_tangent": Variant("adjoint_shared", (TANGENT,)),
+    "adjoint_consume": Variant("forward_ad", (CONSUME,)),
+    "adjoint_consume_shared": Variant("adjoint_consume", (SHARED,), when=has_exclusive_adds),
+    "adjoint_consume_tangent": Variant("adjoint_consume", (TANGENT,)),
+    "adjoint_consume_shared_tangent": Variant("adjoint_consume_shared", (TANGENT,)),
 }
+
+
+def adjoint_name(consume: bool = False, gather: bool = False, shared: bool = False, tangent: bool = False) -> str:
+    """The name of the adjoint variant with these traits (one place spells them). A consuming adjoint does
+    not gather: its resets would race with the neighbours' gathers of the same gradient."""
+    if gather and not (consume or shared or tangent):
+        return "adjoint_gather"
+    return "adjoint" + "_consume" * consume + "_shared" * shared + "_tangent" * tangent
 
 
 # "<adjoint variant>@u<k>,<k>": the adjoint with the gradients at adjoint-parameter positions k taken as one

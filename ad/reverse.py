@@ -42,7 +42,7 @@ class Reverse:
     notes its phases leave one another about forward instructions (side tables keyed by the instruction:
     the forward copy and the regions made from it live as long as this object)."""
 
-    def __init__(self, d: Derived):
+    def __init__(self, d: Derived, consume: bool = False):
         fwd = d.fwd
         self.fwd, self.fn = fwd, d.fn
         self.adj_arrays = d.extra           # forward array param id -> adjoint array Value
@@ -55,7 +55,9 @@ class Reverse:
         self.sites = itertools.count()
         self.pairs = itertools.count()
         d.fn.attrs["stack_sites"] = {}
-        self.sole_writes = _sole_writes(fwd)  # arrays whose adjoint need not be zeroed after a store
+        # arrays whose adjoint need not be zeroed after a store (none when the adjoint consumes)
+        self.sole_writes = set() if consume else _sole_writes(fwd)
+        self.kept: set[int] = set()          # those whose zeroing was left out
         self.unused_atomics = _unused_atomics(fwd)   # result ids of atomics whose old value nobody reads
         self.virtuals: dict[Instr, Region] = {}     # call -> its callee's body in forward terms
         self.stacks: dict[Instr, tuple[int, list[int]]] = {}  # loop -> (stack site, push/pop pair per carried)
@@ -242,6 +244,11 @@ class Reverse:
                     # the element's earlier value (or another write) may take gradient too: what this
                     # store overwrote gets none
                     b.store(arr, idx, self.zero(b, arr.type.scalar), comp=comp)
+                else:
+                    # nothing else in this kernel takes gradient from the element: whether its earlier
+                    # value (written or read by an earlier launch) needs the reset is the tape's call
+                    # (runtime/tape_consume.py launches the consuming adjoint then)
+                    self.kept.add(ins.args[0].id)
                 self.add_adj(b, value, g)
         elif op == Op.ATOMIC:
             arr = self.adj_arrays.get(ins.args[0].id)
@@ -485,9 +492,11 @@ def _settle_exclusive(fn: Function) -> None:
             ins.attrs["exclusive"] = False
 
 
-def adjoint_function(fwd: Function) -> Function:
-    """The adjoint of a lowered kernel: forward params + one `adj_<name>` array per float array param."""
-    rev = Reverse(derived_kernel(fwd, "adjoint", "adj_", "adj_of"))
+def adjoint_function(fwd: Function, consume: bool = False) -> Function:
+    """The adjoint of a lowered kernel: forward params + one `adj_<name>` array per float array param.
+    `consume`: every overwriting store resets the gradient it read, also where only an earlier launch could
+    take it (attrs["consumable"] lists the parameters whose resets the plain adjoint leaves out)."""
+    rev = Reverse(derived_kernel(fwd, "adjoint", "adj_", "adj_of"), consume)
     fn = rev.fn
     b = Builder(fn.body)
     rev.replay_region(rev.fwd.body, b, True)
@@ -496,4 +505,5 @@ def adjoint_function(fwd: Function) -> Function:
     _prune_stack(fn)
     _settle_exclusive(fn)
     fn.attrs["uses_stack"] = any(i.op == Op.PUSH for i in fn.walk())
+    fn.attrs["consumable"] = [k for k, p in enumerate(rev.fwd.params) if p.value.id in rev.kept]
     return fn

@@ -419,7 +419,7 @@ class array:
                 dev.impl.copy(dev.info, out.buffer, self.buffer, self.nbytes)
             else:
                 out._write_host(self._read())
-        if self._grad is not None:
+        if self.grad is not None:           # a view's gradient is its family's (views.family_part)
             out.requires_grad = True
         host_ops.record("copy", out, self)
         return out

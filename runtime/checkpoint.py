@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 
+from .block import Block
 from .state import current as state
 
 
@@ -53,23 +54,31 @@ def checkpoint(fn, *args, **kwargs):
     """Run `fn(*args)` (which launches kernels) without keeping its launches on the active tape; on
     backward, re-run it on a temporary tape and back-propagate through that. Memory for time: the
     intermediate arrays `fn` allocates live only while its block is being differentiated.
-    `fn` must write (not accumulate into) its outputs, since it runs twice."""
+    `fn` must write (not accumulate into) its outputs, since it runs twice. The recompute refuses inputs
+    changed since the block ran (GradientRuleError) and puts back what later launches wrote into the
+    block's outputs (runtime/block.py)."""
     tape = state.tape
     if tape is None:
         return fn(*args, **kwargs)
-    result = _untaped(fn, args, kwargs)
+    result, block = Block.run(fn, args, kwargs)
+    index = len(tape.records)
 
     def backward() -> None:
-        from .tape import Tape
-        inner = Tape()
-        outer, state.tape = state.tape, inner
-        try:
-            fn(*args, **kwargs)
-        finally:
-            state.tape = outer
-        inner._run_adjoints()
+        block.check_inputs()
+        with block.outputs_kept():
+            from .tape import Tape
+            inner = Tape(snapshots=False)
+            inner._prior = tape.memory_before(index)       # what the tape used before the block
+            outer, state.tape = state.tape, inner
+            try:
+                fn(*args, **kwargs)
+            finally:
+                state.tape = outer
+            inner._run_adjoints()
 
-    tape.record_func(backward, _arrays([*args, *kwargs.values()]))
+    tape.record_func(backward, block.arrays(_arrays([*args, *kwargs.values()])))
+    rec = tape.records[-1]
+    rec.name, rec.writes = f"checkpoint({getattr(fn, '__name__', 'fn')})", block.written()
     return result
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backends.analysis import shares_memory
 from .state import current as state
 
 
@@ -26,19 +27,20 @@ def _write_rows(a, rows: np.ndarray) -> None:
 
 
 def move_gradient(dst, src, dst_offset: int, src_offset: int, count: int) -> None:
-    """Backward of `dst[dst_offset:+count] = src[src_offset:+count]` (src None: a constant): the source's
-    gradient gains the destination range's, which is then zero (those values no longer reach the loss)."""
+    """Backward of `dst[dst_offset:+count] = src[src_offset:+count]` (src None: a constant): the destination
+    range's gradient is taken (reset to zero: those values no longer reach the loss), then added to the
+    source's. In that order, so a copy within one memory (views, overlapping ranges) routes it right."""
     g = dst.grad
     if g is None or count == 0:
         return
     rows = _rows(g)
     part = rows[dst_offset:dst_offset + count].copy()
-    if src is not None and src.grad is not None and part.any():
-        src_rows = _rows(src.grad)
-        src_rows[src_offset:src_offset + count] += part.astype(src_rows.dtype)
-        _write_rows(src.grad, src_rows)
     rows[dst_offset:dst_offset + count] = 0
     _write_rows(g, rows)
+    if src is not None and src.grad is not None and part.any():
+        src_rows = _rows(src.grad)            # read after the reset: it may be the same memory
+        src_rows[src_offset:src_offset + count] += part.astype(src_rows.dtype)
+        _write_rows(src.grad, src_rows)
 
 
 def carry_tangent(dst, src, dst_offset: int, src_offset: int, count: int) -> None:
@@ -88,16 +90,17 @@ def copy(dst, src, dest_offset: int = 0, src_offset: int = 0, count: int | None 
         raise ValueError(f"gk.copy: src_offset {src_offset} + count {n} is past src's {src.size} elements")
     if dest_offset + n > dst.size:
         raise ValueError(f"gk.copy: dest_offset {dest_offset} + count {n} is past dst's {dst.size} elements")
-    if dst is src and n and dest_offset != src_offset and abs(dest_offset - src_offset) < n:
-        raise ValueError("gk.copy: source and destination ranges of one array overlap")
+    same = dst.device is src.device and shares_memory(dst, src)   # views of one array, overlapping host memory
     whole = dest_offset == 0 and src_offset == 0 and n == dst.size == src.size
-    if whole and dst.device is src.device and dst.dtype is src.dtype:
-        if dst is not src and dst.nbytes:
+    if whole and dst.device is src.device and dst.dtype is src.dtype and not same:
+        if dst.nbytes:
             dst.device.impl.copy(dst.device.info, dst.buffer, src.buffer, dst.nbytes)
         dst._bump()
     elif n:
+        # overlapping ranges copy as memmove does (the source read whole before the destination is written)
+        part = _rows(src)[src_offset:src_offset + n].copy()
         rows = _rows(dst)
-        rows[dest_offset:dest_offset + n] = _rows(src)[src_offset:src_offset + n]
+        rows[dest_offset:dest_offset + n] = part
         _write_rows(dst, rows)
     record("copy", dst, src, dest_offset, src_offset, n)
     return dst

@@ -28,6 +28,7 @@ from ..core.native import check_snippets
 from ..core.ops import Op
 from ..core.types import ArrayType
 from ..core.passes.shifts import has_exclusive_adds
+from ..core.passes.scalarize import user_params
 from ..core.passes.widen import widen_floats
 from .bind import make_binder
 from .cache import default_cache
@@ -146,6 +147,16 @@ class Kernel:
             except NotUniform:
                 self._folds[variant] = False
         return variant if self._folds[variant] else base
+
+    def consumable(self) -> tuple:
+        """User-level parameters whose gradient the adjoint reads at an overwriting store but does not reset
+        (ad/consume.py): on a tape whose earlier launches used that memory, the consuming adjoint runs."""
+        adj = self.lowered("adjoint")
+        cached = adj.attrs.get("_consumable_user")
+        if cached is None:
+            user = user_params(adj)
+            cached = adj.attrs["_consumable_user"] = tuple(sorted({user[k] for k in adj.attrs["consumable"]}))
+        return cached
 
     def gather_sources(self) -> tuple:
         """The parameters whose gradients the stencil adjoint gathers (ad/gather.py); () when it scatters."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from ..ad.pipeline import adjoint_name
 from ..backends.analysis import shared_writes
 from ..core.config import config
 from .state import current as state
@@ -63,8 +64,10 @@ def _flatten(spec, bound):
 
 
 def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = False, adj_inputs=None,
-           adj_outputs=None, record_tape: bool = True, tangent: bool = False):
-    """Run `kernel` over the grid `dim` with `inputs` then `outputs` matched to its parameters in order."""
+           adj_outputs=None, record_tape: bool = True, tangent: bool = False, consume: bool = False):
+    """Run `kernel` over the grid `dim` with `inputs` then `outputs` matched to its parameters in order.
+    `consume` (a tape's backward pass sets it): the adjoint resets the gradient of every element it
+    overwrote, also where the kernel alone would not need it (ad/consume.py)."""
     # The hot path of every launch (W5: ~2 µs in all on cpu): each step is inlined here or cached on the
     # kernel; every check still runs (the binder's per-parameter checks, dim, tid arity, device).
     if not getattr(kernel, "_gk_kernel", False):
@@ -85,12 +88,16 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     bound = binder(args, dev)
     given = given_adjoints(kernel, len(args), len(inputs), adj_inputs, adj_outputs) if adjoint else None
     if adjoint or tangent or state.forward_mode is not None:
-        variant = ("adjoint" if tangent or state.forward_mode is not None else adjoint_variant(kernel, bound, dims, dev)) \
-            if adjoint else "forward"
-        if tangent or state.forward_mode is not None:
-            variant += "_tangent"
-        elif given is not None:
-            variant = variant_for_seeds(kernel, variant, given)
+        tangent = tangent or state.forward_mode is not None
+        consume = consume and adjoint and bool(kernel.consumable())
+        if not adjoint:
+            variant = "forward_tangent"
+        elif tangent:
+            variant = adjoint_name(consume=consume, tangent=True)
+        else:
+            variant = adjoint_variant(kernel, bound, dims, dev, consume)
+            if given is not None:
+                variant = variant_for_seeds(kernel, variant, given)
     else:
         variant = "forward"
     spec = kernel.specialization(dev, variant)
@@ -100,10 +107,9 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     if adjoint and spec.exclusive and shared_writes(call_args, spec.written):
         # the adjoint adds into its own elements without atomics, which another gradient sharing that
         # memory would race with: the adjoint with atomics there instead
-        if variant.endswith("_tangent"):
-            variant = "adjoint_shared_tangent"
-        else:
-            variant = "adjoint_shared" if given is None else variant_for_seeds(kernel, "adjoint_shared", given)
+        variant = adjoint_name(consume=consume, shared=True, tangent=tangent)
+        if given is not None and not tangent:
+            variant = variant_for_seeds(kernel, variant, given)
         spec = kernel.specialization(dev, variant)
         call_args = _call_arguments(kernel, spec, variant, bound, given, adjoint, dev)
     tape = state.tape if record_tape and not adjoint and kernel.recorded else None
@@ -169,13 +175,17 @@ class PreparedAdjoint:
             call_args[k]._bump()
 
 
-def prepare_adjoint(kernel, dims, inputs, outputs, device, originals=None) -> PreparedAdjoint | None:
+def prepare_adjoint(kernel, dims, inputs, outputs, device, originals=None, consume: bool = False
+                    ) -> PreparedAdjoint | None:
     """Bind the adjoint launch of a recorded launch; None when an array lacks `.grad` (its adjoint is a
     scratch array that must start at zero each time, so the launch goes through `launch`). `originals`:
-    the recorded arguments whose gradients to use when saved copies stand in for some inputs."""
+    the recorded arguments whose gradients to use when saved copies stand in for some inputs; `consume`
+    as for `launch`."""
     dev = get_device(device)
     bound = kernel.binder()([*inputs, *outputs], dev)
-    for variant in (adjoint_variant(kernel, bound, tuple(dims), dev), "adjoint_shared"):
+    consume = consume and bool(kernel.consumable())
+    for variant in (adjoint_variant(kernel, bound, tuple(dims), dev, consume),
+                    adjoint_name(consume=consume, shared=True)):
         spec = kernel.specialization(dev, variant)
         sources = [(bound if originals is None else originals)[j] for j in _source_params(spec, "adj_of")]
         grads = [a.grad for a in sources]
@@ -187,10 +197,13 @@ def prepare_adjoint(kernel, dims, inputs, outputs, device, originals=None) -> Pr
     return PreparedAdjoint(config.codegen_key(), spec, tuple(dims), call_args, grads, sources)
 
 
-def adjoint_variant(kernel, bound, dims: tuple, dev) -> str:
+def adjoint_variant(kernel, bound, dims: tuple, dev, consume: bool = False) -> str:
     """"adjoint_gather" when the kernel's stencil adjoint gathers instead of scattering (ad/gather.py), the
     device's backend prefers gathers, and the arrays gathered into have the launch grid's shape (what makes
-    the gather cover every element); else "adjoint"."""
+    the gather cover every element); "adjoint_consume" when `consume` and the adjoint left out a reset;
+    else "adjoint"."""
+    if consume and kernel.consumable():
+        return "adjoint_consume"
     if not dev.impl.prefers_gather:
         return "adjoint"
     sources = kernel.gather_sources()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+
+import numpy as np
 from dataclasses import dataclass, field
 
 from ..core.config import config
@@ -11,6 +13,7 @@ from . import snapshots as snapshot
 from .call_site import user_site
 from .state import current as state, process
 from .grad_check import GradCheck
+from .tape_consume import MemorySeen, mark, memory_before
 from .tape_rules import check_launch, tape_info, written_user_params
 from .version_check import check_unchanged, copies_for_backward
 
@@ -38,6 +41,8 @@ class LaunchRecord:
     site: tuple | None = field(default=None, repr=False)       # (file, line) of the gk.launch call (snapshotting)
     crcs: dict | None = field(default=None, repr=False)        # id(array) -> checksum at record, for arrays
                                                                # with a NumPy view out (writes bump no version)
+    consume: bool = field(default=False, repr=False)           # the adjoint must reset what it overwrote
+                                                               # (set by backward: runtime/tape_consume.py)
 
     @property
     def inputs(self) -> list:
@@ -105,6 +110,9 @@ class Tape:
         self._scopes: list[str] = []
         self._touched: dict[int, object] = {}
         self.scope_events: list[tuple] = []   # (record index, "begin"/"end", name) for viz
+        self._prior: MemorySeen | None = None  # memory used before this tape's records (a checkpoint's block)
+        self._seen = MemorySeen()             # memory used by records[:_marked] (runtime/tape_consume.py)
+        self._marked = 0
 
     # Recording -----------------------------------------------------------------
     def __enter__(self) -> "Tape":
@@ -189,7 +197,7 @@ class Tape:
 
     def record_host_write(self, name: str, backward, dst, src=None) -> None:
         """Record a host-side write into `dst` (`assign`, `copy`, `fill_`, ...; see runtime/host_ops.py)."""
-        arrays = [dst] if src is None or src.grad is None else [dst, src]
+        arrays = [dst] if src is None else [dst, src]
         for a in arrays:
             self._touch(a)
         self.records.append(FuncRecord(backward, arrays, tuple(self._scopes), "host", name, [dst]))
@@ -218,17 +226,31 @@ class Tape:
 
         `loss=l` sets `l.grad = 1`; `grads={y: g}` sets `y.grad = g` (an array without `requires_grad` gets a
         `.grad` first, as in Warp); with neither, the gradients already on the outputs are the seeds
-        (written by the user or by adjoint launches, e.g. a later checkpoint segment). Gradients accumulate
-        (`+=`); `zero()` clears them. Running `backward` on the same tape again first zeroes the
-        intermediate gradients its previous pass left (unless changed since), so every pass is fresh while
-        inputs keep accumulating."""
+        (written by the user or by adjoint launches, e.g. a later checkpoint segment), and a tape with no
+        gradient set anywhere raises instead of giving zeros. Gradients accumulate (`+=`); `zero()` clears
+        them. Running `backward` on the same tape again first zeroes the intermediate gradients its previous
+        pass left (unless changed since), so every pass is fresh while inputs keep accumulating.
+
+        A backward pass that raises leaves every gradient as it was before the call: what can be checked
+        (seeds, recorded values changed since, adjoints that cannot be built) is checked before anything is
+        written, and gradients are copied first when a later step may still raise (NaN checks, Python
+        records, checkpoint recomputes, value stacks, forward-over-reverse, snapshots)."""
+        self._check_seeds(loss, grads)
+        risky = self._check_records()
+        restore = self._restore_point(loss, grads) if risky else None
+        try:
+            self._backward(loss, grads)
+        except BaseException:
+            if restore is not None:
+                if process.capture is not None:
+                    process.capture.backward_stopped(self)     # the debugger shows where the pass stopped
+                restore()
+            raise
+
+    def _backward(self, loss, grads) -> None:
         self._zero_previous_pass()
         seeds = set()
         if loss is not None:
-            if loss.grad is None:
-                raise ValueError("backward(loss=...): the loss array needs requires_grad=True")
-            if loss.size != 1:
-                raise ValueError(f"backward(loss=...): the loss must have one element, it has {loss.size}")
             loss.grad.fill_(1.0)
             seeds.add(id(loss))
         for arr, seed in (grads or {}).items():
@@ -244,11 +266,102 @@ class Tape:
             process.capture.recorded(self)
             if loss is not None:
                 process.capture.backward_started(self.loss_history[-1])
-        self._run_adjoints()
+        self._run_adjoints(checked=True)
         self._last_pass = {k: (a, a.grad, a.grad.version) for k, a in self._written().items()
                            if k not in seeds and a.grad is not None}
         if process.capture is not None:
             process.capture.backward_finished(self)
+
+    def _check_seeds(self, loss, grads) -> None:
+        """The seeds are usable, and there is one (ValueError naming what to pass otherwise)."""
+        if loss is not None:
+            if getattr(loss, "grad", None) is None:
+                raise ValueError("backward(loss=...): the loss array needs requires_grad=True")
+            if loss.size != 1:
+                raise ValueError(f"backward(loss=...): the loss must have one element, it has {loss.size}")
+        for arr, seed in (grads or {}).items():
+            if not hasattr(arr, "buffer"):
+                raise TypeError(f"backward(grads=...): keys must be gk.arrays, got {type(arr).__name__}")
+            if hasattr(seed, "buffer"):
+                if seed.shape != arr.shape or seed.dtype.shape != arr.dtype.shape:
+                    raise ValueError(f"backward(grads=...): the gradient for an array of shape {arr.shape} "
+                                     f"({arr.dtype.name}) has shape {seed.shape} ({seed.dtype.name})")
+            else:
+                shape = np.shape(seed)
+                if shape and shape != arr._host_shape:
+                    raise ValueError(f"backward(grads=...): the gradient for an array of shape {arr.shape} "
+                                     f"({arr.dtype.name}) has shape {shape}")
+        if loss is None and not grads and not self._has_seed():
+            raise ValueError(
+                "tape.backward(): nothing to differentiate from: no gradient is set on any array the tape "
+                "wrote. Pass loss=<a one-element array> (its gradient becomes 1) or grads={array: gradient}, "
+                "or set the outputs' .grad before calling backward().")
+
+    def _has_seed(self) -> bool:
+        """Whether some array the tape wrote (or a Python record names) holds a nonzero gradient that this
+        pass will not clear as the previous pass's."""
+        stale = {id(grad) for a, grad, version in self._last_pass.values() if a.grad is grad and
+                 grad.version == version}
+        arrays = dict(self._written())
+        for rec in self.records:
+            if not isinstance(rec, LaunchRecord):
+                arrays.update((id(a), a) for a in rec.arrays if hasattr(a, "buffer"))
+        for a in arrays.values():
+            g = a.grad
+            if g is not None and id(g) not in stale and g.size and np.any(g._read()):
+                return True
+        return False
+
+    def _check_records(self) -> bool:
+        """Before anything is written: decide which adjoints consume (runtime/tape_consume.py), build every
+        adjoint (a kernel without one raises here) and check that the values they read are unchanged.
+        Returns True when a later step may still raise midway (the caller keeps a restore point)."""
+        if self._marked == 0 and self._prior is not None:
+            self._seen = self._prior.copy()
+        mark(self.records, self._marked, self._seen)
+        self._marked = len(self.records)
+        risky = bool(config.check_nan or state.forward_mode is not None or self.snapshotting)
+        stacks: dict = {}
+        for index, rec in enumerate(self.records):
+            if not isinstance(rec, LaunchRecord):
+                risky = True                      # Python code: a recompute, a user's backward function
+                continue
+            kernel = rec.kernel_obj
+            uses = stacks.get(id(kernel))
+            if uses is None:
+                kernel._require_backward()
+                uses = stacks[id(kernel)] = bool(kernel.lowered("adjoint").attrs.get("uses_stack"))
+            risky |= uses                         # a value stack may overflow (StackOverflowError)
+            check_unchanged(self, index, rec)
+        return risky
+
+    def _restore_point(self, loss, grads):
+        """A function putting back every gradient this pass may write (data, and which array is `.grad`)."""
+        arrays = dict(self._touched)
+        for rec in self.records:
+            if not isinstance(rec, LaunchRecord):
+                arrays.update((id(a), a) for a in rec.arrays if hasattr(a, "buffer"))
+        for a in [loss, *(grads or {})]:
+            if a is not None:
+                arrays[id(a)] = a
+        kept = []
+        for a in arrays.values():
+            g = a._grad if a._family is None else a.grad
+            dual = g.dual if g is not None else None
+            kept.append((a, g, None if g is None else g._saved_copy(), dual,
+                         None if dual is None else dual._saved_copy()))
+        last_pass, history = dict(self._last_pass), len(self.loss_history)
+
+        def restore() -> None:
+            for a, g, data, dual, dual_data in kept:
+                a.grad = g
+                for target, saved in ((g, data), (dual, dual_data)):
+                    if target is not None and target.nbytes:
+                        target.device.impl.copy(target.device.info, target.buffer, saved.buffer, target.nbytes)
+                        target._bump()
+            self._last_pass = last_pass
+            del self.loss_history[history:]
+        return restore
 
     def _zero_previous_pass(self) -> None:
         """Zero the gradients the previous backward pass of this tape left in intermediates and outputs,
@@ -274,9 +387,12 @@ class Tape:
                 written[id(args[j])] = args[j]
         return written
 
-    def _run_adjoints(self) -> None:
-        """Run every recorded adjoint in reverse order, accumulating into the arrays' current `.grad`."""
+    def _run_adjoints(self, checked: bool = False) -> None:
+        """Run every recorded adjoint in reverse order, accumulating into the arrays' current `.grad`
+        (`checked`: `_check_records` already ran for this pass)."""
         from .launch import launch, prepare_adjoint
+        if not checked:
+            self._check_records()
         self.backward_records.clear()
         shared: dict = {}
         fast = not config.check_nan and state.forward_mode is None   # else every adjoint takes `launch`
@@ -285,7 +401,6 @@ class Tape:
             if isinstance(rec, FuncRecord):
                 rec.backward()
                 continue
-            check_unchanged(self, index, rec)
             if self.snapshotting:
                 snapshot.around_adjoint(index, rec, functools.partial(self._launch_adjoint, rec, launch),
                                         self.backward_records)
@@ -295,11 +410,11 @@ class Tape:
             if not ready and fast:
                 # records of the same kernel on the same argument objects share one binding
                 ins, outs = rec.adjoint_arguments()
-                key = (id(rec.kernel_obj), rec.device, rec.dim, *map(id, ins), *map(id, outs))
+                key = (id(rec.kernel_obj), rec.device, rec.dim, rec.consume, *map(id, ins), *map(id, outs))
                 prepared = shared.get(key)
                 if prepared is None or not prepared.valid():
                     prepared = shared[key] = prepare_adjoint(rec.kernel_obj, rec.dim, ins, outs, rec.device,
-                                                             rec.args)
+                                                             rec.args, rec.consume)
                 rec.prepared = prepared
                 ready = prepared is not None and prepared.valid()
             if ready:
@@ -312,7 +427,7 @@ class Tape:
         ins, outs = rec.adjoint_arguments()
         adj_ins, adj_outs = rec.adjoint_grads()
         launch(rec.kernel_obj, rec.dim, ins, outs, device=rec.device, adjoint=True, adj_inputs=adj_ins,
-               adj_outputs=adj_outs, record_tape=False)
+               adj_outputs=adj_outs, record_tape=False, consume=rec.consume)
 
     # Housekeeping --------------------------------------------------------------
     def zero(self) -> None:
@@ -333,8 +448,13 @@ class Tape:
         self._last_pass = {}
         self.backward_records.clear()
         self._touched.clear()
+        self._seen, self._marked = MemorySeen(), 0
         self.scope_events.clear()
         self._scopes.clear()
+
+    def memory_before(self, index: int) -> MemorySeen:
+        """The memory records[:index] used (what a checkpoint block's recompute must not hand gradient to)."""
+        return memory_before(self.records, index, self._prior)
 
     @property
     def gradients(self) -> dict:

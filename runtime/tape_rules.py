@@ -6,6 +6,7 @@ earlier launch's backward pass still needs). Cached on the kernel and its IR."""
 from __future__ import annotations
 
 from ..ad.accessed_rows import user_index
+from ..backends.analysis import shares_memory
 from ..ad.read_order import read_before_write
 from ..core.errors import CompileError, GradientRuleError
 from ..core.ops import Op
@@ -76,8 +77,8 @@ def check_recoverable(kernel) -> None:
 
 
 def check_aliasing(kernel, args) -> None:
-    """One array passed both as a parameter whose values the adjoint reads and as another parameter the
-    launch writes (`y = x * x` into x): the two parameters' gradients would be one array too, which the
+    """One array (or two sharing memory: views) passed both as a parameter whose values the adjoint reads
+    and as another parameter the launch writes (`y = x * x` into x): the two parameters' gradients would be one array too, which the
     adjoint cannot tell apart. Raise before the launch under checks, and at backward always."""
     written = written_user_params(kernel)
     if not written:
@@ -85,7 +86,7 @@ def check_aliasing(kernel, args) -> None:
     names = [n for n, _ in kernel.params]
     for j in tape_info(kernel)[1]:
         for w in written:
-            if w != j and args[w] is args[j]:
+            if w != j and shares_memory(args[w], args[j]):
                 label = getattr(args[j], "label", None) or names[j]
                 raise GradientRuleError(
                     f"kernel '{kernel.key}' reads array '{label}' as parameter '{names[j]}' and writes the same "
@@ -119,7 +120,7 @@ def check_launch(launches, kernel, bound) -> None:
         for rec in launches:
             reads = primal_reads(rec.kernel_obj.lowered("adjoint"), rec.kernel_obj)
             for j in reads:
-                if rec.args[j] is a:
+                if shares_memory(rec.args[j], a):
                     label = getattr(a, "label", None) or names[w]
                     raise GradientRuleError(
                         f"kernel '{kernel.key}' writes array '{label}', whose values the backward pass of the "

@@ -10,6 +10,7 @@ the tape, `a[i] = v`, a NumPy view) — raises `GradientRuleError` instead of a 
 from __future__ import annotations
 
 from ..ad.accessed_rows import evaluate, leading_rows
+from ..backends.analysis import shares_memory
 from ..core.errors import GradientRuleError
 from ..core.ops import WRITES
 from ..core.passes.scalarize import user_params
@@ -52,6 +53,11 @@ def copies_for_backward(kernel, args, pairs) -> dict | None:
     return saved
 
 
+def same_memory(x, a) -> bool:
+    """True when argument `x` is array `a` or another array over (part of) its memory."""
+    return x is a or (hasattr(x, "buffer") and shares_memory(x, a))
+
+
 def _describe(rows: set[int] | None) -> str:
     return "all rows" if rows is None else "row" + ("s " if len(rows) > 1 else " ") + \
         ", ".join(map(str, sorted(rows)))
@@ -68,7 +74,7 @@ def check_unchanged(tape, index: int, rec) -> None:
         check_recoverable(rec.kernel_obj)
     args, versions = rec.args, rec.versions
     for j, w in pairs:
-        if args[j] is args[w]:
+        if shares_memory(args[j], args[w]):
             check_aliasing(rec.kernel_obj, args)
     for j in reads:
         a = args[j]
@@ -94,20 +100,21 @@ def check_record(tape, index: int, rec, reads: list[int]) -> None:
         cur = recorded
         for later in tape.records[index + 1:]:
             if getattr(later, "kind", "") != "launch":
-                if any(w is a for w in getattr(later, "writes", ())):
+                if any(same_memory(w, a) for w in getattr(later, "writes", ())):
                     raise GradientRuleError(
                         f"{where} was overwritten by a host write ({later.name}) after it was recorded; the "
                         f"backward pass of '{rec.kernel}' needs its recorded values ({_describe(needed)}). "
                         "Write the new values into a fresh array instead of overwriting it in place.")
                 continue
-            if not any(x is a for x in later.args):
+            if not any(same_memory(x, a) for x in later.args):
                 continue
-            wrote = [w for w in written_user_params(later.kernel_obj) if later.args[w] is a]
-            after = later.version_of(a)
+            wrote = [w for w in written_user_params(later.kernel_obj) if same_memory(later.args[w], a)]
+            after = next(v for x, v in zip(later.args, later.versions) if same_memory(x, a))
             if after - len(wrote) != cur:
                 break                                         # changed by something the tape did not see
             for w in wrote:
-                rows = written_rows(later.kernel_obj, later.args, w)
+                # rows of another view of the memory are not rows of this one: all of them may be hit
+                rows = written_rows(later.kernel_obj, later.args, w) if later.args[w] is a else None
                 if overlap(rows, needed):
                     later_names = [n for n, _ in later.kernel_obj.params]
                     raise GradientRuleError(

@@ -70,6 +70,23 @@ class Capture:
     def backward_finished(self, tape) -> None:
         """Called by a tape when its backward pass ends: keep the gradients as they are now (the script may
         zero them before the bundle is written) and this pass's statistics for the history."""
+        grads = self._gradients(tape)
+        stats = pass_stats(tape, grads)
+        with self._lock:
+            if tape is self.tape:
+                self.grads = grads
+            self.history.add(tape.loss_history[-1] if tape.loss_history else None, stats)
+
+    def backward_stopped(self, tape) -> None:
+        """Called by a tape whose backward pass raised, before it puts its gradients back as they were: keep
+        them as the pass left them (a NaN's spread is what the debugger shows)."""
+        grads = self._gradients(tape)
+        with self._lock:
+            if tape is self.tape:
+                self.grads = grads
+
+    @staticmethod
+    def _gradients(tape) -> dict:
         from ..core.config import config
         grads = {}
         for rec in tape.launches:
@@ -77,11 +94,7 @@ class Capture:
                 g = getattr(a, "grad", None)
                 if g is not None and id(a) not in grads and g.nbytes <= config.snapshot_max_bytes:
                     grads[id(a)] = np.array(g._read(), copy=True)
-        stats = pass_stats(tape, grads)
-        with self._lock:
-            if tape is self.tape:
-                self.grads = grads
-            self.history.add(tape.loss_history[-1] if tape.loss_history else None, stats)
+        return grads
 
     def _nan_origin(self, exc: NaNError, tb=None) -> dict:
         """The error as bundle data: the index of the launch (forward or backward) that raised it, the op that

@@ -342,14 +342,15 @@ def test_repeated_backward_follows_replaced_gradient_arrays(device, rng):
         gk.launch(double_it, 10, inputs=[a], outputs=[b], device=device)
         gk.launch(sum_it, 10, inputs=[c], outputs=[loss], device=device)
     tape.backward(loss=loss)
-    np.testing.assert_allclose(a.grad.numpy(), 3 * 2 * x0, rtol=1e-5)
+    # the loss sees the last write of c only: the two before it are overwritten and pass no gradient
+    np.testing.assert_allclose(a.grad.numpy(), 2 * x0, rtol=1e-5)
     fresh = gk.zeros(10, device=device)
     a.grad = fresh
     tape.backward(loss=loss)
-    np.testing.assert_allclose(fresh.numpy(), 3 * 2 * x0, rtol=1e-5)
+    np.testing.assert_allclose(fresh.numpy(), 2 * x0, rtol=1e-5)
     gk.config.check_nan = True
     try:
         tape.backward(loss=loss)
     finally:
         gk.config.check_nan = False
-    np.testing.assert_allclose(fresh.numpy(), 2 * 3 * 2 * x0, rtol=1e-5)
+    np.testing.assert_allclose(fresh.numpy(), 2 * 2 * x0, rtol=1e-5)
