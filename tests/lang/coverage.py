@@ -1,9 +1,15 @@
 """Generate docs/coverage.md, the language coverage table (construct × mode × device), from a run of
-`pytest tests/lang` (`make coverage-table`).
+`pytest tests/lang` (`make coverage-table`), followed by the "tape patterns" family (pattern × reverse /
+forward-over-reverse × device) from a run of tests/ad/test_tape_patterns.py.
 
-    python tests/lang/coverage.py                      # run the tier (-n 2 with xdist), write the table
-    python tests/lang/coverage.py -- -k stores         # extra pytest arguments after `--`
+    python tests/lang/coverage.py                      # run both tiers (-n 2 with xdist), write the table
+    python tests/lang/coverage.py -- -k stores         # extra pytest arguments (for tests/lang) after `--`
     python tests/lang/coverage.py --results r.json     # only render an existing results file
+    python tests/lang/coverage.py --no-tape            # the language table only
+
+The tape-pattern cells are read from pytest's JUnit XML of that run (test ids
+`test_tape_pattern[PATTERN-MODE-DEVICE]`, and the `tape_cell` property a refusing cell records) and stored
+in the results file under "tape_cells".
 
 The table is written even when cells fail (they read ✗); the exit status is 0 once it is written.
 """
@@ -14,13 +20,18 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tempfile
+import xml.etree.ElementTree as ET
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "coverage.md"
 MARK = {"passed": "✓", "failed": "✗", "skipped": "skip", None: "–"}
+TAPE_TESTS = "tests/ad/test_tape_patterns.py"
+TAPE_MODES = (("reverse", "rev"), ("forward-over-reverse", "fwd-over-rev"))
+TAPE_ID = re.compile(r"^test_tape_pattern\[(\w+)-(reverse|forward-over-reverse)-(.+)\]$")
 
 
 def _constructs():
@@ -29,6 +40,14 @@ def _constructs():
     from gradkit.conformance.lang.constructs import CONSTRUCTS
     from gradkit.conformance.lang.harness import MODE_TITLES, MODES
     return CONSTRUCTS, MODES, MODE_TITLES
+
+
+def _patterns():
+    """[(name, doc)] of the tape patterns, in their order (tests/ad/test_tape_patterns.PATTERNS)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from tests.ad.test_tape_patterns import PATTERNS
+    return [(p.name, p.doc) for p in PATTERNS]
 
 
 def _commit() -> str:
@@ -42,8 +61,9 @@ def _commit() -> str:
         return "unknown"
 
 
-def render(results: dict, commit: str = "unknown") -> str:
-    """The Markdown page for a results dict ({"date", "devices": {name: description}, "cells": {...}})."""
+def render(results: dict, commit: str = "unknown", patterns=None) -> str:
+    """The Markdown page for a results dict ({"date", "devices": {name: description}, "cells": {...}},
+    and "tape_cells": {"pattern|mode|device": outcome} for the tape-patterns family)."""
     constructs, modes, titles = _constructs()
     devices = list(results["devices"])
     cells = results["cells"]
@@ -95,7 +115,56 @@ def render(results: dict, commit: str = "unknown") -> str:
         "",
         *lines,
         "",
+        *render_tape(results, patterns),
     ])
+
+
+def render_tape(results: dict, patterns=None) -> list[str]:
+    """The "tape patterns" family: pattern × reverse / forward-over-reverse × device (no lines when the
+    results hold no tape cells)."""
+    cells = results.get("tape_cells") or {}
+    if not cells:
+        return []
+    patterns = patterns if patterns is not None else _patterns()
+    devices = [d for d in results["devices"] if any(k.split("|")[2] == d for k in cells)]
+    devices += sorted({k.split("|")[2] for k in cells} - set(devices))
+    head = ["family", "pattern", "what"] + [f"{d} {t}" for d in devices for _, t in TAPE_MODES]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    counts = {"passed": 0, "refused": 0, "failed": 0, "other": 0}
+    for name, doc in patterns:
+        row = ["tape patterns", f"`{name}`", doc.replace("|", "\\|")]
+        for d in devices:
+            for m, _ in TAPE_MODES:
+                outcome = cells.get(f"{name}|{m}|{d}")
+                key = outcome if outcome in counts else "other"
+                counts[key] += 1
+                row.append("refused" if outcome == "refused" else MARK.get(outcome, "?"))
+        lines.append("| " + " | ".join(row) + " |")
+    failing = sorted({k.split("|")[0] for k, v in cells.items() if v == "failed"})
+    total = sum(counts.values())
+    return [
+        "## Tape patterns",
+        "",
+        "Each row is a program of several launches and host ops that writes some array more than once "
+        "(reused buffers, overwrites, guarded overwrites, accumulation across steps, views, copies between "
+        "handles of one memory, checkpoint blocks), in tests/ad/test_tape_patterns.py, all float64. "
+        "**rev** — `tape.backward(loss=l)`: the gradient of every input parameter against central finite "
+        "differences of the same program run without a tape (and an analytic value where the row names "
+        "one); **fwd-over-rev** — the taped run and its backward inside `gk.ForwardMode(seeds={p: v})`: "
+        "`p.grad.dual` against mixed central differences (H·v). The random programs of the tape-level "
+        "fuzz tier (tests/fuzz/test_tape_fuzz.py) cover the same semantics in combination.",
+        "",
+        "✓ passes, ✗ fails, refused: raises the documented `gk.GradientRuleError` (allowed only in rows "
+        "that say so), – not run.",
+        "",
+        f"{counts['passed'] + counts['refused']} of {total} cells pass ({counts['refused']} of them by "
+        f"refusing with the documented error), {counts['failed']} fail"
+        + (f", {counts['other']} not run" if counts["other"] else "") + "."
+        + (f" Patterns with a failing cell: {', '.join(f'`{n}`' for n in failing)}." if failing else ""),
+        "",
+        *lines,
+        "",
+    ]
 
 
 def run_tests(results_path: str, pytest_args: list[str]) -> int:
@@ -109,6 +178,45 @@ def run_tests(results_path: str, pytest_args: list[str]) -> int:
     return subprocess.run(args + pytest_args, cwd=ROOT, env=env).returncode
 
 
+def tape_cells_from_junit(path: str) -> dict[str, str]:
+    """{"pattern|mode|device": "passed" / "refused" / "failed" / "skipped"} from pytest's JUnit XML."""
+    cells: dict[str, str] = {}
+    rank = {"passed": 0, "refused": 0, "skipped": 1, "failed": 2}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        m = TAPE_ID.match(case.get("name", ""))
+        if not m:
+            continue
+        key = "|".join(m.groups())
+        if case.find("failure") is not None or case.find("error") is not None:
+            outcome = "failed"
+        elif case.find("skipped") is not None:
+            outcome = "skipped"
+        else:
+            props = {p.get("name"): p.get("value") for p in case.iter("property")}
+            outcome = "refused" if props.get("tape_cell", "").endswith("|refused") else "passed"
+        if key not in cells or rank[outcome] > rank[cells[key]]:
+            cells[key] = outcome
+    return cells
+
+
+def run_tape_tests() -> dict[str, str]:
+    """Run tests/ad/test_tape_patterns.py (every device of the run) and return its cells."""
+    fd, xml = tempfile.mkstemp(suffix=".xml", prefix="gradkit-tape-")
+    os.close(fd)
+    args = [sys.executable, "-m", "pytest", TAPE_TESTS, "-q", "-p", "no:cacheprovider", "--tb=no",
+            f"--junitxml={xml}", "-o", "junit_family=xunit1"]
+    try:
+        import xdist  # noqa: F401
+        args += ["-n", os.environ.get("XDIST_WORKERS", "2")]
+    except ImportError:
+        pass
+    try:
+        rc = subprocess.run(args, cwd=ROOT).returncode
+        return tape_cells_from_junit(xml) if rc in (0, 1) else {}
+    finally:
+        os.unlink(xml)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -116,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", help="render this results JSON instead of running the tests")
     p.add_argument("--output", default=str(DOC), help="where to write the table (default docs/coverage.md)")
+    p.add_argument("--no-tape", action="store_true", help="leave out the tape-patterns family")
     opts = p.parse_args(argv)
     if opts.results:
         path = opts.results
@@ -128,12 +237,18 @@ def main(argv: list[str] | None = None) -> int:
             return rc
     with open(path, encoding="utf-8") as f:
         results = json.load(f)
+    if not opts.results and not opts.no_tape:
+        results["tape_cells"] = run_tape_tests()
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=1, sort_keys=True)
+    if opts.no_tape:
+        results.pop("tape_cells", None)
     if not results.get("cells"):
         print(f"{path} holds no cell results; docs/coverage.md not written", file=sys.stderr)
         return 2
     text = render(results, _commit())
     pathlib.Path(opts.output).write_text(text, encoding="utf-8")
-    print(f"wrote {opts.output}: " + next(line for line in text.splitlines() if "cells pass" in line))
+    print(f"wrote {opts.output}: " + "; ".join(line for line in text.splitlines() if " cells pass (" in line))
     if not opts.results:
         os.unlink(path)
     return 0
