@@ -190,9 +190,10 @@ class array:
     def requires_grad(self, value: bool) -> None:
         if value:
             _check_grad_dtype(self.dtype, "requires_grad")
-            if self._grad is None:
+            if self.grad is None:           # a view's family may have one already
                 self._grad = array._alloc(self.shape, self.dtype, self.device)
                 self._grad.label = f"{self.label}.grad" if self.label else None
+                views.spread_part(self, "_grad")
         else:
             self._grad = None
 

@@ -9,7 +9,7 @@ Hessian-vector products in the `.grad.dual` arrays.
 from __future__ import annotations
 
 from .state import current as state
-from .views import family
+from .views import family, spread_part
 
 
 class ForwardMode:
@@ -50,6 +50,11 @@ class ForwardMode:
         for x in self.seeds:
             x.dual.zero_()
 
+    def adopt(self, a, dual) -> None:
+        """Give `a` (a copy the tape saved) the tangent `dual`, as touched: it is not cleared on first use."""
+        a._set_dual(dual)
+        self._touched[id(a)] = a
+
     def dual_of(self, a):
         """`a.dual`, allocated (or zeroed, with clear_gradients) the first time this block touches `a`."""
         if id(a) not in self._touched:
@@ -60,6 +65,7 @@ class ForwardMode:
             elif a.dual is None:
                 from .creation import zeros_like
                 a._set_dual(zeros_like(a, requires_grad=False))
+                spread_part(a, "_dual")          # the base and other views share it
             elif self.clear_gradients:
                 a.dual.zero_()
         return a.dual

@@ -29,18 +29,29 @@ def _write_rows(a, rows: np.ndarray) -> None:
 def move_gradient(dst, src, dst_offset: int, src_offset: int, count: int) -> None:
     """Backward of `dst[dst_offset:+count] = src[src_offset:+count]` (src None: a constant): the destination
     range's gradient is taken (reset to zero: those values no longer reach the loss), then added to the
-    source's. In that order, so a copy within one memory (views, overlapping ranges) routes it right."""
+    source's. In that order, so a copy within one memory (views, overlapping ranges) routes it right.
+    Inside gk.ForwardMode (forward-over-reverse) the gradients' tangents move the same way."""
     g = dst.grad
     if g is None or count == 0:
         return
+    fmode = state.forward_mode
+    if fmode is not None:
+        src_grad = src.grad if src is not None else None
+        _move(fmode.dual_of(g), None if src_grad is None else fmode.dual_of(src_grad), dst_offset, src_offset,
+              count)
+    _move(g, src.grad if src is not None else None, dst_offset, src_offset, count)
+
+
+def _move(g, src_g, dst_offset: int, src_offset: int, count: int) -> None:
+    """Take g's range (reset it) and add it to src_g's range (None: drop it)."""
     rows = _rows(g)
     part = rows[dst_offset:dst_offset + count].copy()
     rows[dst_offset:dst_offset + count] = 0
     _write_rows(g, rows)
-    if src is not None and src.grad is not None and part.any():
-        src_rows = _rows(src.grad)            # read after the reset: it may be the same memory
+    if src_g is not None and part.any():
+        src_rows = _rows(src_g)               # read after the reset: it may be the same memory
         src_rows[src_offset:src_offset + count] += part.astype(src_rows.dtype)
-        _write_rows(src.grad, src_rows)
+        _write_rows(src_g, src_rows)
 
 
 def carry_tangent(dst, src, dst_offset: int, src_offset: int, count: int) -> None:

@@ -14,6 +14,7 @@ from ..backends.analysis import shares_memory
 from ..core.errors import GradientRuleError
 from ..core.ops import WRITES
 from ..core.passes.scalarize import user_params
+from .state import current as state
 from .tape_rules import check_aliasing, check_recoverable, tape_info, written_user_params
 
 
@@ -50,6 +51,9 @@ def copies_for_backward(kernel, args, pairs) -> dict | None:
                 overlap(needed_rows(kernel, args, j), written_rows(kernel, args, w)):
             saved = saved or {}
             saved[j] = a._saved_copy()
+            fmode = state.forward_mode
+            if fmode is not None and a.dual is not None:   # forward-over-reverse: the tangent from before too
+                fmode.adopt(saved[j], a.dual._saved_copy())
     return saved
 
 

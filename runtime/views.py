@@ -64,6 +64,17 @@ def family_part(a, slot: str):
     return None
 
 
+def spread_part(a, slot: str) -> None:
+    """Give every other member of a's family that has none a's gradient (slot "_grad") or dual ("_dual"),
+    viewed in its own shape: one was just made for `a`, and a view that dies must not take it with it."""
+    part = getattr(a, slot)
+    if a._family is None or part is None:
+        return
+    for m in list(a._family):
+        if m is not a and getattr(m, slot) is None and m.dtype.scalar is a.dtype.scalar:
+            setattr(m, slot, alias(part, m.shape, m.dtype))
+
+
 def family(a) -> list:
     """The arrays sharing a's memory (a itself included)."""
     return [a] if a._family is None else list(a._family)
