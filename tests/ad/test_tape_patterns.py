@@ -22,7 +22,7 @@ import pytest
 import gradkit as gk
 from tests.conftest import DEVICES
 from tests.fuzz.tape_programs import (ArraySpec, accum_sin, accumulate, assign_scaled, atomic_half, atomic_shared,
-                                      compare, guarded_overwrite, hvp_problems, inplace_axpy, integrate, loss_term,
+                                      compare, guarded_overwrite, hvp_problems, inplace_axpy, inplace_scale, integrate, loss_term,
                                       overwrite_const, put, reverse_problems, sin_of, square, sub_scaled,
                                       taped_gradients, tanh_mix)
 
@@ -211,6 +211,13 @@ def host_copy_then_read(k, x, y, z, u, v, w, l):
     _loss(v, w, l)
 
 
+def checkpoint_view_input_changed(k, x0, p, y, w, l):
+    """Like checkpoint_input_changed, the block reading its input through a view it makes itself."""
+    gk.checkpoint(block_view, x0, k, y)
+    gk.launch(accumulate, N, inputs=[p, 0.5], outputs=[x0])
+    _loss(y, w, l)
+
+
 def reshape_copy(x, y, w, l):
     """y.reshape(-1).copy() on a tape passes the gradient like y.copy()."""
     gk.launch(sin_of, N, inputs=[x.reshape(-1)], outputs=[y.reshape(-1)])
@@ -245,6 +252,13 @@ def inplace_update(k, x, p, f, y, w, l):
         gk.launch(assign_scaled, N, inputs=[p, k], outputs=[f])
         gk.launch(inplace_axpy, N, inputs=[f, DT], outputs=[x])
     gk.launch(tanh_mix, N, inputs=[x, f], outputs=[y])
+    _loss(y, w, l)
+
+
+def inplace_nonlinear(k, f, y, w, l):
+    """`f[i] = f[i] * k[0]`: the launch overwrites the values its own adjoint needs (dk = sum f_old adj)."""
+    gk.launch(inplace_scale, N, inputs=[k], outputs=[f])
+    gk.launch(tanh_mix, N, inputs=[f, f], outputs=[y])
     _loss(y, w, l)
 
 
@@ -298,6 +312,9 @@ PATTERNS = [
     Pattern("checkpoint_input_changed", "a later launch changes a checkpoint's input: refused or right",
             checkpoint_input_changed, {"k": (1,), "x0": V, "p": V, "y": Z, "w": W}, ["k", "x0", "p"],
             refusal_ok=True),
+    Pattern("checkpoint_view_input_changed", "a later launch changes an input the block read through "
+            "`x.reshape(-1)`: refused or right", checkpoint_view_input_changed,
+            {"k": (1,), "x0": V, "p": V, "y": Z, "w": W}, ["k", "x0", "p"], refusal_ok=True),
     Pattern("host_copy_then_read", "`gk.copy(y, x)` and `u.assign(z)` into existing arrays, then nonlinear reads",
             host_copy_then_read, {"k": (1,), "x": V, "y": Z, "z": Z, "u": Z, "v": Z, "w": W}, ["k", "x"]),
     Pattern("reshape_copy", "`c = y.reshape(-1).copy()` of a 2-D y on a tape passes the gradient",
@@ -309,6 +326,8 @@ PATTERNS = [
             host_writes_consume, {"x": V, "p": V, "q": V, "y": Z, "z": Z, "w": W}, ["x", "p", "q"]),
     Pattern("inplace_update", "`x[i] = x[i] + dt f[i]` in place, 3 times, f reused", inplace_update,
             {"k": (1,), "x": V, "p": V, "f": Z, "y": Z, "w": W}, ["k", "x", "p"]),
+    Pattern("inplace_nonlinear", "`f[i] = f[i] * k[0]` in place (the adjoint needs the old f): right or refused",
+            inplace_nonlinear, {"k": (1,), "f": V, "y": Z, "w": W}, ["k", "f"], refusal_ok=True),
     Pattern("atomic_shared_elements", "threads adding into `s[0]` and `h[i // 2]`, then reading them",
             atomic_shared_elements, {"x": V, "s": (1,), "h": V, "y": Z, "z": Z, "w": W}, ["x", "s", "h"]),
 ]
