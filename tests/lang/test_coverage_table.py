@@ -5,7 +5,9 @@ import pathlib
 import re
 
 from gradkit.conformance.lang.constructs import CONSTRUCTS
-from .coverage import DOC, render, render_tape, tape_cells_from_junit
+import pytest
+
+from .coverage import DOC, _patterns, render, render_tape, tape_cells_from_junit
 from gradkit.conformance.lang.harness import MODES
 
 ROW = re.compile(r"^\| [^|]+ \| `([^`]+)` \|(.*)$", re.M)
@@ -25,6 +27,18 @@ def test_every_construct_is_in_docs_coverage_md():
     assert not missing, f"constructs missing from docs/coverage.md (run `make coverage-table`): {missing}"
     stale = sorted(set(rows) - set(names))
     assert not stale, f"docs/coverage.md lists constructs that are no longer in CONSTRUCTS: {stale}"
+
+
+def test_every_tape_pattern_is_in_docs_coverage_md():
+    text = pathlib.Path(DOC).read_text(encoding="utf-8")
+    if "\n## Tape patterns\n" not in text:
+        pytest.skip("docs/coverage.md predates the tape-patterns family (run `make coverage-table`)")
+    rows = _rows(text, "tape")
+    names = [name for name, _ in _patterns()]
+    missing = [n for n in names if n not in rows]
+    assert not missing, f"tape patterns missing from docs/coverage.md (run `make coverage-table`): {missing}"
+    stale = sorted(set(rows) - set(names))
+    assert not stale, f"docs/coverage.md lists tape patterns that are no longer in PATTERNS: {stale}"
 
 
 def test_render_marks_each_cell():
