@@ -1,14 +1,22 @@
-"""Global settings (`gk.config`): caching, debug checks, value-stack size, fast math."""
+"""Global settings (`gk.config`): caching, debug checks, value-stack size, fast math, default float type."""
 
 from __future__ import annotations
 
 import os
 
 from . import func as _func
+from . import types as T
 
 
 _FLAGS = ("cache", "debug", "check_nan", "check_ad", "fast_math", "verbose", "snapshot_launches")
 _SIZES = {"adjoint_stack_size": (1, 1 << 24), "snapshot_max_bytes": (0, 1 << 40)}
+
+
+def float_type(value, where: str) -> T.ScalarType:
+    """`value` checked as a default float type (`default_fp`): gk.float32 or gk.float64."""
+    if value is T.float32 or value is T.float64:
+        return value
+    raise TypeError(f"{where} must be gk.float32 or gk.float64, got {getattr(value, 'name', None) or repr(value)}")
 
 
 class Config:
@@ -26,9 +34,13 @@ class Config:
                 raise TypeError(f"gk.config.{name} must be an int, got {type(value).__name__} {value!r}")
             if not lo <= value <= hi:
                 raise ValueError(f"gk.config.{name} must be between {lo} and {hi}, got {value}")
+        elif name == "default_fp":
+            value = float_type(value, "gk.config.default_fp")
+            if vars(self).get(name, value) is not value:
+                _func.rules_changed()      # kernels and functions compiled for the other type lower again
         else:
             raise AttributeError(f"gk.config has no setting '{name}'; the settings are: "
-                                 f"{', '.join((*_FLAGS, *_SIZES))}")
+                                 f"{', '.join((*_FLAGS, *_SIZES, 'default_fp'))}")
         object.__setattr__(self, name, value)
 
     def __init__(self) -> None:
@@ -43,10 +55,13 @@ class Config:
         self.verbose: bool = False
         self.snapshot_max_bytes: int = 16 << 20  # debug bundles: cap per array snapshot
         self.snapshot_launches: bool = False     # tapes keep per-launch before/after array snapshots
+        # the type of float literals, float(x) and `float` annotations of locals in kernels and functions
+        # that declare no default_fp of their own (Taichi's ti.init(default_fp=...)); see docs/api/types.rst
+        self.default_fp: T.ScalarType = T.float32
 
     def codegen_key(self) -> tuple:
         """The settings that change generated code: kernels compiled under other values are recompiled."""
-        return (self.debug, self.adjoint_stack_size, self.fast_math, _func.rules_generation)
+        return (self.debug, self.adjoint_stack_size, self.fast_math, _func.rules_generation, self.default_fp)
 
     def __repr__(self) -> str:
         return "Config(" + ", ".join(f"{k}={v!r}" for k, v in vars(self).items()) + ")"

@@ -22,11 +22,15 @@ class Func:
     def __init__(self, pyfunc, **options):
         from .frontend.context import remember_enclosing_scope
         remember_enclosing_scope(pyfunc)
+        if options.get("default_fp") is not None:
+            from .config import float_type
+            options["default_fp"] = float_type(options["default_fp"], f"@gk.func {pyfunc.__name__}: default_fp")
         self.pyfunc, self.options = pyfunc, options
         self.key = getattr(pyfunc, "__qualname__", pyfunc.__name__)
         self.__name__ = pyfunc.__name__
         self.__doc__ = pyfunc.__doc__
         self._ir = None
+        self._ir_fp = None          # the default_fp _ir was lowered with
         self.custom_grad = None     # a Func set by @gk.func_grad
         self.custom_replay = None   # a Func set by @gk.func_replay
         self.native = None          # snippets set by @gk.func_native
@@ -35,23 +39,33 @@ class Func:
         """The typed IR of this function (built once, then cached). `views` ((param index, base array
         type, number of leading indices), ...) asks for the variant whose array parameters at those indices
         receive sub-array views: the base array, its leading indices appended as trailing int32 params."""
+        fp = self.default_fp
         if views:
-            return self._view_variant(building, views)
-        if self._ir is None:
+            return self._view_variant(building, views, fp)
+        if self._ir is None or self._ir_fp is not fp:
             from .frontend import lower_function
             with COMPILING:
-                if self._ir is None:
-                    self._ir = lower_function(self.pyfunc, "func", building + (self,), **self.options)
+                if self._ir is None or self._ir_fp is not fp:
+                    self._ir = lower_function(self.pyfunc, "func", building + (self,),
+                                              **{**self.options, "default_fp": fp})
+                    self._ir_fp = fp
         return self._ir
 
-    def _view_variant(self, building: tuple, views: tuple):
+    @property
+    def default_fp(self):
+        """The type of this function's float literals and float(x): its own default_fp option, else
+        gk.config.default_fp (not the calling kernel's: the function is compiled once for every caller)."""
+        from .config import config
+        return self.options.get("default_fp") or config.default_fp
+
+    def _view_variant(self, building: tuple, views: tuple, fp):
         from .frontend import lower_function
         with COMPILING:
             variants = self.__dict__.setdefault("_view_variants", {})
-            if views not in variants:
-                variants[views] = lower_function(self.pyfunc, "func", building + (self,), views=views,
-                                                 **self.options)
-            return variants[views]
+            if (views, fp) not in variants:
+                variants[views, fp] = lower_function(self.pyfunc, "func", building + (self,), views=views,
+                                                     **{**self.options, "default_fp": fp})
+            return variants[views, fp]
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"@gk.func '{self.__name__}' can only be called inside a kernel or another @gk.func")
@@ -64,7 +78,7 @@ def func_grad(f: Func):
     """`@gk.func_grad(f)`: the decorated function is f's custom adjoint (f's inputs, then output adjoints;
     it updates `gk.adjoint[x] += ...`)."""
     def deco(pyfunc):
-        g = Func(pyfunc, grad_of=f)
+        g = Func(pyfunc, grad_of=f, **_own_fp(f))
         f.custom_grad = g
         rules_changed()
         return g
@@ -74,8 +88,14 @@ def func_grad(f: Func):
 def func_replay(f: Func):
     """`@gk.func_replay(f)`: what runs instead of f in the forward replay of the backward pass."""
     def deco(pyfunc):
-        r = Func(pyfunc)
+        r = Func(pyfunc, **_own_fp(f))
         f.custom_replay = r
         rules_changed()
         return r
     return deco
+
+
+def _own_fp(f) -> dict:
+    """A custom gradient or replay function computes at the default_fp its function declares."""
+    fp = getattr(f, "options", {}).get("default_fp")
+    return {"default_fp": fp} if fp is not None else {}

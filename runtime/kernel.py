@@ -17,7 +17,7 @@ from ..ad.reverse import adjoint_function
 from ..backends.analysis import written_params
 from ..backends.base import CompileOptions
 from ..core import func as _func
-from ..core.config import config
+from ..core.config import config, float_type
 from ..core.frontend import lower_function
 from ..core.frontend.context import remember_enclosing_scope
 from ..core.errors import CompileError, GradientRuleWarning
@@ -69,8 +69,11 @@ class Kernel:
 
     _gk_kernel = True
 
-    def __init__(self, pyfunc, enable_backward: bool = True, max_unroll: int | None = None):
+    def __init__(self, pyfunc, enable_backward: bool = True, max_unroll: int | None = None,
+                 default_fp=None):
         remember_enclosing_scope(pyfunc)
+        # the type of float literals and float(x) in the body; None follows gk.config.default_fp
+        self.default_fp = None if default_fp is None else float_type(default_fp, "@gk.kernel default_fp")
         self.pyfunc = pyfunc
         self.key = pyfunc.__name__
         self.__name__ = pyfunc.__name__
@@ -82,6 +85,7 @@ class Kernel:
         self.struct_params: tuple = ()
         self.max_unroll = max_unroll
         self._typed: Function | None = None
+        self._typed_fp = None           # (own, gk.config) default_fp of _typed (None: set by widened())
         self._lowered: dict[str, Function] = {}
         self._folds: dict[str, bool] = {}      # seeded adjoint variant -> whether its seeds fold
         self._rules_generation = _func.rules_generation
@@ -96,10 +100,15 @@ class Kernel:
     # IR ----------------------------------------------------------------------
     @property
     def typed_ir(self) -> Function:
-        if self._typed is None:
+        # the kernel's default_fp, and gk.config's (which @gk.func callees without their own follow); a change
+        # of gk.config.default_fp also bumps rules_generation, so every lowered variant is rebuilt
+        fp = (self.default_fp or config.default_fp, config.default_fp)
+        if self._typed is None or self._typed_fp not in (None, fp):
             with compiling():
-                if self._typed is None:
-                    self._typed = lower_function(self.pyfunc, "kernel", max_unroll=self.max_unroll)
+                if self._typed is None or self._typed_fp not in (None, fp):
+                    self._typed = lower_function(self.pyfunc, "kernel", max_unroll=self.max_unroll,
+                                                 default_fp=fp[0])
+                    self._typed_fp = fp
         return self._typed
 
     @property
@@ -277,11 +286,12 @@ class Kernel:
         return f"<gk.kernel {self.key}>"
 
 
-def kernel(fn=None, *, enable_backward: bool = True, max_unroll: int | None = None):
-    """Decorator: `@gk.kernel` or `@gk.kernel(enable_backward=..., max_unroll=...)`."""
+def kernel(fn=None, *, enable_backward: bool = True, max_unroll: int | None = None, default_fp=None):
+    """Decorator: `@gk.kernel` or `@gk.kernel(enable_backward=..., max_unroll=..., default_fp=gk.float64)`."""
     if fn is None:
-        return lambda f: Kernel(f, enable_backward=enable_backward, max_unroll=max_unroll)
-    return Kernel(fn, enable_backward=enable_backward, max_unroll=max_unroll)
+        return lambda f: Kernel(f, enable_backward=enable_backward, max_unroll=max_unroll,
+                                default_fp=default_fp)
+    return Kernel(fn, enable_backward=enable_backward, max_unroll=max_unroll, default_fp=default_fp)
 
 
 def func(fn=None, **options):

@@ -164,7 +164,7 @@ def casts(a: A1, y: A2, yi: gk.array(dtype=int, ndim=2)):
     i = gk.tid()
     u = a[i]
     y[i, 0] = gk.float64(gk.float32(u)) * 2.0
-    y[i, 1] = float(u) + gk.float64(i)
+    y[i, 1] = gk.float32(u) + gk.float64(i)     # float(u) would be a weak float32 (docs/api/types.rst)
     y[i, 2] = gk.float64(int(u * 10.0)) + u
     yi[i, 0] = gk.int32(u * 10.0)
     yi[i, 1] = int(u * -10.0)

@@ -29,8 +29,8 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
     """Lowers one kernel or @gk.func to IR."""
 
     def __init__(self, pyfunc, kind: str, building: tuple = (), max_unroll: int | None = None, grad_of=None,
-                 views: tuple = ()):
-        super().__init__(pyfunc, SourceInfo(pyfunc), kind, building)
+                 views: tuple = (), default_fp: T.ScalarType = T.float32):
+        super().__init__(pyfunc, SourceInfo(pyfunc), kind, building, default_fp)
         self.building = building
         self.views = views                      # (param index, base array type): see Func.ir_function
         self.grad_of = grad_of                  # the Func this function is the custom gradient of
@@ -42,6 +42,7 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
         self.ret_struct = None                  # the StructType a @gk.func returns (its fields flattened)
         self.ret_array_params: list | None = None   # per array field of it: the parameter it passes back
         self.param_values: list[Value] = []
+        self.inferred_returns = False           # a @gk.func without a return annotation: typed by its returns
 
     def call_func(self, func, node):
         if func in self.building:
@@ -78,6 +79,8 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
         vals = [self.coerce(a, p.type, node, f"argument '{p.name}' of {func.__name__}()")
                 for a, p in zip(flat, callee.params)] + extra
         ins = self.b.emit(Op.CALL, vals, callee.ret_types, {"func": callee, "callee": func})
+        for k, consts in callee.attrs.get("weak_results", ()):    # unannotated returns of weak values
+            self.weak_computed(ins.results[k], node, consts)
         if "ret_struct" in callee.attrs:      # array fields are arguments passed back: the caller's arrays
             results, passed = iter(ins.results), iter(callee.attrs["ret_array_params"])
             return self.struct_from_flat(callee.attrs["ret_struct"],
@@ -176,6 +179,7 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
             raise self.error(tree, "star-arguments and keyword-only parameters are not supported in kernels")
         if self.kind == "func":
             self.ret_types = self.return_types(sig.return_annotation, tree)
+            self.inferred_returns = self.ret_types is None
             if self.ret_types and len(self.ret_types) == 1 and self.ret_types[0].is_struct:
                 self.ret_struct = self.ret_types[0]
                 self.ret_types = [ft for _, ft in self.ret_struct.flat("") if not ft.is_array]
@@ -209,6 +213,9 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
                 if self.ret_types and not self.final_returns:
                     raise self.error(tree, f"function '{self.name}' is declared to return a value but does not")
             fn.ret_types = list(self.ret_types or [])
+        if self.inferred_returns:       # a weak value returned without an annotation stays weak for callers
+            fn.attrs["weak_results"] = tuple((k, self.weak[y].consts if not self.weak[y].deps else None)
+                                             for k, y in enumerate(fn.body.yields) if y in self.weak)
         fn.attrs["n_user_params"] = len(tree.args.args)
         if param_structs:
             fn.attrs["param_structs"] = tuple(param_structs)
@@ -224,7 +231,8 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
 def lower_function(pyfunc, kind: str = "kernel", building: tuple = (), **options) -> Function:
     """Parse `pyfunc` and build its typed IR (kind 'kernel' or 'func')."""
     lowerer = Lowerer(pyfunc, kind, building, max_unroll=options.get("max_unroll"),
-                      grad_of=options.get("grad_of"), views=options.get("views", ()))
+                      grad_of=options.get("grad_of"), views=options.get("views", ()),
+                      default_fp=options.get("default_fp") or T.float32)
     if building:
         return lowerer.run()
     try:

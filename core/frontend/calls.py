@@ -33,7 +33,9 @@ class CallLowering:
             return self.call_type(callee, node)
         if callee in PY_ALIASES:
             return self.call_lang(NAMES[PY_ALIASES[callee]], node)
-        if callee is py_builtins.float or callee is py_builtins.int or callee is py_builtins.bool:
+        if callee is py_builtins.float:
+            return self.call_float(node)
+        if callee is py_builtins.int or callee is py_builtins.bool:
             return self.call_type(T.as_type(callee), node)
         if callee is py_builtins.len:
             (arg,) = self.call_args(node, 1, "len")
@@ -198,7 +200,7 @@ class CallLowering:
             return entry.eval(*args).item() if hasattr(entry.eval(*args), "item") else entry.eval(*args)
         if name == "where":
             cond = self.truth(args[0], node)
-            a, b = self.unify(args[1], args[2], node)
+            a, b = self.widen(*self.unify(args[1], args[2], node), node)
             return self.prim("where", cond, a, b, node=node)
         like = next((a.type for a in args if isinstance(a, Value)), None)
         vals = []
@@ -209,10 +211,10 @@ class CallLowering:
                 tgt = like.scalar if like is not None and (like.is_vector or like.is_matrix) else like
                 vals.append(self.materialize(a, tgt, node))
         if any(v.type.scalar is T.float64 for v in vals) and any(v.type.scalar is T.float32 for v in vals):
-            vals = [self.prim("cast", v, to=_with_scalar(v.type, T.float64)) if v.type.scalar is T.float32 else v
-                    for v in vals]
+            vals = [self.widen_float(v, _with_scalar(v.type, T.float64), node) if v.type.scalar is T.float32
+                    else v for v in vals]
         if vals and all(v.type.is_scalar and v.type.is_int for v in vals) and BUILTINS[name].float_only:
-            vals = [self.prim("cast", v, to=T.float32) for v in vals]
+            vals = [self.int_to_float(v, node) for v in vals]
         return self.prim(name, *vals, node=node)
 
     def call_type(self, t: T.Type, node):
@@ -224,9 +226,13 @@ class CallLowering:
             if not isinstance(x, Value):   # an explicit cast of a literal gives a strongly typed constant
                 if isinstance(x, (int, float)) and t.out_of_range(x):   # NumPy would raise or give inf
                     raise self.range_error(x, t, node)
-                return self.materialize(t(x).item() if not t.is_bool else bool(x), t, node)
+                c = self.materialize(t(x).item() if not t.is_bool else bool(x), t, node)
+                self.weak.pop(c, None)
+                return c
             if t is T.bool_ and not x.type.is_bool:
                 return self.truth(x, node)
+            if t is T.float64 and x.type is T.float32:
+                return self.widen_float(x, t, node)
             return self.prim("cast", x, to=t, node=node)
         if t.is_array:
             raise self.error(node, "arrays cannot be created inside kernels")
@@ -250,6 +256,29 @@ class CallLowering:
         if len(comps) != t.ncomp:
             raise self.error(node, f"{t.name} takes {t.ncomp} components, got {len(comps)}")
         return self.prim("construct", *comps, type=t, node=node)
+
+    def call_float(self, node):
+        """Python's `float(x)`: a Python number stays one (folded as Python would); a value becomes the
+        default float type (precision.py), weak, as Taichi's `float(x)` is `ti.cast(x, default_fp)`."""
+        (x,) = self.call_args(node, 1, "float")
+        if isinstance(x, TidCall):
+            x = self.tid_values(1, node)[0]
+        if isinstance(x, NUMBER):
+            if isinstance(x, int) and T.float64.out_of_range(x):
+                raise self.range_error(x, T.float64, node)
+            return float(x)
+        if not (isinstance(x, Value) and x.type.is_scalar):
+            raise self.error(node, f"float() takes a number, got {_name(x)}")
+        t = self.default_fp
+        if x.type is t:
+            return x
+        if x.type.is_int or x.type.is_bool:
+            return self.int_to_float(x, node)
+        if x.type is T.float32:           # float(v) under default_fp=float64
+            return self.widen_float(x, t, node)
+        r = self.prim("cast", x, to=t, node=node)       # float64 -> float32: rounded
+        self.weak_computed(r, node)
+        return r
 
     def static_eval(self, node):
         if len(node.args) != 1 or node.keywords:

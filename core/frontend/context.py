@@ -13,6 +13,7 @@ from .. import types as T
 from ..builtins import BuiltinTypeError
 from ..ir import Builder, Param, Region, Value
 from ..ops import Op
+from .precision import PrecisionTracking
 from .source import SourceInfo
 
 NUMBER = (bool, int, float)
@@ -142,11 +143,14 @@ def remember_enclosing_scope(pyfunc) -> None:
             pass
 
 
-class LoweringContext:
+class LoweringContext(PrecisionTracking):
     """Environment, builder and coercion helpers for one function being lowered."""
 
-    def __init__(self, pyfunc, src: SourceInfo, kind: str, building: tuple):
+    def __init__(self, pyfunc, src: SourceInfo, kind: str, building: tuple,
+                 default_fp: T.ScalarType = T.float32):
         self.pyfunc, self.src, self.kind, self.building = pyfunc, src, kind, building
+        self.default_fp = default_fp         # the type of float literals and float() (see precision.py)
+        self.weak: dict = {}                 # weak float32 Value -> precision.Weak
         self.name = pyfunc.__name__
         self.static_ns: dict = dict(pyfunc.__globals__)
         self.static_ns.update(getattr(pyfunc, "__gk_enclosing__", {}))   # see remember_enclosing_scope
@@ -258,7 +262,7 @@ class LoweringContext:
                 x = x.item()
             t = like.scalar if like is not None and not like.is_array else None
             if t is None:
-                t = T.bool_ if isinstance(x, bool) else T.int32 if isinstance(x, int) else T.float32
+                t = T.bool_ if isinstance(x, bool) else T.int32 if isinstance(x, int) else self.default_fp
             if isinstance(x, float) and not t.is_float:
                 if like is not None and like.scalar.is_int and float(x).is_integer():
                     x = int(x)
@@ -268,6 +272,8 @@ class LoweringContext:
                 raise self.range_error(x, t, node)
             value = bool(x) if t.is_bool else float(x) if t.is_float else int(x)
             c = self.b.const(value, t)
+            if t.is_float:
+                self.weak_const(c, value)
             if like is not None and (like.is_vector or like.is_matrix):
                 return self.b.prim("construct", *([c] * like.ncomp), type=like)
             return c
@@ -311,20 +317,23 @@ class LoweringContext:
 
     def prim(self, name: str, *args: Value, node=None, **attrs) -> Value:
         try:
-            return self.b.prim(name, *args, **attrs)
+            r = self.b.prim(name, *args, **attrs)
         except BuiltinTypeError as exc:
             raise self.error(node, str(exc)) from None
+        self.note_prim(name, args, r, node)
+        return r
 
     def coerce(self, x, to: T.Type, node, what: str) -> Value:
-        """x converted to type `to` where that is lossless-by-intent (weak literals; exact types)."""
+        """x converted to type `to` where that is lossless (literals; float32 the user typed, widened; weak
+        float32 known exactly, rebuilt: precision.py)."""
         if not isinstance(x, Value):
             return self.materialize(x, to, node)
         if x.type is to:
             return x
         if x.type.is_scalar and to.is_scalar and x.type.is_int and to.is_float and x.const_value is not None:
-            return self.b.const(float(x.const_value), to)
-        if x.type is T.float32 and to is T.float64:      # lossless widening (e.g. a literal-only expression)
-            return self.b.prim("cast", x, to=to)
+            return self.weak_const(self.b.const(float(x.const_value), to), x.const_value)
+        if x.type is T.float32 and to is T.float64:
+            return self.widen_float(x, to, node)
         raise self.error(node, f"{what}: expected {to.name}, got {x.type.name}")
 
     def unify(self, a, b, node):
@@ -341,7 +350,7 @@ class LoweringContext:
         t = other.type
         if isinstance(lit, float) and not isinstance(lit, bool) and t.scalar.is_int and not float(lit).is_integer():
             # int value op float literal: Python semantics give a float; promote the int side later.
-            return self.materialize(lit, T.float32, node)
+            return self.materialize(lit, self.default_fp, node)
         if t.is_vector or t.is_matrix:
             return self.materialize(lit, t.scalar, node)
         return self.materialize(lit, t, node)

@@ -13,6 +13,7 @@ from ..ir import Region, Value
 from ..lang import LangFunction
 from ..ops import VALUE, Op
 from .context import NUMBER, ArrayView, ShapeOf, StructArrayRef, StructElement, StructValue, TidCall
+from .precision import defined_in
 
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
           ast.Mod: "mod", ast.Pow: "pow", ast.MatMult: "matmul", ast.BitAnd: "bit_and", ast.BitOr: "bit_or",
@@ -219,19 +220,19 @@ class ExprLowering:
             if special is not None:
                 return special
         a, b = self.unify(a, b, node)
-        a, b = self.widen(a, b)
+        a, b = self.widen(a, b, node)
         if op in ("shl", "shr") and a.type.is_scalar and b.type.is_scalar and a.type.is_int and b.type.is_int \
                 and a.type is not b.type:         # a shift count of any integer type (taken modulo the width)
             b = self.prim("cast", b, to=a.type, node=node)
         ta, tb = a.type, b.type
         if op == "div" and ta.scalar.is_int and tb.scalar.is_int:
-            a, b = self.prim("cast", a, to=_float_like(ta)), self.prim("cast", b, to=_float_like(tb))
+            a, b = self.int_to_float(a, node), self.int_to_float(b, node)
         elif ta.is_scalar and tb.is_scalar and ta is not tb and {ta.is_int, tb.is_int} == {True, False}:
             # Python semantics: int op float → float, when the int side is a literal or the float is weak.
             if ta.is_int and a.const_value is not None:
-                a = self.b.const(float(a.const_value), tb)
+                a = self.weak_const(self.b.const(float(a.const_value), tb), a.const_value)
             elif tb.is_int and b.const_value is not None:
-                b = self.b.const(float(b.const_value), ta)
+                b = self.weak_const(self.b.const(float(b.const_value), ta), b.const_value)
         if op == "mul" and ta.is_quat and tb.is_quat:          # Warp: q * r is the Hamilton product
             return self.call_macro("quat_mul", node, [a, b])
         if ta.is_quat != tb.is_quat and not (ta.is_scalar or tb.is_scalar):
@@ -243,12 +244,13 @@ class ExprLowering:
                                    "cast to float for a general power")
         return self.prim(op, a, b, node=node)
 
-    def widen(self, a: Value, b: Value):
-        """float32 meeting float64 is widened to float64 (lossless, as C and NumPy do)."""
+    def widen(self, a: Value, b: Value, node):
+        """float32 meeting float64 is widened to float64 (lossless, as C and NumPy do), unless it is a weak
+        float32 value not known exactly (precision.py)."""
         if a.type.scalar is T.float32 and b.type.scalar is T.float64:
-            a = self.b.prim("cast", a, to=_with_scalar(a.type, T.float64))
+            a = self.widen_float(a, _with_scalar(a.type, T.float64), node)
         elif b.type.scalar is T.float32 and a.type.scalar is T.float64:
-            b = self.b.prim("cast", b, to=_with_scalar(b.type, T.float64))
+            b = self.widen_float(b, _with_scalar(b.type, T.float64), node)
         return a, b
 
     def small_pow(self, a: Value, e, node):
@@ -311,8 +313,9 @@ class ExprLowering:
             else:
                 a, b = self.unify(left, right, node)
                 if a.type is not b.type and a.type.is_scalar and b.type.is_scalar and a.type.is_int != b.type.is_int:
-                    a, b = self.prim("cast", a, to=T.float32) if a.type.is_int else a, \
-                        self.prim("cast", b, to=T.float32) if b.type.is_int else b
+                    # an int compared with a float: as that float's type (exact for int32 and float64)
+                    a, b = self.prim("cast", a, to=b.type) if a.type.is_int else a, \
+                        self.prim("cast", b, to=a.type) if b.type.is_int else b
                 r = self.prim(op, a, b, node=node)
             result = r if result is None else self.logical("and", result, r, node)
             left = right
@@ -356,9 +359,9 @@ class ExprLowering:
             a = self.in_region_value(r1, a, like, node)
             b = self.in_region_value(r2, b, like, node)
             if a.type.scalar is T.float32 and b.type.scalar is T.float64:
-                a = self._widen_in(r1, a, b.type)
+                a = self.widen_in(r1, a, b.type, node)
             elif b.type.scalar is T.float32 and a.type.scalar is T.float64:
-                b = self._widen_in(r2, b, a.type)
+                b = self.widen_in(r2, b, a.type, node)
             if a.type is not b.type:
                 raise self.error(node, f"conditional expression branches differ: {a.type.name} and {b.type.name}")
         else:
@@ -367,7 +370,10 @@ class ExprLowering:
             self.b.region.body.extend(r1.body + r2.body)
             return self.prim("where", cond, a, b, node=node)
         r1.yields, r2.yields = [a], [b]
-        return self.b.emit(Op.IF, [cond], [a.type], regions=[r1, r2]).result
+        r = self.b.emit(Op.IF, [cond], [a.type], regions=[r1, r2]).result
+        if a in self.weak or b in self.weak:
+            self.choice(r, cond, a, b, node, defined_in([r1, r2]))
+        return r
 
     def in_region(self, fn):
         """Run fn with the builder pointed at a fresh region; returns (region, fn's result)."""
@@ -375,13 +381,6 @@ class ExprLowering:
         saved, self.b = self.b, self.b.at(region)
         try:
             return region, fn()
-        finally:
-            self.b = saved
-
-    def _widen_in(self, region: Region, x: Value, to: T.Type) -> Value:
-        saved, self.b = self.b, self.b.at(region)
-        try:
-            return self.b.prim("cast", x, to=to)
         finally:
             self.b = saved
 
@@ -410,10 +409,6 @@ def _with_scalar(t: T.Type, s: T.ScalarType) -> T.Type:
     if t.is_scalar:
         return s
     return T.vector(t.length, s) if t.is_vector else T.matrix((t.rows, t.cols), s)
-
-
-def _float_like(t: T.Type) -> T.Type:
-    return T.float32 if t.is_scalar else (T.vector(t.length, T.float32) if t.is_vector else t)
 
 
 def _callee_name(node) -> str | None:

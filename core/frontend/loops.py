@@ -187,18 +187,21 @@ class LoopLowering:
         carried = [n for n in self.env if (n in names or n in extra) and n != iv_name
                    and isinstance(self.env[n], (Value, *NUMBER)) and not _is_array(self.env[n])]
         types = {n: (self.env[n].type if isinstance(self.env[n], Value) else None) for n in carried}
-        weak_floats = [n for n in carried if isinstance(self.env[n], float)]
+        # float literal initialisers, and weak float32 values known exactly (precision.py), can start as float64
+        weak_floats = [n for n in carried if isinstance(self.env[n], float)
+                       or self.env[n] in self.weak and self.exact(self.env[n]) is not None]
         first_error = None
-        for attempt in range(4):
+        forced: set = set()       # carried locals the body makes weak: their parameters are weak too
+        for attempt in range(8):
             before, undef_before = dict(self.env), set(self.maybe_undefined)
             inits = [self.materialize(self.env[n], types[n], node) for n in carried]
-            inits = [self.b.prim("cast", v, to=T.float64) if v.type is T.float32 and types[n] is T.float64 else v
+            inits = [self.widen_float(v, T.float64, node) if v.type is T.float32 and types[n] is T.float64 else v
                      for n, v in zip(carried, inits)]
             for n, v in zip(carried, inits):
                 types[n] = v.type
             try:
                 result = self.build_loop(node, kind, bounds, body_stmts, carried, inits, ctx, cond, iv_name,
-                                         iv_flag, advance)
+                                         iv_flag, advance, forced)
             except CompileError as exc:
                 # A float literal initialiser may need to be float64 for the body to type-check: retry once so.
                 self.env, self.maybe_undefined = before, undef_before
@@ -224,21 +227,31 @@ class LoopLowering:
                         raise self.error(node, f"loop variable '{n.lstrip('_')}' is {v.type.name} before the loop "
                                                f"and {y.type.name} inside it; initialise it with the loop's type "
                                                f"(e.g. 0.0 or gk.{y.type.name}(...))")
+            weakened = {n for n, v, y in zip(carried, inits, body_yields)
+                        if y in self.weak and v not in self.weak and y.type is T.float32} - forced
+            if weakened:          # a weak value reaches the next trip: build the body again knowing it
+                forced |= weakened
+                retry = True
             self.env, self.maybe_undefined = before, undef_before
             if retry:
                 continue
             self.b.region.body.append(ins)
-            for n, r in zip(carried, ins.results):
+            params = [p for r in ins.regions for p in r.params]
+            for n, r, v, y in zip(carried, ins.results, inits, body_yields):
                 r.hint = n.lstrip("_")
                 self.env[n] = r
+                self.weak_carried(r, v, y, params, node)
             for n in names - set(carried) - {iv_name}:
                 if n not in self.env:
                     self.maybe_undefined.add(n)
             if ctx["brk"]:
                 self.env.pop(ctx["brk"], None)
             return
+        raise self.error(node, "cannot settle the types of the locals this loop carries; give them their "
+                               "types before the loop (e.g. gk.float64(0.0))")
 
-    def build_loop(self, node, kind, bounds, body_stmts, carried, inits, ctx, cond, iv_name, iv_flag, advance):
+    def build_loop(self, node, kind, bounds, body_stmts, carried, inits, ctx, cond, iv_name, iv_flag, advance,
+                   forced=frozenset()):
         """Regions of one loop attempt; returns (the instruction, not yet inserted; the body's yields)."""
         body = Region(params=[Value(v.type, n.lstrip("_")) for n, v in zip(carried, inits)])
         if kind == "for":
@@ -249,6 +262,8 @@ class LoopLowering:
             regions = []
             if kind == "while":
                 cregion = Region(params=[Value(v.type, n.lstrip("_")) for n, v in zip(carried, inits)])
+                for n, p, v in zip(carried, cregion.params, inits):
+                    self.weak_param(p, v, node, n in forced)
                 self.b = saved_b.at(cregion)
                 self.env.update(dict(zip(carried, cregion.params)))
                 c = cond(self.env)
@@ -259,6 +274,8 @@ class LoopLowering:
                 regions.append(cregion)
             self.b = saved_b.at(body)
             params = body.params[1:] if kind == "for" else body.params
+            for n, p, v in zip(carried, params, inits):
+                self.weak_param(p, v, node, n in forced)
             self.env.update(dict(zip(carried, params)))
             if kind == "for":
                 self.env[iv_name] = body.params[0]

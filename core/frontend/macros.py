@@ -68,7 +68,7 @@ class IREmit:
         if isinstance(x, Value):
             return x.type
         if isinstance(x, (bool, int, float)):
-            return T.float32 if isinstance(x, float) else T.int32
+            return self.lw.default_fp if isinstance(x, float) else T.int32
         self.fail(f"{getattr(x, 'describe', lambda: repr(x))()} is not a value")
 
     def comps(self, v) -> list:

@@ -18,6 +18,7 @@ from ..library import MACROS
 from ..ops import Op
 from .context import NUMBER, ArrayView, StructArrayRef, StructElement, StructSlot, StructValue, TidCall
 from .exprs import BINOPS, SWIZZLE
+from .precision import defined_in
 
 MISSING = object()
 UNSUPPORTED_STMT = {ast.With: "with", ast.AsyncWith: "async with", ast.Try: "try", ast.ClassDef: "class definitions",
@@ -156,11 +157,17 @@ class StmtLowering:
     def stmt_AnnAssign(self, node) -> None:
         if node.value is None:
             raise self.error(node, "a bare annotation without a value is not supported")
-        t = T.as_type(self.static_annotation(node.annotation))
+        ann = self.static_annotation(node.annotation)
+        t = self.default_fp if ann is float else T.as_type(ann)     # `c: float = ...` is the default float type
         value = self.expr(node.value)
-        if isinstance(value, Value) and value.type is not t and value.type.is_scalar and t.is_scalar:
+        if isinstance(value, Value) and value.type is T.float32 and t is T.float64:
+            value = self.widen_float(value, t, node)
+        elif isinstance(value, Value) and value.type is not t and value.type.is_scalar and t.is_scalar:
             value = self.prim("cast", value, to=t, node=node)
-        self.assign(node.target, self.materialize(value, t, node), node)
+        value = self.materialize(value, t, node)
+        if t is T.float32 and ann is not float:        # `c: gk.float32 = ...`: float32 by the user's choice
+            self.weak.pop(value, None)
+        self.assign(node.target, value, node)
 
     def assign(self, target, value, node) -> None:
         if isinstance(target, ast.Name):
@@ -370,9 +377,13 @@ class StmtLowering:
             yields_e.append(vb)
         regions[0].yields, regions[1].yields = yields_t, yields_e
         ins = self.b.emit(Op.IF, [cond], [v.type for v in yields_t], regions=regions)
-        for name, r in zip(merged, ins.results):
+        inside = None
+        for name, r, va, vb in zip(merged, ins.results, yields_t, yields_e):
             r.hint = name.lstrip("_")
             self.env[name] = r
+            if va in self.weak or vb in self.weak:       # a weak value on either path stays weak
+                inside = defined_in(regions) if inside is None else inside
+                self.choice(r, cond, va, vb, node, inside)
 
     def merge_pair(self, name, a, b, regions, node):
         for x in (a, b):
@@ -381,13 +392,13 @@ class StmtLowering:
                                        "be re-assigned under a run-time condition")
         like = a.type if isinstance(a, Value) else b.type if isinstance(b, Value) else None
         if like is None and (isinstance(a, float) or isinstance(b, float)) and not isinstance(a, bool):
-            like = T.float32
+            like = self.default_fp
         va = self.in_region_value(regions[0], a, like, node)
         vb = self.in_region_value(regions[1], b, like, node)
         if va.type is T.float32 and vb.type is T.float64:
-            va = self._widen_in(regions[0], va, T.float64)
+            va = self.widen_in(regions[0], va, T.float64, node)
         elif vb.type is T.float32 and va.type is T.float64:
-            vb = self._widen_in(regions[1], vb, T.float64)
+            vb = self.widen_in(regions[1], vb, T.float64, node)
         if va.type is not vb.type:
             raise self.error(node, f"local '{name}' is {va.type.name} on one path and {vb.type.name} on the other; "
                                    "cast one of them")
