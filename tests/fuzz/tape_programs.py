@@ -205,10 +205,6 @@ class Template:
     needs: tuple = ()
     elementwise: bool = True
 
-    @property
-    def name(self) -> str:
-        return self.kernel.__name__
-
 
 def _t(kernel, args, write, needs=(), elementwise=True):
     return Template(kernel, args, write, tuple(needs), elementwise)
@@ -281,7 +277,6 @@ class Program:
     arrays: dict                       # name -> ArraySpec (inputs of `program`, loss and weights included)
     ops: list                          # Op, in order; loss terms are launches of loss_term at the end
     hvp: bool = False                  # also check forward-over-reverse
-    check: bool = False                # record with gk.Tape(check=True)
 
     # ---- analysis (the oracle's model of the program) ------------------------------------------
     def accesses(self):
@@ -378,7 +373,6 @@ def _accesses(op: Op):
         tpl = LIBRARY.get(op.tpl)
         if tpl is None:                                     # loss_term: x, w -> l
             return [(op.args[0].name, False)], [(op.args[2].name, "add")]
-        n_full = op.dim
         for k, (c, a) in enumerate(zip(tpl.args, op.args)):
             if c in "vs":
                 reads.append((a.name, k in tpl.needs))
@@ -389,7 +383,6 @@ def _accesses(op: Op):
                 if mode in ("over", "inplace") and op.value == "partial-dim":
                     mode = "partial"
                 writes.append((a.name, "over" if mode == "inplace" else mode))
-        del n_full
     elif op.kind in ("assign", "copy"):
         reads.append((op.args[1].name, False))
         full = op.kind == "assign" or op.value is None
@@ -423,7 +416,8 @@ def _render(op: Op, n: int) -> str:
         return f"{dst}.assign({op.args[1].src()})"
     if op.kind == "assign_np":
         lo, hi, shape = op.value
-        return f"{dst}.assign(np.linspace({_fmt(lo)}, {_fmt(hi)}, {int(np.prod(shape))}).reshape({tuple(shape)}))"
+        size = int(np.prod(shape))
+        return f"{dst}.assign(np.linspace({_fmt(lo)}, {_fmt(hi)}, {size}).reshape({tuple(shape)}))"
     if op.kind == "copy":
         extra = "" if op.value is None else ", dest_offset={}, src_offset={}, count={}".format(*op.value)
         return f"gk.copy({dst}, {op.args[1].src()}{extra})"
@@ -552,11 +546,12 @@ def _attempt(r: random.Random, seed: str) -> Program:
             if isinstance(a, str):
                 return {"X": xs[t], "Xn": xs[t + 1]}.get(a, a)
             return a
-        out = dataclasses.replace(op, args=[sub(a) for a in op.args], block=[concrete(b, t) for b in op.block])
+        out = dataclasses.replace(op, args=[sub(a) for a in op.args],
+                                  block=[concrete(b, t) for b in op.block])
         return g.normalize(out)
 
     for _ in range(pre_n):
-        op, _ = _body_op(g, vec_fixed, ks, ss, True, block_ok=False, pre=True)
+        op, _ = _body_op(g, vec_fixed, ks, ss, True, block_ok=False)
         op = concrete(op, 0)
         op.comment = "before the steps"
         ops.append(op)
@@ -604,10 +599,8 @@ def _attempt(r: random.Random, seed: str) -> Program:
         size = 1 if m in g.arrays and g.arrays[m].shape == (1,) else n
         w = f"w{j}"
         g.arrays[w] = ArraySpec((size,), "weight")
-        view = m
         h = H(m, "reshape") if m in g.arrays and len(g.arrays[m].shape) > 1 else H(m)
         ops.append(Op("launch", "loss_term", size, [h, H(w), H("l")], comment="loss" if j == 0 else ""))
-        del view
     g.arrays["l"] = ArraySpec((1,), "zeros")
     prog = Program(seed, n, T, g.arrays, ops, hvp=r.random() < HVP_SHARE)
     return prog
@@ -624,9 +617,12 @@ def _canonical_body(g: _Gen, fs, ks, ss) -> list[Op]:
                 Op("launch", "integrate", n, [H("X"), g.handle(f), dt, H("Xn")])]
     if kind == "zero_accumulate":    # f.zero_(); f += ...; x[t+1] = x[t] + dt f
         acc = r.choice(["accumulate", "sub_scaled", "accum_sin", "atomic_half"])
-        mid = [H("X"), 0.7 if acc == "accumulate" else g.handle(k), g.handle(f)] if acc in ("accumulate", "sub_scaled") \
-            else [H("X"), g.handle(f)]
-        zero = Op("zero", args=[g.handle(f)]) if r.random() < 0.7 else Op("fill", args=[g.handle(f)], value=0.25)
+        if acc in ("accumulate", "sub_scaled"):
+            mid = [H("X"), 0.7 if acc == "accumulate" else g.handle(k), g.handle(f)]
+        else:
+            mid = [H("X"), g.handle(f)]
+        zero = Op("zero", args=[g.handle(f)]) if r.random() < 0.7 else \
+            Op("fill", args=[g.handle(f)], value=0.25)
         ops = [zero, Op("launch", acc, n, mid)]
         if ss and r.random() < 0.5:
             ops.append(Op("launch", "atomic_shared", n, [H("X"), g.handle(ss[0])]))
@@ -670,14 +666,14 @@ def _vec_read(g: _Gen, vec_fixed, written_xn: bool) -> str:
     return _pick(g.r, w)
 
 
-def _body_op(g: _Gen, vec_fixed, ks, ss, written_xn: bool, block_ok: bool, pre: bool = False):
+def _body_op(g: _Gen, vec_fixed, ks, ss, written_xn: bool, block_ok: bool):
     """One op of the step body, over roles. Returns (op, whether x[t+1] is now written)."""
     r, n = g.r, g.n
     u = r.random()
     if block_ok and u < 0.1:
         return _checkpoint(g, vec_fixed, ks, written_xn), True
     if u < 0.3:
-        op = _host_op(g, vec_fixed, ks, ss, written_xn, pre)
+        op = _host_op(g, vec_fixed, ks, ss, written_xn)
         full = op.kind in ("assign", "assign_np", "zero", "fill") or (op.kind == "copy" and op.value is None)
         return op, written_xn or (full and op.args[0].name == "Xn")
     names = list(LIBRARY)
@@ -725,10 +721,11 @@ def _body_op(g: _Gen, vec_fixed, ks, ss, written_xn: bool, block_ok: bool, pre: 
                 op.value = "partial-dim"
             wrote = any(isinstance(a, H) and a.name == "Xn" for c, a in zip(tpl.args, args) if c == "o")
             return op, written_xn or (wrote and op.dim == n and tpl.write in ("over", "inplace"))
-    return Op("launch", "integrate", n, [H("X"), g.handle(vec_fixed[0]) if vec_fixed else H("X"), 0.1, H("Xn")]), True
+    f = g.handle(vec_fixed[0]) if vec_fixed else H("X")
+    return Op("launch", "integrate", n, [H("X"), f, 0.1, H("Xn")]), True
 
 
-def _host_op(g: _Gen, vec_fixed, ks, ss, written_xn: bool, pre: bool) -> Op:
+def _host_op(g: _Gen, vec_fixed, ks, ss, written_xn: bool) -> Op:
     r, n = g.r, g.n
     targets = {"Xn": 3.0, **{a: 2.0 for a in vec_fixed}}
     kind = _pick(r, {"zero": 2.0, "fill": 1.0, "assign": 1.5, "assign_np": 0.7, "copy": 2.0,
@@ -782,8 +779,8 @@ def _checkpoint(g: _Gen, vec_fixed, ks, written_xn: bool) -> Op:
         return a
 
     block: list[Op] = [Op("temp", args=[H("t0")])]
-    first = _pick(r, {"sin_of": 1, "square": 1, "mul": 1, "assign_scaled": 1, "tanh_mix": 1, "stencil_read": 1,
-                      "accum_sin": 1})
+    first = _pick(r, {"sin_of": 1, "square": 1, "mul": 1, "assign_scaled": 1, "tanh_mix": 1,
+                      "stencil_read": 1, "accum_sin": 1})
     tpl = LIBRARY[first]
     args = []
     for c in tpl.args:

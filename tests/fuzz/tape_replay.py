@@ -19,8 +19,8 @@ import warnings
 
 import numpy as np
 
-from tests.fuzz.tape_programs import (ArraySpec, H, Program, TapeMismatch, check_program, generate, initial_values,
-                                      kind_of)
+from tests.fuzz.tape_programs import (ArraySpec, H, Program, TapeMismatch, check_program, generate,
+                                      initial_values, kind_of)
 
 
 def outcome(prog: Program, device: str, hvp: bool | None = None):
@@ -107,11 +107,7 @@ def main(argv=None) -> None:
     prog = generate(args.seed)
     hvp = True if args.hvp else None
     first = outcome(prog, args.device, hvp)
-    if first is None:
-        print(prog.source())
-        print("passes (or is refused with gk.GradientRuleError)")
-        return
-    if args.reduce:
+    if first is not None and args.reduce:
         prog = reduce(prog, args.device, lambda q: (o := outcome(q, args.device, hvp)) is not None
                       and o[0] == first[0], keep=args.keep)
     print(prog.source())
@@ -119,8 +115,10 @@ def main(argv=None) -> None:
     if args.values:
         with np.printoptions(precision=17):
             for name, v in initial_values(prog).items():
-                if name in prog.arrays:
-                    print(f"{name} = np.{v!r}")
+                print(f"{name} = np.{v!r}")
+    if first is None:
+        print("passes (or is refused with gk.GradientRuleError)")
+        return
     print((outcome(prog, args.device, hvp) or first)[1][-4000:])
 
 

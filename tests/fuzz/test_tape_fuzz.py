@@ -35,7 +35,7 @@ DEFAULT_SHARDS = (7, 1.0)        # (the cpu backend: ~30 ms a program; numpy's i
 PLAN = {d: SHARDS.get(gk.get_device(d).backend, DEFAULT_SHARDS) for d in DEVICES}
 CASES = [(d, k) for d in DEVICES for k in range(PLAN[d][0])]
 MAX_REFUSED = 0.25
-REDUCED = int(os.environ.get("GRADKIT_TAPE_FUZZ_REDUCE", "3"))   # kinds whose first program is also shown reduced
+REDUCED = int(os.environ.get("GRADKIT_TAPE_FUZZ_REDUCE", "3"))   # kinds shown reduced too
 REDUCE_BUDGET_S = 20.0       # at most this long reducing, per shard
 
 
