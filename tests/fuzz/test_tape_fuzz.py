@@ -4,9 +4,10 @@ atomics into shared elements, views, `gk.copy`, `copy()`, checkpoint blocks) on 
 program's gradient with respect to every element of every input parameter against central differences of
 the same program run in float64 without a tape; a fifth of them forward-over-reverse too.
 
-Sized for CI (about 1300 programs on this machine's three devices, well under a minute and a half of CPU
-with warm kernel caches): shards of SHARD_SIZE programs, fewer and smaller on OpenCL (PoCL compiles each
-kernel variant in about a second). Program k of a shard comes from the seed "SEED/device/shard/k": fixed
+Sized for CI: 1150 programs on this machine's three devices (cpu 7 x 100, numpy 3 x 100, OpenCL 2 x 75),
+about 45 s under `pytest -n 2` with cold kernel caches (35 s of CPU); shards are small so that
+pytest-xdist balances them, fewer and smaller on OpenCL (PoCL compiles each kernel variant in about a
+second) and numpy (an interpreter). Defects found: TAPE_FOUND.md. Program k of a shard comes from the seed "SEED/device/shard/k": fixed
 in CI, a new SEED per `make fuzz` campaign (GRADKIT_FUZZ_SEED; GRADKIT_FUZZ_EXAMPLES sets programs per
 shard). A shard runs all its programs, then fails listing every kind of failure with its first program's
 source (and, for the first few kinds, that program reduced);
