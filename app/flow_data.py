@@ -51,6 +51,7 @@ def gradient_flow(bundle: Bundle, vanishing: float = VANISHING, exploding: float
     unreached = _unreached(bundle)
     written = _written_arrays(bundle)
     unused = _unused_outputs(bundle)
+    explained = _explained(bundle)
     rows = []
     for a in bundle.manifest["arrays"]:
         aid = a["id"]
@@ -74,8 +75,23 @@ def gradient_flow(bundle: Bundle, vanishing: float = VANISHING, exploding: float
                              unused=aid in unused)
         rows.append({"array": a["label"], "id": aid, "shape": "x".join(map(str, a["shape"])),
                      "requires_grad": a["requires_grad"], "grad norm": norm, "non-finite": nonfinite,
-                     "flag": flag})
+                     "flag": flag, "hazard": " ".join(explained.get(aid, []))})
     return rows
+
+
+def hazards(bundle: Bundle) -> list[dict]:
+    """The hazards the tape's analysis found (runtime/hazards.py): steps whose gradient is zero by
+    construction, each with its kind, message, the arrays it explains and the source lines."""
+    return list(bundle.manifest.get("hazards") or [])
+
+
+def _explained(bundle: Bundle) -> dict:
+    """{array id: [hazard messages that explain its gradient]}."""
+    out: dict = {}
+    for h in hazards(bundle):
+        for aid in h["arrays"]:
+            out.setdefault(aid, []).append(f"{h['kind']}: {h['message']}.")
+    return out
 
 
 def _norm(grad) -> float:

@@ -25,13 +25,22 @@ def render(bundle, name: str) -> None:
         st.warning("This bundle holds no arrays.")
         return
     _norm_chart(rows)
+    for h in flow_data.hazards(bundle):
+        st.warning(f"Hazard ({_plain(h['kind'])}): {_plain(h['message'])}.")
     flagged = [r for r in rows if r["flag"] not in (flow.OK, flow.CONSUMED, flow.NOT_DIFFERENTIABLE, flow.UNUSED)]
     for r in flagged:
-        text = f"**{r['array']}** — {r['flag']}: {flow_data.flow_explanation(r['flag'])}"
+        text = f"**{_plain(r['array'])}** — {r['flag']}: {flow_data.flow_explanation(r['flag'])}"
+        if r["hazard"]:
+            text += f" Why: {_plain(r['hazard'])}"
         (st.error if r["flag"] in flow.ALARMS else st.warning)(text)
     table([{k: v for k, v in r.items() if k != "id"} for r in rows], key="flow_table")
     _histogram(bundle, rows)
     _history(bundle)
+
+
+def _plain(text: str) -> str:
+    """Bundle text shown as itself, not as Markdown (labels and paths come from the bundle's author)."""
+    return "".join("\\" + ch if ch in "\\`*_{}[]()<>#+-.!|~$:" else ch for ch in str(text))
 
 
 def _history(bundle) -> None:

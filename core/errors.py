@@ -31,6 +31,11 @@ class GradientRuleWarning(UserWarning):
     """A kernel certainly breaks a gradient rule (found from source alone)."""
 
 
+class GradientHazardWarning(GradientRuleWarning):
+    """A recorded step whose gradient is zero by construction: a write overwritten before anything read it,
+    a parameter used only through int(), comparisons or stop_gradient (`tape.hazards()`)."""
+
+
 class GradientCheckError(GradkitError, AssertionError):
     """Analytic and finite-difference gradients disagree."""
 

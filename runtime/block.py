@@ -7,7 +7,8 @@ tape, so that its recompute in the backward pass can be checked and cleaned up a
 - the recompute writes the block's outputs again, with their values from when the block ran; what later
   launches wrote into them since is put back afterwards.
 
-Arrays are held weakly: temporaries the block allocated die with it (the point of checkpointing).
+Arrays are held weakly: temporaries the block allocated die with it (the point of checkpointing). A view
+the block made of an array that outlives it stands for that array (views share memory and versions).
 """
 
 from __future__ import annotations
@@ -17,11 +18,22 @@ import weakref
 
 from ..core.errors import GradientRuleError
 from .state import current as state
-from .tape_rules import read_user_params, written_user_params
+from .tape_rules import loaded_user_params, written_user_params
+from .views import family
 
 
 def _label(a, fallback: str) -> str:
     return getattr(a, "label", None) or fallback
+
+
+def _refs(a) -> list:
+    """Weak references to `a` and every array sharing its memory (views), `a` first."""
+    return [weakref.ref(m) for m in [a, *(m for m in family(a) if m is not a)]]
+
+
+def _alive(refs: list):
+    """The first array of `refs` still alive (None when all died)."""
+    return next((a for a in (r() for r in refs) if a is not None), None)
 
 
 class Block:
@@ -29,8 +41,8 @@ class Block:
 
     def __init__(self, name: str):
         self.name = name
-        self.inputs: list[tuple[weakref.ref, int, str]] = []    # (array, version read, who read it)
-        self.outputs: list[weakref.ref] = []
+        self.inputs: list[tuple[list, int, str]] = []    # (refs to the array and its views, version, who read it)
+        self.outputs: list[list] = []
 
     @classmethod
     def run(cls, fn, args, kwargs) -> tuple:
@@ -56,42 +68,44 @@ class Block:
         for rec in records:
             if rec.kind == "launch":
                 kernel, args = rec.kernel_obj, rec.args
-                reads = [(args[j], rec.versions[j], f"kernel '{rec.kernel}'") for j in read_user_params(kernel)]
+                # an atomic add into an array is a write here: a temporary the block accumulates into
+                # starts at zero in the recompute too
+                reads = [(args[j], rec.versions[j], f"kernel '{rec.kernel}'") for j in loaded_user_params(kernel)]
                 writes = [args[w] for w in written_user_params(kernel)]
             else:
                 reads = [(a, a.version, rec.name) for a in rec.arrays if not any(a is w for w in rec.writes)]
                 writes = list(rec.writes)
             for a, version, who in reads:
-                if not was_written(a) and not any(r() is a for r, _, _ in self.inputs):
-                    self.inputs.append((weakref.ref(a), version, who))
+                if not was_written(a) and not any(refs[0]() is a for refs, _, _ in self.inputs):
+                    self.inputs.append((_refs(a), version, who))
             for a in writes:
                 if not any(a is w for w in written):
                     written.append(a)
         for a in written:
-            for r, _, who in self.inputs:
-                b = r()
+            for refs, _, who in self.inputs:
+                b = refs[0]()
                 if b is not None and shares_memory(a, b):
                     raise GradientRuleError(
                         f"gk.checkpoint: '{self.name}' reads array '{_label(b, 'an input')}' ({who}) and then "
                         "overwrites it, so no values are left to recompute the block from in the backward "
                         "pass. Write the block's results into other arrays than its inputs.")
-        self.outputs = [weakref.ref(a) for a in written]
+        self.outputs = [_refs(a) for a in written]
 
     def arrays(self, given: list) -> list:
         """The arrays the block used that are still alive, and `given` (the checkpoint's arguments)."""
         out = list(given)
-        for a in [r() for r, _, _ in self.inputs] + self.written():
+        for a in [_alive(refs) for refs, _, _ in self.inputs] + self.written():
             if a is not None and not any(a is b for b in out):
                 out.append(a)
         return out
 
     def written(self) -> list:
-        return [a for a in (r() for r in self.outputs) if a is not None]
+        return [a for a in (_alive(refs) for refs in self.outputs) if a is not None]
 
     def check_inputs(self) -> None:
         """Before the recompute: every input still alive holds the values the block read."""
-        for r, version, who in self.inputs:
-            a = r()
+        for refs, version, who in self.inputs:
+            a = _alive(refs)
             if a is not None and a.modified_since(version):
                 raise GradientRuleError(
                     f"gk.checkpoint: array '{_label(a, 'an input')}', which '{self.name}' read ({who}), was "

@@ -76,7 +76,8 @@ def record(name: str, dst, src=None, dst_offset: int = 0, src_offset: int = 0, c
     tape = state.tape
     if tape is None or dst.grad is None:
         return
-    tape.record_host_write(name, lambda: move_gradient(dst, src, dst_offset, src_offset, n), dst, src)
+    tape.record_host_write(name, lambda: move_gradient(dst, src, dst_offset, src_offset, n), dst, src,
+                           whole=dst_offset == 0 and n == dst.size)
 
 
 def copy(dst, src, dest_offset: int = 0, src_offset: int = 0, count: int | None = None):

@@ -15,6 +15,7 @@ from .state import current as state
 from .adjoint_args import _source_params, adjoint_arguments, given_adjoints, tangent_arguments, variant_for_seeds
 from .device import get_device
 from .nan_check import check_after_launch, snapshot
+from .tape_consume import consumes_in_context
 from .struct_args import flatten_struct_args
 
 MAX_THREADS = 2**31 - 1    # thread ids are 32-bit in generated code: a larger grid would wrap them
@@ -89,6 +90,8 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     given = given_adjoints(kernel, len(args), len(inputs), adj_inputs, adj_outputs) if adjoint else None
     if adjoint or tangent or state.forward_mode is not None:
         tangent = tangent or state.forward_mode is not None
+        if adjoint and not consume and state.consume_seen is not None:
+            consume = consumes_in_context(kernel, bound)     # kernel.grad() in a @gk.grad_for function
         consume = consume and adjoint and bool(kernel.consumable())
         if not adjoint:
             variant = "forward_tangent"

@@ -13,7 +13,8 @@ from . import snapshots as snapshot
 from .call_site import user_site
 from .state import current as state, process
 from .grad_check import GradCheck
-from .tape_consume import MemorySeen, mark, memory_before
+from .hazards import find_hazards, warn_hazards
+from .tape_consume import MemorySeen, consuming_after, mark, memory_before
 from .tape_rules import check_launch, tape_info, written_user_params
 from .version_check import check_unchanged, copies_for_backward
 
@@ -84,6 +85,9 @@ class FuncRecord:
     kind: str = "func"
     name: str = "record_func"
     writes: list = field(default_factory=list)   # arrays it overwrote (host writes: assign, copy, fill_)
+    site: tuple | None = None                    # (file, line) of a host write's call
+    whole: bool = True                           # a host write covers all of its destination
+    seen_before: object = None                   # memory the records before it used (runtime/tape_consume.py)
 
 
 class Tape:
@@ -195,12 +199,14 @@ class Tape:
             self._touch(a)
         self.records.append(FuncRecord(backward, arrays, tuple(self._scopes)))
 
-    def record_host_write(self, name: str, backward, dst, src=None) -> None:
-        """Record a host-side write into `dst` (`assign`, `copy`, `fill_`, ...; see runtime/host_ops.py)."""
+    def record_host_write(self, name: str, backward, dst, src=None, whole: bool = True) -> None:
+        """Record a host-side write into `dst` (`assign`, `copy`, `fill_`, ...; see runtime/host_ops.py);
+        `whole`: it overwrites all of dst."""
         arrays = [dst] if src is None else [dst, src]
         for a in arrays:
             self._touch(a)
-        self.records.append(FuncRecord(backward, arrays, tuple(self._scopes), "host", name, [dst]))
+        self.records.append(FuncRecord(backward, arrays, tuple(self._scopes), "host", name, [dst],
+                                       user_site(2), whole))
 
     def record_scope_begin(self, name: str) -> None:
         self._scopes.append(str(name))
@@ -237,6 +243,8 @@ class Tape:
         records, checkpoint recomputes, value stacks, forward-over-reverse, snapshots)."""
         self._check_seeds(loss, grads)
         risky = self._check_records()
+        if self._checking():
+            warn_hazards(self)
         restore = self._restore_point(loss, grads) if risky else None
         try:
             self._backward(loss, grads)
@@ -399,7 +407,8 @@ class Tape:
         for index in range(len(self.records) - 1, -1, -1):
             rec = self.records[index]
             if isinstance(rec, FuncRecord):
-                rec.backward()
+                with consuming_after(rec.seen_before):
+                    rec.backward()
                 continue
             if self.snapshotting:
                 snapshot.around_adjoint(index, rec, functools.partial(self._launch_adjoint, rec, launch),
@@ -451,6 +460,11 @@ class Tape:
         self._seen, self._marked = MemorySeen(), 0
         self.scope_events.clear()
         self._scopes.clear()
+
+    def hazards(self) -> list:
+        """Steps whose gradient is zero by construction (runtime/hazards.py): a write overwritten before
+        anything read it, a parameter used only through int(), comparisons or stop_gradient."""
+        return find_hazards(self)
 
     def memory_before(self, index: int) -> MemorySeen:
         """The memory records[:index] used (what a checkpoint block's recompute must not hand gradient to)."""

@@ -14,6 +14,8 @@ overlapping host memory count as one array.
 
 from __future__ import annotations
 
+import contextlib
+
 from ..backends.analysis import shares_memory
 
 
@@ -85,12 +87,36 @@ def must_consume(rec, seen: MemorySeen) -> bool:
 
 
 def mark(records, start: int, seen: MemorySeen) -> None:
-    """Set `consume` on the launch records from `start` on, adding what each uses to `seen` after it."""
+    """Set `consume` on the launch records from `start` on, adding what each uses to `seen` after it; a
+    Python record (a @gk.grad_for function, a checkpoint) keeps what was used before it (`seen_before`)."""
     for rec in records[start:]:
         if rec.kind == "launch":
             rec.consume = must_consume(rec, seen)
+        elif rec.kind == "func":
+            rec.seen_before = seen.copy()
         for a in record_arrays(rec):
             seen.add(a)
+
+
+def consumes_in_context(kernel, bound) -> bool:
+    """For an adjoint launch made by a Python record during a backward pass (`kernel.grad()` in a
+    @gk.grad_for function): whether it overwrites memory the tape used before that record."""
+    from .state import current
+    seen = current.consume_seen
+    if seen is None:
+        return False
+    return any(seen.touches(bound[w]) for w in consumable(kernel))
+
+
+@contextlib.contextmanager
+def consuming_after(seen: MemorySeen | None):
+    """Run a Python record's backward with `seen` as the memory used before it (see consumes_in_context)."""
+    from .state import current
+    old, current.consume_seen = current.consume_seen, seen
+    try:
+        yield
+    finally:
+        current.consume_seen = old
 
 
 def memory_before(records, index: int, prior: MemorySeen | None = None) -> MemorySeen:

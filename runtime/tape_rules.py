@@ -37,6 +37,19 @@ def read_user_params(kernel) -> list[int]:
     return cached
 
 
+def loaded_user_params(kernel) -> list[int]:
+    """User-level parameter indices of the arrays a kernel's forward pass loads (atomics not counted)."""
+    fwd = kernel.lowered("forward")
+    cached = fwd.attrs.get("_loaded_user")
+    if cached is None:
+        user = user_params(fwd)
+        ids = {p.value.id: k for k, p in enumerate(fwd.params)}
+        cached = fwd.attrs["_loaded_user"] = sorted(
+            {user[ids[ins.args[0].id]] for ins in fwd.walk()
+             if ins.op == Op.LOAD and ins.args[0].id in ids and ids[ins.args[0].id] < len(user)})
+    return cached
+
+
 def tape_info(kernel) -> tuple:
     """(the adjoint IR it was made from, parameters whose recorded values the adjoint reads, [(j, j)] for
     those the kernel reads before overwriting them (the tape keeps a copy from before the launch),

@@ -163,6 +163,23 @@ def _truncate(text: str, limit: int) -> str:
 FOLD_OVER = 24      # launches beyond which a bundle's tape graph folds repeats (tape.visualize(simplify_graph=True))
 
 
+def _hazards(tape, arrays: dict, launch_of_record: dict) -> list[dict]:
+    """The tape's hazards (runtime/hazards.py) as bundle data: kind, message, the ids of the arrays they
+    explain (bundled ones), the launches involved (None: a host write) and the source lines."""
+    try:
+        found = tape.hazards()
+    except Exception as exc:                 # the report must never cost the bundle
+        return [{"kind": "error", "message": f"hazard analysis failed: {exc}", "arrays": [], "launches": [],
+                 "lines": []}]
+    ids = {id(a): aid for aid, a in arrays.items()}
+    out = []
+    for h in found:
+        explained = [ids[id(a)] for a in (h.array, *h.inputs) if id(a) in ids]
+        out.append({"kind": h.kind, "message": h.message, "arrays": list(dict.fromkeys(explained)),
+                    "launches": [launch_of_record.get(r) for r in h.records], "lines": list(h.lines)})
+    return out
+
+
 def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history=None, grads=None,
                 history=None) -> pathlib.Path:
     """Write the tape's records, snapshots, graph, arrays, gradients and kernel code to a folder (or a .zip).
@@ -246,6 +263,9 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
                 "notes": notes}
     if history:
         manifest["history"] = history
+    hazards = _hazards(tape, arrays, launch_of_record)
+    if hazards:
+        manifest["hazards"] = hazards
     _portable_paths(manifest, path)
     text = json.dumps(manifest, indent=1, default=str)
     check_manifest(json.loads(text), str(path))       # never write a bundle the loader would refuse
@@ -277,14 +297,16 @@ def portable_path(file: str, base: pathlib.Path | None) -> str:
 
 
 def _portable_paths(manifest: dict, path: pathlib.Path) -> None:
-    """Replace the absolute file paths of the kernels, the launch call sites and the NaN origin (its fields,
-    nested ones and messages included) with portable ones."""
+    """Replace the absolute file paths of the kernels, the launch call sites, the NaN origin (its fields,
+    nested ones and messages included) and the hazards (their lines and messages) with portable ones."""
     base = pathlib.Path(os.path.abspath(path)).parent
     files = {k["file"] for k in manifest["kernels"].values() if k.get("file")}
     files |= {la["site"]["file"] for la in manifest.get("launches", []) if la.get("site")}
     nan = manifest.get("nan")
     if nan:
         files |= set(_strings_at(nan, "file"))
+    hazards = manifest.get("hazards") or []
+    files |= {line.rsplit(":", 1)[0] for h in hazards for line in h["lines"] if ":" in line}
     shown = {f: portable_path(os.path.abspath(f), base) for f in files}
     for k in manifest["kernels"].values():
         if k.get("file"):
@@ -292,7 +314,7 @@ def _portable_paths(manifest: dict, path: pathlib.Path) -> None:
     for la in manifest.get("launches", []):
         if la.get("site"):
             la["site"]["file"] = shown[la["site"]["file"]]
-    if nan:
+    if nan or hazards:
         ordered = sorted(shown, key=len, reverse=True)
 
         def rewrite(value):
@@ -306,7 +328,10 @@ def _portable_paths(manifest: dict, path: pathlib.Path) -> None:
                 return [rewrite(v) for v in value]
             return value
 
-        manifest["nan"] = rewrite(nan)
+        if nan:
+            manifest["nan"] = rewrite(nan)
+        if hazards:
+            manifest["hazards"] = rewrite(hazards)
 
 
 def _strings_at(value, key: str):

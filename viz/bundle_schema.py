@@ -114,7 +114,7 @@ def check_manifest(m, where: str) -> None:
                           f"(this gradkit reads schema {SCHEMA})")
     c.obj(m, "", {"schema": int, "launches": list, "arrays": list, "kernels": dict, "graph": str},
           {"backward": list, "grad_norms": dict, "graph_gradients": str, "nan": dict, "loss_history": list,
-           "history": dict,
+           "history": dict, "hazards": list,
            "notes": list})
     arrays = _arrays(c, m["arrays"])
     kernels = _kernels(c, m["kernels"])
@@ -134,6 +134,22 @@ def check_manifest(m, where: str) -> None:
         _nan(c, m["nan"], len(launches), len(m.get("backward", [])))
     if m.get("history") is not None:
         _history(c, m["history"])
+    for k, h in enumerate(c.list(m.get("hazards", []), "hazards")):
+        p = f"hazards[{k}]"
+        c.obj(h, p, dict.fromkeys(("kind", "message", "arrays", "launches", "lines")))
+        c.str(h["kind"], p + ".kind")
+        c.str(h["message"], p + ".message")
+        for j, aid in enumerate(c.list(h["arrays"], p + ".arrays")):
+            c.str(aid, f"{p}.arrays[{j}]")
+            if aid not in arrays:
+                c.fail(f"{p}.arrays[{j}]", f"{aid!r} is not an array of this bundle")
+        for j, la in enumerate(c.list(h["launches"], p + ".launches")):
+            if la is not None:
+                c.int(la, f"{p}.launches[{j}]")
+                if not 0 <= la < len(launches):
+                    c.fail(f"{p}.launches[{j}]", f"{la} is not a launch of this bundle")
+        for j, line in enumerate(c.list(h["lines"], p + ".lines")):
+            c.str(line, f"{p}.lines[{j}]")
 
 
 def _arrays(c: _Check, arrays) -> dict:

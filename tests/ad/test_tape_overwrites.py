@@ -494,3 +494,36 @@ def test_forward_over_reverse_through_a_checkpoint_reading_a_view(device, rng):
         return l
 
     _hvp_vs_fd(device, program, {"x": rng.uniform(-1, 1, (2, 3))}, rng)
+
+
+# --------------------------------------------------------------------------- custom backward functions
+
+@gk.grad_replaced
+def scale_block(x, k, y):
+    gk.launch(scale_into, x.shape[0], [x, k], [y], device=x.device)
+
+
+@gk.grad_for(scale_block)
+def scale_block_grad(x, k, y):
+    scale_into.grad(x.shape[0], [x, k], [y], device=x.device)
+
+
+def test_a_grad_for_function_consumes_what_it_overwrites(device, rng):
+    """y is written by a launch, then overwritten inside a @gk.grad_replaced function whose @gk.grad_for runs
+    kernel.grad(): that adjoint consumes y's gradient, so the first write (dead) passes none to x."""
+    x_np = rng.uniform(-1, 1, 4)
+    x, k, w = f64(x_np, device), f64([3.0], device), f64(np.ones(4), device, False)
+    y = gk.zeros(4, dtype=gk.float64, device=device, requires_grad=True)
+    l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+    tape = gk.Tape()
+    with tape:
+        gk.launch(square_into, 4, [x], [y], device=device)           # dead: overwritten by the block
+        scale_block(x, k, y)
+        gk.launch(weighted_sum, 4, [y, w], [l], device=device)
+    tape.backward(loss=l)
+    np.testing.assert_allclose(x.grad.numpy(), np.full(4, 3.0), rtol=1e-12)
+    np.testing.assert_allclose(k.grad.numpy(), [x_np.sum()], rtol=1e-12)
+    # outside a tape, kernel.grad() keeps the gradient it read, as Taichi's does
+    y.grad.fill_(1.0)
+    scale_into.grad(4, [x, k], [y], device=device)
+    np.testing.assert_array_equal(y.grad.numpy(), np.ones(4))

@@ -13,7 +13,8 @@ from tests.app.recording import record_bundle
 
 HERE = pathlib.Path(__file__).resolve().parent
 SCRIPTS = {"nan": HERE / "sample_nan.py", "train": HERE / "sample_train.py", "sqrt": HERE / "sample_sqrt.py",
-           "rollout": HERE / "sample_rollout.py", "springs": HERE / "sample_springs.py"}
+           "rollout": HERE / "sample_rollout.py", "springs": HERE / "sample_springs.py",
+           "rope": HERE / "sample_rope.py"}
 
 
 @gk.kernel
@@ -33,7 +34,7 @@ def record_plain(path: pathlib.Path) -> pathlib.Path:
 def bundle_dir(tmp_path_factory) -> pathlib.Path:
     """A folder of bundles: nan (forward NaN), train (cut-off and vanishing gradients), sqrt (backward Inf),
     sqrt_fixed (the same script with the fix), springs (a loop whose sqrt(dot(d, d)) hits 0 at iteration 3),
-    rollout (111 launches in nested scopes) and plain (no
+    rollout (111 launches in nested scopes), rope (a wind force overwritten before it is read) and plain (no
     snapshots)."""
     from gradkit.app.cli import capture_script
     folder = tmp_path_factory.mktemp("bundles")

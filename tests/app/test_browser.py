@@ -256,6 +256,20 @@ def test_gradient_flow_flags_and_histogram(page, server):
     shoot(page, "flow")
 
 
+def test_overwritten_wind_is_zero_with_the_hazard_named(page, server):
+    """The rope's wind force is overwritten before it is read: the flow view flags wind zero and says why,
+    naming both kernels and lines (relative to the bundle, not the recording machine's paths)."""
+    open_view(page, server, "rope", "flow")
+    alert = page.locator('[data-testid="stAlert"]', has_text="wind — zero")
+    expect(alert).to_be_visible()
+    expect(alert).to_contain_text("overwritten before read")
+    expect(alert).to_contain_text("wind_force")
+    expect(alert).to_contain_text("spring_force")
+    expect(page.locator('[data-testid="stAlert"]', has_text="Hazard (not differentiable)")).to_be_visible()
+    assert str(ROOT) not in page.locator("body").inner_text()
+    shoot(page, "flow-hazard")
+
+
 def test_nan_origin_forward(page, server):
     open_view(page, server, "nan", "nan")
     hit = page.locator(".gk-nan-line")

@@ -19,7 +19,7 @@ from gradkit.viz.bundle import BundleError
 
 def test_find_bundles(bundle_dir, tmp_path):
     names = [p.name for p in data.find_bundles(bundle_dir)]
-    assert names == ["nan", "plain", "rollout", "springs", "sqrt", "sqrt_fixed", "train"]
+    assert names == ["nan", "plain", "rollout", "rope", "springs", "sqrt", "sqrt_fixed", "train"]
     assert data.find_bundles(bundle_dir / "nan") == [bundle_dir / "nan"]
     assert data.find_bundles(tmp_path) == []
     with pytest.raises(BundleError, match="no such bundle"):
@@ -86,6 +86,26 @@ def test_gradient_flow_flags(bundles):
     assert sqrt["r"]["flag"] == "consumed"
     from gradkit.viz import flow_states
     assert all(flow_data.flow_explanation(f) for f in flow_states.COLORS)
+
+
+def test_an_overwritten_wind_shows_zero_with_the_hazard_named(bundles):
+    """The rope's wind force is overwritten by the spring force every step before anything reads it: wind's
+    gradient is zero (it was 0.35 before the tape consumed overwritten gradients) and the flow view says why,
+    naming both kernels' lines; the threshold read only through a comparison is named too."""
+    rows = {r["array"]: r for r in flow_data.gradient_flow(bundles["rope"])}
+    assert rows["wind"]["flag"] == "zero" and rows["wind"]["grad norm"] == 0.0
+    assert rows["k"]["flag"] == "ok"
+    script = pathlib.Path(__file__).with_name("sample_rope.py").read_text().splitlines()
+    wind_line = 1 + next(n for n, t in enumerate(script) if "f[i] = wind[0]" in t)
+    spring_line = 1 + next(n for n, t in enumerate(script) if "f[i] = k[0]" in t)
+    why = rows["wind"]["hazard"]
+    assert "overwritten before read" in why and "wind_force" in why and "spring_force" in why
+    assert f"sample_rope.py:{wind_line}" in why and f"sample_rope.py:{spring_line}" in why
+    assert "/work" not in why and "/tmp" not in why           # paths relative to the bundle
+    assert "comparison" in rows["limit"]["hazard"] and rows["limit"]["flag"] == "zero"
+    kinds = sorted({h["kind"] for h in flow_data.hazards(bundles["rope"])})
+    assert kinds == ["not differentiable", "overwritten before read"]
+    assert all(not r["hazard"] for name, r in rows.items() if name not in ("wind", "limit", "f"))
 
 
 def test_cut_off_arrays(bundles):
