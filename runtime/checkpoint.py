@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import weakref
 
 from .block import Block
 from .state import current as state
@@ -62,13 +63,14 @@ def checkpoint(fn, *args, **kwargs):
         return fn(*args, **kwargs)
     result, block = Block.run(fn, args, kwargs)
     index = len(tape.records)
+    outer_tape = weakref.ref(tape)          # the tape holds this record: no reference cycle back to it
 
     def backward() -> None:
         block.check_inputs()
         with block.outputs_kept():
             from .tape import Tape
             inner = Tape(snapshots=False)
-            inner._prior = tape.memory_before(index)       # what the tape used before the block
+            inner._prior = outer_tape().memory_before(index)      # what the tape used before the block
             outer, state.tape = state.tape, inner
             try:
                 fn(*args, **kwargs)

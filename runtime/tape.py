@@ -117,6 +117,7 @@ class Tape:
         self._prior: MemorySeen | None = None  # memory used before this tape's records (a checkpoint's block)
         self._seen = MemorySeen()             # memory used by records[:_marked] (runtime/tape_consume.py)
         self._marked = 0
+        self._may_raise = False               # records[:_marked] hold something that may raise midway
 
     # Recording -----------------------------------------------------------------
     def __enter__(self) -> "Tape":
@@ -324,24 +325,23 @@ class Tape:
         """Before anything is written: decide which adjoints consume (runtime/tape_consume.py), build every
         adjoint (a kernel without one raises here) and check that the values they read are unchanged.
         Returns True when a later step may still raise midway (the caller keeps a restore point)."""
-        if self._marked == 0 and self._prior is not None:
-            self._seen = self._prior.copy()
-        mark(self.records, self._marked, self._seen)
-        self._marked = len(self.records)
-        risky = bool(config.check_nan or state.forward_mode is not None or self.snapshotting)
-        stacks: dict = {}
-        for index, rec in enumerate(self.records):
-            if not isinstance(rec, LaunchRecord):
-                risky = True                      # Python code: a recompute, a user's backward function
-                continue
-            kernel = rec.kernel_obj
-            uses = stacks.get(id(kernel))
-            if uses is None:
+        records = self.records
+        if self._marked < len(records):             # what the new records need is settled once
+            if self._marked == 0 and self._prior is not None:
+                self._seen = self._prior.copy()
+            kernels = {id(r.kernel_obj): r.kernel_obj for r in records[self._marked:] if r.kind == "launch"}
+            for kernel in kernels.values():
                 kernel._require_backward()
-                uses = stacks[id(kernel)] = bool(kernel.lowered("adjoint").attrs.get("uses_stack"))
-            risky |= uses                         # a value stack may overflow (StackOverflowError)
-            check_unchanged(self, index, rec)
-        return risky
+                # a value stack may overflow (StackOverflowError); Python code (a recompute, a user's
+                # backward function) may raise anything
+                self._may_raise |= bool(kernel.lowered("adjoint").attrs.get("uses_stack"))
+            self._may_raise |= any(r.kind != "launch" for r in records[self._marked:])
+            mark(records, self._marked, self._seen)
+            self._marked = len(records)
+        for index, rec in enumerate(records):
+            if rec.kind == "launch":
+                check_unchanged(self, index, rec)
+        return self._may_raise or bool(config.check_nan or state.forward_mode is not None or self.snapshotting)
 
     def _restore_point(self, loss, grads):
         """A function putting back every gradient this pass may write (data, and which array is `.grad`)."""
@@ -457,7 +457,7 @@ class Tape:
         self._last_pass = {}
         self.backward_records.clear()
         self._touched.clear()
-        self._seen, self._marked = MemorySeen(), 0
+        self._seen, self._marked, self._may_raise = MemorySeen(), 0, False
         self.scope_events.clear()
         self._scopes.clear()
 
