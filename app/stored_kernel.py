@@ -124,6 +124,9 @@ def _decorators(src: SourceInfo) -> tuple[list[str], dict]:
             if call.args:
                 raise src.error(call, "the kernel decorator takes keyword options only")
             for kw in call.keywords:
+                if kw.arg == "default_fp":           # @gk.kernel(default_fp=gk.float64): a name, not a literal
+                    options[kw.arg] = _float_type(src, kw.value, aliases)
+                    continue
                 kind = DECORATOR_OPTIONS.get(kw.arg)
                 value = _literal(kw.value)
                 if kind is None or not (isinstance(value, kind) or kw.arg == "max_unroll" and value is None):
@@ -131,6 +134,16 @@ def _decorators(src: SourceInfo) -> tuple[list[str], dict]:
                                         f"{', '.join(DECORATOR_OPTIONS)} with a literal value")
                 options[kw.arg] = value
     return aliases, options
+
+
+def _float_type(src: SourceInfo, node, aliases: list[str]):
+    """`<module>.float32` / `<module>.float64` (or the strings) as the gradkit type, without evaluating code."""
+    from ..core import types as T
+    name = node.attr if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+        and node.value.id in aliases else _literal(node)
+    if name not in ("float32", "float64"):
+        raise src.error(node, "decorator option default_fp= must be gk.float32 or gk.float64")
+    return T.float64 if name == "float64" else T.float32
 
 
 def _literal(node):

@@ -419,3 +419,25 @@ def test_compare_before_and_after_a_fix(bundles):
     assert flow["x"]["norm B"] == pytest.approx(np.linalg.norm(0.5 / np.sqrt(x)), rel=1e-5)
     assert {r["kernel"]: (r["launches A"], r["launches B"]) for r in compare_data.kernel_rows(a, b)} == \
         {"root": (1, 1), "total": (1, 1)}
+
+
+@gk.kernel(default_fp=gk.float64)
+def tenth_of(x: gk.array(dtype=gk.float64), y: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    c = 0.0
+    c = 1.0 / 10.0 + float(i) * 0.0
+    y[i] = c * x[i] * x[i]
+
+
+def test_gradcheck_compiles_a_stored_kernel_declared_with_default_fp(tmp_path):
+    """`@gk.kernel(default_fp=gk.float64)` is read from the stored source as a name (nothing evaluated):
+    without it the weak float32 `c` meeting float64 would not compile."""
+    x = gk.array(np.array([0.5, 1.5, -2.0]), dtype=gk.float64, requires_grad=True)
+    y = gk.zeros(3, dtype=gk.float64, requires_grad=True)
+    tape = gk.Tape(snapshots=True)
+    with tape:
+        gk.launch(tenth_of, 3, inputs=[x], outputs=[y])
+    tape.save(tmp_path / "b")
+    b = data.open_bundle(tmp_path / "b")
+    result = checks.run_gradcheck(b, 0, approved=_approved(b, "tenth_of"))
+    assert result.ok and result.pairs, result
