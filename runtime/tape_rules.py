@@ -26,27 +26,23 @@ def written_user_params(kernel) -> list[int]:
 
 def read_user_params(kernel) -> list[int]:
     """User-level parameter indices of the arrays a kernel's forward pass reads (loads or atomics)."""
-    fwd = kernel.lowered("forward")
-    cached = fwd.attrs.get("_read_user")
-    if cached is None:
-        user = user_params(fwd)
-        ids = {p.value.id: k for k, p in enumerate(fwd.params)}
-        cached = fwd.attrs["_read_user"] = sorted(
-            {user[ids[ins.args[0].id]] for ins in fwd.walk()
-             if ins.op in (Op.LOAD, Op.ATOMIC) and ins.args[0].id in ids and ids[ins.args[0].id] < len(user)})
-    return cached
+    return _accessing_user_params(kernel, (Op.LOAD, Op.ATOMIC), "_read_user")
 
 
 def loaded_user_params(kernel) -> list[int]:
     """User-level parameter indices of the arrays a kernel's forward pass loads (atomics not counted)."""
+    return _accessing_user_params(kernel, (Op.LOAD,), "_loaded_user")
+
+
+def _accessing_user_params(kernel, ops: tuple, key: str) -> list[int]:
     fwd = kernel.lowered("forward")
-    cached = fwd.attrs.get("_loaded_user")
+    cached = fwd.attrs.get(key)
     if cached is None:
         user = user_params(fwd)
         ids = {p.value.id: k for k, p in enumerate(fwd.params)}
-        cached = fwd.attrs["_loaded_user"] = sorted(
+        cached = fwd.attrs[key] = sorted(
             {user[ids[ins.args[0].id]] for ins in fwd.walk()
-             if ins.op == Op.LOAD and ins.args[0].id in ids and ids[ins.args[0].id] < len(user)})
+             if ins.op in ops and ins.args[0].id in ids and ids[ins.args[0].id] < len(user)})
     return cached
 
 

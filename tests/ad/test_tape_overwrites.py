@@ -56,6 +56,11 @@ def weighted_sum(y: gk.array(dtype=gk.float64), w: gk.array(dtype=gk.float64), l
     gk.atomic_add(l, 0, w[i] * y[i])
 
 
+def z64(n, device):
+    """A float64 array of zeros with a gradient: a buffer or a loss."""
+    return gk.zeros(n, dtype=gk.float64, device=device, requires_grad=True)
+
+
 def _fd(run, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
     """Central differences of the scalar `run(x)` for every element of x."""
     out = np.zeros_like(x)
@@ -110,8 +115,8 @@ def test_an_array_written_once_keeps_the_gradient_that_reached_it(device, rng):
     n = 5
     x_np, w_np = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)
     x, w = f64(x_np, device), f64(w_np, device, False)
-    y = gk.zeros(n, dtype=gk.float64, device=device, requires_grad=True)
-    l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+    y = z64(n, device)
+    l = z64(1, device)
     tape = gk.Tape()
     with tape:
         gk.launch(square_into, n, [x], [y], device=device)
@@ -127,8 +132,8 @@ def test_a_write_through_a_view_consumes_like_a_write_of_the_base(device, rng):
     n = 6
     x_np, w_np = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)
     x, k, w = f64(x_np, device), f64([1.5], device), f64(w_np, device, False)
-    y = gk.zeros(n, dtype=gk.float64, device=device, requires_grad=True)
-    l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+    y = z64(n, device)
+    l = z64(1, device)
     tape = gk.Tape()
     with tape:
         gk.launch(scale_into, n, [x, k], [y], device=device)
@@ -144,7 +149,7 @@ def test_one_memory_read_and_written_as_two_parameters_in_one_launch(device, rng
     n = 4
     x_np, w_np = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)
     x, w = f64(x_np, device), f64(w_np, device, False)
-    l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+    l = z64(1, device)
     tape = gk.Tape()
     with tape:
         gk.launch(twice_into, n, [x], [x.reshape(-1)], device=device)
@@ -157,7 +162,7 @@ def test_a_view_written_while_its_base_is_read_nonlinearly_is_refused(device, rn
     """x read (its values needed by the adjoint) and written through x.flatten() in one launch: the same
     refusal as passing x twice, at backward and, with checks on, before the launch."""
     x = f64(rng.uniform(-1, 1, 4), device)
-    l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+    l = z64(1, device)
     before = x.numpy().copy()
     with pytest.raises(gk.GradientRuleError, match="reads array"):
         with gk.Tape(check=True):
@@ -173,8 +178,8 @@ def test_a_view_written_while_its_base_is_read_nonlinearly_is_refused(device, rn
 
 def test_a_later_write_through_a_view_breaks_a_recorded_read(device, rng):
     x = f64(rng.uniform(-1, 1, 4), device)
-    y = gk.zeros(4, dtype=gk.float64, device=device, requires_grad=True)
-    l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+    y = z64(4, device)
+    l = z64(1, device)
     tape = gk.Tape()
     with tape:
         gk.launch(square_into, 4, [x], [y], device=device)        # its adjoint needs x
@@ -191,7 +196,7 @@ def test_overlapping_copy_within_one_array_routes_gradients_like_memmove(device)
     warning)."""
     y = f64([1.0, 2.0, 3.0, 4.0], device)
     w = f64(np.ones(4), device, False)
-    l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+    l = z64(1, device)
     tape = gk.Tape()
     with tape:
         gk.copy(y, y, dest_offset=1, src_offset=0, count=3)
@@ -206,7 +211,7 @@ def test_copy_between_two_views_of_one_memory(device):
     through an identity copy unchanged)."""
     base = f64([[1.0, 2.0], [3.0, 4.0]], device)
     flat, w = base.flatten(), f64([1.0, 2.0, 3.0, 4.0], device, False)
-    l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+    l = z64(1, device)
     tape = gk.Tape()
     with tape:
         gk.copy(flat, base.reshape(-1))
@@ -221,8 +226,8 @@ def test_a_copy_of_a_view_passes_gradient_like_a_copy_of_the_array(device, rng):
     n = 4
     x_np, w_np = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)
     x, w = f64(x_np, device), f64(w_np, device, False)
-    y = gk.zeros(n, dtype=gk.float64, device=device, requires_grad=True)
-    l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+    y = z64(n, device)
+    l = z64(1, device)
     tape = gk.Tape()
     with tape:
         gk.launch(square_into, n, [x], [y], device=device)
@@ -238,8 +243,8 @@ def test_a_host_write_then_a_kernel_overwrite(device, rng):
     n = 6
     s_np, x_np, w_np = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)
     s, x, w = f64(s_np, device), f64(x_np, device), f64(w_np, device, False)
-    y = gk.zeros(n, dtype=gk.float64, device=device, requires_grad=True)
-    l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+    y = z64(n, device)
+    l = z64(1, device)
     tape = gk.Tape()
     with tape:
         y.assign(s)
@@ -259,8 +264,8 @@ def _step_block(x, k, y):
 
 def test_a_checkpoint_recompute_refuses_an_input_changed_since(device, rng):
     x, k = f64(rng.uniform(-1, 1, 4), device), f64([2.0], device)
-    y = gk.zeros(4, dtype=gk.float64, device=device, requires_grad=True)
-    l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+    y = z64(4, device)
+    l = z64(1, device)
     tape = gk.Tape()
     with tape:
         gk.checkpoint(_step_block, x, k, y)
@@ -275,8 +280,8 @@ def test_a_checkpoint_recompute_leaves_later_writes_in_place(device, rng):
     and the block's write (overwritten before anything read it) passes no gradient."""
     x_np = rng.uniform(-1, 1, 4)
     x, k, w = f64(x_np, device), f64([2.0], device), f64(np.ones(4), device, False)
-    y = gk.zeros(4, dtype=gk.float64, device=device, requires_grad=True)
-    l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+    y = z64(4, device)
+    l = z64(1, device)
     tape = gk.Tape()
     with tape:
         gk.checkpoint(_step_block, x, k, y)
@@ -293,8 +298,8 @@ def test_a_checkpoint_block_overwriting_what_an_earlier_launch_wrote(device, rng
     adjoint must consume that gradient too."""
     x_np = rng.uniform(-1, 1, 4)
     x, k, w = f64(x_np, device), f64([3.0], device), f64(np.ones(4), device, False)
-    y = gk.zeros(4, dtype=gk.float64, device=device, requires_grad=True)
-    l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+    y = z64(4, device)
+    l = z64(1, device)
     tape = gk.Tape()
     with tape:
         gk.launch(square_into, 4, [x], [y], device=device)          # dead: the block overwrites y
@@ -316,7 +321,7 @@ def test_a_checkpoint_block_that_overwrites_its_own_input_is_refused(device):
 
 def test_backward_with_nothing_to_seed_names_what_to_pass(device):
     x = f64([1.0, 2.0], device)
-    y = gk.zeros(2, dtype=gk.float64, device=device, requires_grad=True)
+    y = z64(2, device)
     tape = gk.Tape()
     with tape:
         gk.launch(square_into, 2, [x], [y], device=device)
@@ -334,8 +339,8 @@ def test_a_backward_that_raises_midway_leaves_every_gradient_as_it_was(device, r
     n = 4
     x_np, w_np = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)
     x, w = f64(x_np, device), f64(w_np, device, False)
-    y = gk.zeros(n, dtype=gk.float64, device=device, requires_grad=True)
-    l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+    y = z64(n, device)
+    l = z64(1, device)
     fail = [True]
 
     def flaky():
@@ -360,8 +365,8 @@ def test_a_backward_that_raises_midway_leaves_every_gradient_as_it_was(device, r
 
 def test_a_version_error_raises_before_any_gradient_is_written(device, rng):
     x = f64(rng.uniform(-1, 1, 4), device)
-    y = gk.zeros(4, dtype=gk.float64, device=device, requires_grad=True)
-    l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+    y = z64(4, device)
+    l = z64(1, device)
     tape = gk.Tape()
     with tape:
         gk.launch(square_into, 4, [x], [y], device=device)
@@ -382,9 +387,9 @@ def test_hessian_vector_product_through_an_overwritten_buffer(device, rng):
 
     def grad_at(xv, tangent=None):
         x, k, w = f64(xv, device), f64([1.5], device, False), f64(w_np, device, False)
-        y = gk.zeros(n, dtype=gk.float64, device=device, requires_grad=True)
-        z = gk.zeros(n, dtype=gk.float64, device=device, requires_grad=True)
-        l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+        y = z64(n, device)
+        z = z64(n, device)
+        l = z64(1, device)
         tape = gk.Tape()
         with tape:
             gk.launch(scale_into, n, [x, k], [y], device=device)
@@ -450,9 +455,9 @@ def test_forward_over_reverse_through_host_writes(device, rng):
     n = 4
 
     def program(x, k):
-        y = gk.zeros(n, dtype=gk.float64, device=device, requires_grad=True)
-        f = gk.zeros(n, dtype=gk.float64, device=device, requires_grad=True)
-        l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+        y = z64(n, device)
+        f = z64(n, device)
+        l = z64(1, device)
         y.assign(x)
         gk.launch(tanh_of, n, [y], [f], device=device)
         f.zero_()
@@ -470,8 +475,8 @@ def test_forward_over_reverse_through_an_in_place_update(device, rng):
     n = 4
 
     def program(y, k):
-        z = gk.zeros(n, dtype=gk.float64, device=device, requires_grad=True)
-        l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+        z = z64(n, device)
+        l = z64(1, device)
         gk.launch(scale_in_place, n, [k], [y], device=device)
         gk.launch(tanh_of, n, [y], [z], device=device)
         gk.launch(total, n, [z], [l], device=device)
@@ -487,8 +492,8 @@ def test_forward_over_reverse_through_a_checkpoint_reading_a_view(device, rng):
         gk.launch(tanh_of, 6, [x.reshape(-1)], [out], device=device)
 
     def program(x):
-        out = gk.zeros(6, dtype=gk.float64, device=device, requires_grad=True)
-        l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+        out = z64(6, device)
+        l = z64(1, device)
         gk.checkpoint(block, x, out)
         gk.launch(total, 6, [out], [l], device=device)
         return l
@@ -513,8 +518,8 @@ def test_a_grad_for_function_consumes_what_it_overwrites(device, rng):
     kernel.grad(): that adjoint consumes y's gradient, so the first write (dead) passes none to x."""
     x_np = rng.uniform(-1, 1, 4)
     x, k, w = f64(x_np, device), f64([3.0], device), f64(np.ones(4), device, False)
-    y = gk.zeros(4, dtype=gk.float64, device=device, requires_grad=True)
-    l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+    y = z64(4, device)
+    l = z64(1, device)
     tape = gk.Tape()
     with tape:
         gk.launch(square_into, 4, [x], [y], device=device)           # dead: overwritten by the block

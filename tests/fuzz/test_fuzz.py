@@ -22,6 +22,7 @@ import gradkit as gk
 from tests.conftest import DEVICES
 from tests.fuzz.checker import STATS, check_program
 from tests.fuzz.generate import generate
+from tests.fuzz.shards import record_counts, report_head, run_shard
 
 SHARD_SIZE = int(os.environ.get("GRADKIT_FUZZ_EXAMPLES", "100"))
 SEED = os.environ.get("GRADKIT_FUZZ_SEED", "20261123")     # CI: fixed; `make fuzz`: new programs each run
@@ -45,21 +46,13 @@ def _kind(e: BaseException) -> str:
 def test_random_programs(device, shard, record_property):
     """One shard: SHARD_SIZE programs, each from a seed of its own."""
     before = STATS.copy()
-    failures: dict[str, list] = {}
     size = max(1, round(SHARD_SIZE * PLAN[device][1]))
-    for k in range(size):
-        seed = f"{SEED}/{device}/{shard}/{k}"
-        prog = generate(seed)
-        try:
-            check_program(prog, device, FOLDER)
-        except Exception as e:                   # every exception is a failure, GradkitError or not
-            failures.setdefault(_kind(e), []).append((seed, prog, e))
+    failures = run_shard(f"{SEED}/{device}/{shard}", size, generate,
+                         lambda p: check_program(p, device, FOLDER), _kind)
     counts = STATS - before
-    for key, value in sorted(counts.items()):
-        record_property(f"fuzz_{key}", value)
+    record_counts(record_property, counts, "fuzz")
     if failures:
-        lines = [f"{sum(map(len, failures.values()))} of {size} programs failed on {device}:"]
-        lines += [f"  {len(v):4d} x {kind}   (first: {v[0][0]})" for kind, v in failures.items()]
+        lines = report_head(failures, size, f"programs on {device}")
         for kind, v in list(failures.items())[:SHOWN]:
             seed, prog, e = v[0]
             tb = "".join(traceback.format_exception(e)[-3:])

@@ -27,6 +27,7 @@ import pytest
 import gradkit as gk
 from tests.conftest import DEVICES
 from tests.fuzz.tape_programs import STATS, check_program, generate, kind_of
+from tests.fuzz.shards import record_counts, report_head, run_shard
 from tests.fuzz.tape_replay import outcome, reduce
 
 SHARD_SIZE = int(os.environ.get("GRADKIT_FUZZ_EXAMPLES", "100"))
@@ -44,21 +45,13 @@ REDUCE_BUDGET_S = 20.0       # at most this long reducing, per shard
 def test_tape_programs(device, shard, record_property):
     """One shard: its programs, each from a seed of its own; every failure kind listed at the end."""
     before = STATS.copy()
-    failures: dict[str, list] = {}
     size = max(1, round(SHARD_SIZE * PLAN[device][1]))
-    for k in range(size):
-        seed = f"{SEED}/{device}/{shard}/{k}"
-        prog = generate(seed)
-        try:
-            check_program(prog, device)
-        except Exception as e:                       # a wrong gradient, or any exception but the refusal
-            failures.setdefault(kind_of(e), []).append((seed, prog, e))
+    # check_program raises for a wrong gradient or any exception but the refusal
+    failures = run_shard(f"{SEED}/{device}/{shard}", size, generate, lambda p: check_program(p, device), kind_of)
     counts = STATS - before
-    for key, value in sorted(counts.items()):
-        record_property(f"tape_{key}", value)
+    record_counts(record_property, counts, "tape")
     if failures:
-        lines = [f"{sum(map(len, failures.values()))} of {size} taped programs failed on {device}:"]
-        lines += [f"  {len(v):4d} x {kind}   (first: {v[0][0]})" for kind, v in failures.items()]
+        lines = report_head(failures, size, f"taped programs on {device}")
         deadline = time.monotonic() + REDUCE_BUDGET_S
         for n, (kind, v) in enumerate(failures.items()):
             seed, prog, e = v[0]
