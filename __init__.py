@@ -8,8 +8,9 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .core.config import config
-from .core.errors import (CompileError, DeviceError, DeviceMemoryError, GradientCheckError, GradientRuleError,
-                          GradientRuleWarning, GradientHazardWarning, GradkitError, NaNError, StackOverflowError)
+from .core.errors import (CacheTrustWarning, CompileError, DeviceError, DeviceMemoryError, GradientCheckError,
+                          GradientRuleError, GradientRuleWarning, GradientHazardWarning, GradkitError, NaNError,
+                          StackOverflowError)
 from .core.lang import *  # noqa: F401,F403  (sin, cos, ..., tid, static, atomic_add, ...)
 from .core.lang import NAMES as _LANG_NAMES
 from .core.types import (bool_ as bool, float32, float64, int32, int64, mat22, mat22d, mat33, mat33d, mat44,  # noqa: A001
@@ -34,7 +35,7 @@ from .runtime import autograd  # noqa: E402  (gk.autograd.jacobian, gradcheck, .
 from .runtime import optim  # noqa: E402  (gk.optim.SGD, gk.optim.Adam)
 
 __all__ = [
-    "config", "CompileError", "DeviceError", "DeviceMemoryError", "GradientCheckError", "GradientRuleError", "GradientRuleWarning", "GradientHazardWarning",
+    "config", "CacheTrustWarning", "CompileError", "DeviceError", "DeviceMemoryError", "GradientCheckError", "GradientRuleError", "GradientRuleWarning", "GradientHazardWarning",
     "GradkitError", "NaNError", "StackOverflowError", "float32", "float64", "int32", "int64", "uint32", "bool",
     "quat", "quatd", "quaternion", "vec2", "vec3", "vec4", "vec2d", "vec3d", "vec4d", "vec2i", "vec3i", "vec4i", "mat22", "mat33", "mat44",
     "mat22d", "mat33d", "mat44d", "vector", "matrix", "array", "array1d", "array2d", "array3d", "array4d",

@@ -8,7 +8,8 @@ from . import func as _func
 from . import types as T
 
 
-_FLAGS = ("cache", "debug", "check_nan", "check_ad", "fast_math", "verbose", "snapshot_launches")
+_FLAGS = ("cache", "debug", "check_nan", "check_ad", "fast_math", "verbose", "snapshot_launches",
+          "trust_cache_dir")
 _SIZES = {"adjoint_stack_size": (1, 1 << 24), "snapshot_max_bytes": (0, 1 << 40)}
 
 
@@ -45,6 +46,8 @@ class Config:
 
     def __init__(self) -> None:
         self.cache: bool = os.environ.get("GRADKIT_CACHE", "1") != "0"
+        # use a kernel-cache folder or entry even when someone else could have written it (docs/security.md)
+        self.trust_cache_dir: bool = os.environ.get("GRADKIT_TRUST_CACHE_DIR", "0") == "1"
         self.debug: bool = False           # bounds checks in generated code
         self.check_nan: bool = False       # NaN/Inf scan after every launch
         self.check_ad: bool = False        # gradient rule checks on every tape

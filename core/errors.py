@@ -36,6 +36,11 @@ class GradientHazardWarning(GradientRuleWarning):
     a parameter used only through int(), comparisons or stop_gradient (`tape.hazards()`)."""
 
 
+class CacheTrustWarning(UserWarning):
+    """A kernel-cache folder or entry someone else could have written (not yours, writable by group or
+    others, a symbolic link) was not used: its kernels are compiled in memory. See docs/security.md."""
+
+
 class GradientCheckError(GradkitError, AssertionError):
     """Analytic and finite-difference gradients disagree."""
 
