@@ -34,6 +34,8 @@ def _as_shape(shape, arg: str = "shape") -> tuple[int, ...]:
         dims = (int(shape),)
     else:
         try:
+            if isinstance(shape, (str, bytes)):     # iterable, but its characters are not dimensions
+                raise TypeError
             dims = tuple(shape)
         except TypeError:
             raise TypeError(f"{arg} must be an int or a tuple of ints, got {shape!r}") from None
@@ -106,6 +108,46 @@ def _check_fits(host: np.ndarray, scalar: ScalarType, arg: str) -> None:
                      f"({scalar.range_text()}){hint}")
 
 
+def _check_kind(host: np.ndarray, arg: str) -> None:
+    """TypeError naming `arg` for data a gk.array cannot hold at all (complex, strings, objects)."""
+    if host.dtype.kind not in "biuf":
+        raise TypeError(f"{arg}: unsupported element type {host.dtype} (complex, strings and objects "
+                        "cannot be stored in a gk.array)")
+
+
+def _element_dims(shape: tuple, dt: Type, arg: str) -> tuple[int, ...]:
+    """The array shape of data of `shape` holding `dt` elements (a vector/matrix element's components are
+    the trailing dimensions): a single value is a one-element array, and 1 to 4 dimensions are allowed
+    (ValueError naming `arg` otherwise)."""
+    shape, comp = tuple(shape), dt.shape
+    if comp and (len(shape) < len(comp) or shape[len(shape) - len(comp):] != comp):
+        raise ValueError(f"{arg}: an array of shape {shape} cannot hold {dt.name} elements: its last "
+                         f"dimensions must be {comp}")
+    dims = shape[:len(shape) - len(comp)]
+    if len(dims) > 4:
+        raise ValueError(f"{arg}: gk.array supports 1 to 4 dimensions, {arg} has {len(dims)}"
+                         + (f" besides the {dt.name} components" if comp else ""))
+    return dims or (1,)
+
+
+def _check_data(host: np.ndarray, dt: Type, arg: str) -> tuple[int, ...]:
+    """The dims of an array of `dt` elements holding `host` (data from another library), by gk.array's
+    rules: a value that does not fit, an unsupported element type or rank is an error naming `arg`."""
+    _check_kind(host, arg)
+    dims = _element_dims(host.shape, dt, arg)
+    _check_fits(host, dt.scalar, arg)
+    return dims
+
+
+def _convert(host: np.ndarray, dt: Type, arg: str) -> tuple[np.ndarray, tuple[int, ...]]:
+    """`host` checked (`_check_data`) and converted: (the data in dt's scalar type, shaped (*dims,
+    *dt.shape); the array's dims). Nothing is copied when it already has the right type and shape."""
+    dims = _check_data(host, dt, arg)
+    if host.dtype != dt.scalar.np_dtype:
+        host = host.astype(dt.scalar.np_dtype)
+    return (host if host.shape == dims + dt.shape else host.reshape(dims + dt.shape)), dims
+
+
 def _prepare(data, dtype, shape) -> tuple[np.ndarray, Type, tuple[int, ...]]:
     """Host data, element dtype and array shape for `array(data, dtype, shape)` (data is not mutated)."""
     if hasattr(data, "buffer") and hasattr(data, "numpy"):      # another gk.array: copy it
@@ -113,9 +155,7 @@ def _prepare(data, dtype, shape) -> tuple[np.ndarray, Type, tuple[int, ...]]:
         dt = data.dtype if dtype is None else _as_dtype(dtype)
     else:
         host, from_python = _to_numpy(data)
-        if host.dtype.kind not in "biuf":
-            raise TypeError(f"data: unsupported element type {host.dtype} (complex, strings and objects "
-                            "cannot be stored in a gk.array)")
+        _check_kind(host, "data")
         dt = _infer_dtype(host, from_python) if dtype is None else _as_dtype(dtype)
     _check_fits(host, dt.scalar, "data")
     comp = dt.shape
@@ -126,19 +166,8 @@ def _prepare(data, dtype, shape) -> tuple[np.ndarray, Type, tuple[int, ...]]:
             raise ValueError(f"shape {dims} with dtype {dt.name} needs {int(np.prod(want))} values; "
                              f"data has {host.size}")
         return host.reshape(want), dt, dims
-    if comp:
-        if host.shape[host.ndim - len(comp):] != comp or host.ndim < len(comp):
-            raise ValueError(f"data: dtype {dt.name} needs data of shape (..., {', '.join(map(str, comp))}), "
-                             f"got shape {host.shape}")
-        dims = host.shape[:host.ndim - len(comp)]
-    else:
-        dims = host.shape
-    if not dims:                      # a single scalar / vector value → a one-element array
-        dims = (1,)
-        host = host.reshape(dims + comp)
-    if len(dims) > 4:
-        raise ValueError(f"data: gk.array supports 1 to 4 dimensions, data has {len(dims)}")
-    return host, dt, dims
+    dims = _element_dims(host.shape, dt, "data")
+    return (host if host.shape == dims + comp else host.reshape(dims + comp)), dt, dims
 
 
 def _split_dtype(data, dtype):

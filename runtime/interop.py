@@ -4,15 +4,20 @@ arrays that launches kernels, as a torch autograd op.
 
 Vector and matrix dtypes are trailing tensor dimensions (n vec3 ↔ a tensor of shape (n, 3)). Sharing is
 zero-copy when the gradkit device keeps arrays in host memory (`cpu`) and the tensor is a contiguous,
-64-byte aligned CPU tensor; otherwise the data is copied (each function says so)."""
+64-byte aligned CPU tensor; otherwise the data is copied (each function says so). Data coming in follows
+`gk.array`'s rules (runtime/array_input.py): a value that does not fit the element type, an element type
+gradkit cannot hold and more than 4 dimensions are errors naming the argument; a single value (0-d) is a
+one-element array."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..core import types as T
+from .array_input import _as_dtype, _check_data, _convert
 
-_SCALARS = {"float32": T.float32, "float64": T.float64, "int32": T.int32, "int64": T.int64, "bool": T.bool_}
+_SCALARS = {"float32": T.float32, "float64": T.float64, "int32": T.int32, "int64": T.int64, "uint32": T.uint32,
+            "bool": T.bool_}
 
 
 def _torch():
@@ -27,7 +32,9 @@ def _torch():
 def to_torch(a, requires_grad: bool | None = None):
     """A torch tensor of `a`'s data: the same memory for a host-memory (cpu) array, else a CPU copy.
     `requires_grad` (default: `a.requires_grad`) is set on the tensor, and `a.grad` becomes its `.grad`
-    (shared likewise)."""
+    (shared likewise). A uint32 array is the exception: it comes back as an int64 copy, because torch's
+    own uint32 is a limited-support dtype (no `+`, comparisons or `max` on CPU in torch 2.13);
+    `torch.from_numpy(a.numpy())` shares it as such a tensor."""
     torch = _torch()
     if not hasattr(a, "buffer"):
         raise TypeError(f"a: gk.to_torch takes a gk.array, got {type(a).__name__}")
@@ -43,42 +50,41 @@ def to_torch(a, requires_grad: bool | None = None):
     return t
 
 
-def _dtype_of(t, dtype, arg: str = "t", lib: str = "torch"):
-    """The gradkit element type for tensor t (given, or its scalar type) and the element shape it takes."""
+def _dtype_of(source_dtype, dtype, arg: str = "t", lib: str = "torch"):
+    """The gradkit element type for data of `source_dtype` (a torch or NumPy dtype): `dtype` when given,
+    else the scalar type of the same name."""
     if dtype is not None:
-        from .array_input import _as_dtype
-        dt = _as_dtype(dtype)
-    else:
-        name = str(t.dtype).removeprefix("torch.")
-        if name not in _SCALARS:
-            raise TypeError(f"{arg}: {lib} dtype {t.dtype} has no gradkit element type (float32, float64, int32, "
-                            f"int64, bool)")
-        dt = _SCALARS[name]
-    shape = tuple(getattr(dt, "shape", ()))
-    if shape and tuple(t.shape[t.dim() - len(shape):]) != shape:
-        raise ValueError(f"{arg}: an array of shape {tuple(t.shape)} cannot hold {dt.name} elements: its last "
-                         f"dimensions must be {shape}")
-    return dt
+        return _as_dtype(dtype)
+    name = str(source_dtype).removeprefix("torch.")
+    if name not in _SCALARS:
+        raise TypeError(f"{arg}: {lib} dtype {source_dtype} has no gradkit element type (float32, float64, "
+                        f"int32, int64, uint32, bool)")
+    return _SCALARS[name]
 
 
 def from_torch(t, dtype=None, requires_grad: bool | None = None, device=None):
     """A gradkit array of tensor `t`'s data: the same memory when `t` is a contiguous, aligned CPU tensor
     and `device` keeps arrays in host memory (the default device for a CPU tensor is "cpu"), else a copy.
     `dtype` (e.g. gk.vec3) reads trailing dimensions as vector/matrix components; `requires_grad`
-    (default: `t.requires_grad`) gives the array a `.grad`, shared with `t.grad` when there is one."""
+    (default: `t.requires_grad`) gives the array a `.grad`, shared with `t.grad` when there is one. Values
+    that do not fit `dtype`, and tensors of more than 4 dimensions (besides a vector/matrix dtype's), are a
+    ValueError naming `t`; a 0-d tensor is a one-element array (as `gk.array` makes of a scalar)."""
     from .array import array
     from .device import get_device
     torch = _torch()
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"t: gk.from_torch takes a torch.Tensor, got {type(t).__name__}")
-    dt = _dtype_of(t, dtype)
+    dt = _dtype_of(t.dtype, dtype)
     dev = get_device("cpu" if device is None and t.device.type == "cpu" else device)
     host = t.detach()
     if host.device.type != "cpu":
         host = host.cpu()
-    host = host.numpy()
-    if host.dtype != dt.scalar.np_dtype:
-        host = host.astype(dt.scalar.np_dtype)
+    try:
+        host = host.numpy()
+    except TypeError:           # bfloat16, float8 ...: torch has no NumPy view of them
+        raise TypeError(f"t: a torch {t.dtype} tensor has no NumPy equivalent to read; convert it first "
+                        "(e.g. t.float())") from None
+    host, _ = _convert(host, dt, "t")
     a = array._adopt(host, dt, dev)
     if a is None:                       # a device without host memory, or memory it cannot use as it is
         a = array(host, dtype=dt, device=dev)
@@ -188,15 +194,15 @@ def to_jax(a):
 
 def from_jax(x, dtype=None, device=None):
     """A gradkit array holding a copy of JAX array `x` (JAX arrays are immutable; gradkit arrays are written
-    by kernels). `dtype` (e.g. gk.vec3) reads trailing dimensions as vector/matrix components."""
-    import numpy as np_
+    by kernels). `dtype` (e.g. gk.vec3) reads trailing dimensions as vector/matrix components; values that do
+    not fit it are a ValueError naming `x`, as in `gk.array`."""
     from .array import array
     jax = _jax()
     if not isinstance(x, jax.Array):
         raise TypeError(f"x: gk.from_jax takes a jax.Array, got {type(x).__name__}")
-    host = np_.asarray(x)
-    dt = _dtype_of(_ShapeOf(host), dtype, arg="x", lib="JAX")
-    return array(host.astype(dt.scalar.np_dtype, copy=False), dtype=dt, device=device)
+    host = np.asarray(x)
+    dt = _dtype_of(host.dtype, dtype, arg="x", lib="JAX")
+    return array(_convert(host, dt, "x")[0], dtype=dt, device=device)
 
 
 def jax_function(fn, dtypes=None, device=None):
@@ -205,21 +211,26 @@ def jax_function(fn, dtypes=None, device=None):
     on the host through `jax.pure_callback` (the backward records `fn` on a gk.Tape and runs
     `tape.backward` with JAX's output cotangents). Output shapes are learned by running `fn` once on zeros
     per input signature. Under `vmap`, `fn` runs once per batch element (`vmap_method="sequential"`).
-    `dtypes` gives each argument's gradkit element type (None: its scalar type); `device` where it runs."""
+    `dtypes` gives each argument's gradkit element type (None: its scalar type); `device` where it runs.
+    Arguments are converted by `from_jax`'s rules (a value that does not fit is a ValueError naming the
+    argument, raised when the callback runs)."""
     jax = _jax()
     import numpy as np_
     from .checkpoint import no_grad
     from .tape import Tape
     shapes: dict = {}
 
+    def dtype_of(k, h):
+        return _dtype_of(h.dtype, dtypes[k] if dtypes is not None and k < len(dtypes) else None,
+                         arg=f"argument {k}", lib="JAX")
+
     def arrays_of(host_args, grad):
+        from .array import array
         out = []
         for k, h in enumerate(host_args):
             h = np_.asarray(h)
-            dt = _dtype_of(_ShapeOf(h), dtypes[k] if dtypes is not None and k < len(dtypes) else None,
-                           arg=f"argument {k}", lib="JAX")
-            from .array import array
-            a = array(h.astype(dt.scalar.np_dtype, copy=False), dtype=dt, device=device)
+            dt = dtype_of(k, h)
+            a = array(_convert(h, dt, f"argument {k}")[0], dtype=dt, device=device)
             if grad and dt.scalar.is_float:
                 a.requires_grad = True
             out.append(a)
@@ -276,22 +287,16 @@ def jax_function(fn, dtypes=None, device=None):
     f.defvjp(f_fwd, f_bwd)
 
     def wrapped(*args):
+        for k, x in enumerate(args):    # concrete arguments are checked here, traced ones in the callback
+            if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
+                h = np_.asarray(x)
+                _check_data(h, dtype_of(k, h), f"argument {k}")
         outs = f(*args)
         return outs[0] if len(outs) == 1 else outs
 
     wrapped.__name__ = getattr(fn, "__name__", "jax_function")
     wrapped.__doc__ = fn.__doc__
     return wrapped
-
-
-class _ShapeOf:
-    """The shape and dtype questions `_dtype_of` asks a torch tensor, answered for a NumPy array."""
-
-    def __init__(self, host):
-        self.shape, self.dtype = host.shape, host.dtype
-
-    def dim(self) -> int:
-        return len(self.shape)
 
 
 def _fresh_grad(a):

@@ -12,6 +12,7 @@ from ..ad.pipeline import adjoint_name
 from ..backends.analysis import shared_writes
 from ..core.config import config
 from .state import current as state
+from .array_input import _as_shape
 from .adjoint_args import _source_params, adjoint_arguments, given_adjoints, tangent_arguments, variant_for_seeds
 from .device import get_device
 from .nan_check import check_after_launch, snapshot
@@ -22,18 +23,14 @@ MAX_THREADS = 2**31 - 1    # thread ids are 32-bit in generated code: a larger g
 
 
 def normalize_dim(dim) -> tuple[int, ...]:
-    """`dim` as a tuple of 1-4 non-negative ints with at most MAX_THREADS threads in all
-    (ValueError/TypeError naming `dim` otherwise)."""
+    """`dim` as a tuple of 1-4 non-negative ints with at most MAX_THREADS threads in all: an int, a NumPy
+    integer or a tuple/list of them, by `gk.array`'s shape rule (bools, floats and strings refused: a
+    TypeError/ValueError naming `dim`)."""
     if type(dim) is int:
         if not 0 <= dim <= MAX_THREADS:
             raise ValueError(f"launch dim must be between 0 and {MAX_THREADS} (2**31 - 1 threads), got {dim}")
         return (dim,)
-    try:
-        dims = tuple(int(d) for d in dim)
-    except TypeError:
-        raise TypeError(f"launch dim must be an int or a tuple of up to 4 ints, got {dim!r}") from None
-    if not 1 <= len(dims) <= 4 or any(d < 0 for d in dims):
-        raise ValueError(f"launch dim must be 1 to 4 non-negative ints, got {dim!r}")
+    dims = _as_shape(dim, "launch dim")
     total = 1
     for d in dims:
         total *= d

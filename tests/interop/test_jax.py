@@ -81,3 +81,33 @@ def test_jax_function_under_jit_grad_and_vmap(device, rng, x64):
     np.testing.assert_allclose(np.asarray(g), 2 * e * (0.5 * (length - 1) ** 2 + np.cos(kn) * d[:, 0]), rtol=1e-10)
     batch = jax.vmap(f)(jnp.stack([p, 2 * p]), jnp.stack([k, k]))            # one launch per batch element
     np.testing.assert_allclose(np.asarray(batch[1]), _reference(2 * pn, kn), rtol=1e-12)
+
+
+def test_from_jax_and_jax_function_follow_gk_array_value_rules(device, x64):
+    """A value that does not fit the element type is a ValueError naming the argument, as in gk.array (issue
+    37): from_jax and jax_function wrapped 2**40 to 0 as int32 and gave inf for 1e40 as float32."""
+    jnp = jax.numpy
+    with pytest.raises(ValueError, match=r"x: 1099511627776 at index 1 does not fit int32"):
+        gk.from_jax(jnp.array([1, 2**40], dtype=jnp.int64), dtype=gk.int32, device=device)
+    with pytest.raises(ValueError, match=r"x: 1e\+40 at index 0 does not fit float32"):
+        gk.from_jax(jnp.array([1e40]), dtype=gk.float32, device=device)
+    with pytest.raises(ValueError, match=r"x: gk.array supports 1 to 4 dimensions, x has 6"):
+        gk.from_jax(jnp.zeros((1,) * 6), device=device)
+    u = gk.from_jax(jnp.array([1, 2**32 - 1], dtype=jnp.uint32), device=device)
+    assert u.dtype is gk.uint32 and list(u.numpy()) == [1, 2**32 - 1]
+
+    def twice(x):
+        y = gk.zeros(x.shape[0], dtype=gk.float32, device=device)
+        gk.launch(to_float, x.shape[0], inputs=[x], outputs=[y], device=device)
+        return y
+
+    f = gk.jax_function(twice, dtypes=[gk.int32], device=device)
+    np.testing.assert_array_equal(np.asarray(f(jnp.array([1, 2], dtype=jnp.int64))), [2.0, 4.0])
+    with pytest.raises(ValueError, match=r"argument 0: 1099511627776 at index 1 does not fit int32"):
+        f(jnp.array([1, 2**40], dtype=jnp.int64))
+
+
+@gk.kernel
+def to_float(x: gk.array(dtype=gk.int32), y: gk.array(dtype=gk.float32)):
+    i = gk.tid()
+    y[i] = 2.0 * gk.float32(x[i])

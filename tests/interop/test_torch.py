@@ -12,8 +12,10 @@ torch = pytest.importorskip("torch", reason="the PyTorch interop tests need torc
 
 
 def _zero_copy(device) -> bool:
-    """Whether the device's arrays can live in another library's memory (the cpu backend's can)."""
-    return gk.get_device(device).backend == "cpu"
+    """Whether the device's arrays can live in another library's memory (its backend adopts host memory,
+    as the cpu and c backends do)."""
+    dev = gk.get_device(device)
+    return dev.impl.adopt_host(dev.info, torch.zeros(16).numpy()) is not None
 
 
 def test_to_torch_shares_or_copies(device, rng):
@@ -109,3 +111,68 @@ def test_torch_compile_breaks_the_graph_around_it(device, rng):
     assert float(compiled) == pytest.approx(float(loss(p, k)), rel=1e-12)
     np.testing.assert_allclose(k.grad.numpy(), eager_k.grad.numpy(), rtol=1e-12)
     np.testing.assert_allclose(p.grad.numpy(), eager_p.grad.numpy(), rtol=1e-12)
+
+
+def test_from_torch_follows_gk_array_value_rules(device):
+    """A value that does not fit the element type is a ValueError naming `t`, as in gk.array (issue 37): it
+    stored 0 for 2**40 as int32 and inf for 1e40 as float32."""
+    with pytest.raises(ValueError, match=r"t: 1099511627776 at index 1 does not fit int32"):
+        gk.from_torch(torch.tensor([1, 2**40]), dtype=gk.int32, device=device)
+    with pytest.raises(ValueError, match=r"t: 1e\+40 at index 0 does not fit float32"):
+        gk.from_torch(torch.tensor([1e40, 1.0], dtype=torch.float64), dtype=gk.float32, device=device)
+    with pytest.raises(ValueError, match=r"t: -1 at index 0 does not fit uint32"):
+        gk.from_torch(torch.tensor([-1, 3]), dtype=gk.uint32, device=device)
+    with pytest.raises(TypeError, match=r"t: a torch torch.bfloat16 tensor has no NumPy equivalent"):
+        gk.from_torch(torch.ones(3, dtype=torch.bfloat16), dtype=gk.float32, device=device)
+    ok = gk.from_torch(torch.tensor([1.5, -2.0], dtype=torch.float64), dtype=gk.float32, device=device)
+    assert ok.dtype is gk.float32 and list(ok.numpy()) == [1.5, -2.0]
+
+
+def test_from_torch_ranks_follow_gk_array(device):
+    """1 to 4 dimensions besides a vector/matrix dtype's; a 0-d tensor is a one-element array (as gk.array
+    makes of a scalar), the same memory on cpu. A 0-d or 6-d tensor became a 0-d/6-d gk.array that failed
+    later."""
+    with pytest.raises(ValueError, match=r"t: gk.array supports 1 to 4 dimensions, t has 6"):
+        gk.from_torch(torch.zeros((1,) * 6), device=device)
+    with pytest.raises(ValueError, match=r"t: gk.array supports 1 to 4 dimensions, t has 5 besides the vec3"):
+        gk.from_torch(torch.zeros((1,) * 5 + (3,)), dtype=gk.vec3, device=device)
+    t = torch.tensor(2.5)
+    a = gk.from_torch(t, device=device)
+    assert a.shape == (1,) and a.numpy()[0] == 2.5
+    t.fill_(4.0)
+    assert (a.numpy()[0] == 4.0) == _zero_copy(device)
+    v = gk.from_torch(torch.tensor([1.0, 2.0, 3.0]), dtype=gk.vec3, device=device)
+    assert v.shape == (1,) and list(v.numpy()[0]) == [1.0, 2.0, 3.0]
+
+
+def test_uint32_both_ways(device):
+    """torch.uint32 tensors become uint32 arrays (refused before); a uint32 array comes back as an int64
+    copy with its values (torch's uint32 lacks +, comparisons and max on CPU), as documented."""
+    t = torch.tensor([0, 7, 2**32 - 1], dtype=torch.uint32)
+    a = gk.from_torch(t, device=device)
+    assert a.dtype is gk.uint32 and list(a.numpy()) == [0, 7, 2**32 - 1]
+    back = gk.to_torch(a)
+    assert back.dtype == torch.int64 and back.tolist() == [0, 7, 2**32 - 1]
+    back[0] = 5
+    assert a.numpy()[0] == 0                                  # a copy, as to_torch's docstring says
+
+
+def test_torch_function_takes_0d_tensors(device):
+    """A 0-d tensor argument (a scalar parameter) is a one-element array inside, its gradient 0-d again."""
+    def scale(x, s):
+        y = gk.zeros(x.shape[0], dtype=gk.float64, device=x.device)
+        gk.launch(scale_kernel, x.shape[0], inputs=[x, s], outputs=[y], device=x.device)
+        return y
+
+    f = gk.torch_function(scale, device=device)
+    x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    s = torch.tensor(2.0, dtype=torch.float64, requires_grad=True)
+    f(x, s).sum().backward()
+    assert s.grad.shape == () and float(s.grad) == pytest.approx(6.0)
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0, 2.0])
+
+
+@gk.kernel
+def scale_kernel(x: gk.array(dtype=gk.float64), s: gk.array(dtype=gk.float64), y: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    y[i] = x[i] * s[0]
