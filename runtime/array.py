@@ -20,7 +20,7 @@ import numpy as np
 
 from ..core.errors import DeviceMemoryError, allocation_error
 from ..core.types import ArrayType, Type, array_type, float32
-from . import host_ops, views
+from . import array_copy, host_ops, views
 from .state import current as state
 from .device import get_device
 from .array_input import _as_dtype, _as_shape, _check_fits, _check_grad_dtype, _prepare, _split_dtype
@@ -436,6 +436,18 @@ class array:
     def copy(self) -> "array":
         """A new array with the same data on the same device (fresh zero `.grad` if `requires_grad`)."""
         return self._copy_to(self.device)
+
+    def __copy__(self) -> "array":
+        """`copy.copy(a)`: `a.copy()` (see runtime/array_copy.py for deepcopy and pickle)."""
+        return self.copy()
+
+    def __deepcopy__(self, memo) -> "array":
+        """`copy.deepcopy(a)`: a copy of the data, `.grad` and `.dual`, nothing recorded."""
+        return array_copy.deepcopy(self, memo)
+
+    def __reduce__(self):
+        """`pickle`: the data as NumPy, dtype, device name, requires_grad and label (not `.grad`)."""
+        return array_copy.reduce(self)
 
     def to(self, device) -> "array":
         """This array on `device`: itself if already there, else a copy."""
