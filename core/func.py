@@ -21,7 +21,9 @@ class Func:
 
     def __init__(self, pyfunc, **options):
         from .frontend.context import remember_enclosing_scope
+        from .frontend.source import capture_source
         remember_enclosing_scope(pyfunc)
+        capture_source(pyfunc)          # compile the text as it is now (core/frontend/source.py)
         if options.get("default_fp") is not None:
             from .config import float_type
             options["default_fp"] = float_type(options["default_fp"], f"@gk.func {pyfunc.__name__}: default_fp")

@@ -20,6 +20,7 @@ from ..core import func as _func
 from ..core.config import config, float_type
 from ..core.frontend import lower_function
 from ..core.frontend.context import remember_enclosing_scope
+from ..core.frontend.source import capture_source
 from ..core.errors import CompileError, GradientRuleWarning
 from ..core.func import Func
 from ..core.ir import Function, format_function
@@ -72,6 +73,7 @@ class Kernel:
     def __init__(self, pyfunc, enable_backward: bool = True, max_unroll: int | None = None,
                  default_fp=None):
         remember_enclosing_scope(pyfunc)
+        capture_source(pyfunc)          # compile the text as it is now, whatever happens to the file later
         # the type of float literals and float(x) in the body; None follows gk.config.default_fp
         self.default_fp = None if default_fp is None else float_type(default_fp, "@gk.kernel default_fp")
         self.pyfunc = pyfunc

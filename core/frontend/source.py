@@ -27,13 +27,33 @@ def _definitions(body: list):
                 yield from _definitions(inner)
 
 
-def definition_lines(pyfunc, file: str) -> tuple[list[str], int]:
+def capture_source(pyfunc) -> None:
+    """Keep the text of the file that defines `pyfunc` as it is now, when @gk.kernel / @gk.func decorates it:
+    the function compiles from that text, not from the file as it is at its first launch (which may have
+    been edited since). One linecache lookup: the file is read once per process, and parsed at the first
+    lowering as before."""
+    code = getattr(pyfunc, "__code__", None)
+    if code is None or hasattr(pyfunc, "__gk_lines__"):
+        return
+    linecache.checkcache(code.co_filename)          # an entry left from an earlier text of the same path
+    lines = linecache.getlines(code.co_filename, getattr(pyfunc, "__globals__", None))
+    try:
+        pyfunc.__gk_lines__ = (code.co_filename, lines)
+    except (AttributeError, TypeError):             # callables that take no attributes
+        pass
+
+
+def definition_lines(pyfunc, file: str, lines: list[str] | None = None) -> tuple[list[str], int] | None:
     """The lines of `pyfunc`'s definition, decorators included, and the number of the first: what
     inspect.getsourcelines gives, found with one `ast.parse` per source file (remembered while linecache
     holds the same text) instead of inspect's tokenizer, whose regular expressions alone take ~4 ms to
-    compile in each process (a warm start's first kernel)."""
+    compile in each process (a warm start's first kernel). `lines`: the file's text captured at decoration
+    (`capture_source`); the definition must be in it (else None: the function has no source of its own),
+    and the file as it is now is not read."""
     code = getattr(pyfunc, "__code__", None)
-    lines = linecache.getlines(file, getattr(pyfunc, "__globals__", None))
+    captured = lines is not None
+    if not captured:
+        lines = linecache.getlines(file, getattr(pyfunc, "__globals__", None))
     held = _extents.get(file)
     if held is None or held[0] is not lines:
         extents: dict[int, tuple[int, int, str]] = {}
@@ -46,10 +66,23 @@ def definition_lines(pyfunc, file: str) -> tuple[list[str], int]:
             extents[start] = (start, node.end_lineno, node.name)
         held = _extents[file] = (lines, extents)
     found = held[1].get(code.co_firstlineno) if code is not None else None
-    if found is None or found[2] != pyfunc.__name__:      # not in the file as it is now: ask inspect
-        return inspect.getsourcelines(pyfunc)
+    if found is None or found[2] != pyfunc.__name__:
+        if captured:
+            return None
+        return inspect.getsourcelines(pyfunc)             # not in the file as it is now: ask inspect
     start, end, _ = found
     return lines[start - 1:end], start
+
+
+def _is_definition_of(tree, pyfunc) -> bool:
+    """Whether `tree` (the parsed text found for `pyfunc`) is a `def` of its name and positional parameters."""
+    if not isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef)) or tree.name != pyfunc.__name__:
+        return False
+    code = getattr(pyfunc, "__code__", None)
+    if code is None:
+        return True
+    names = [a.arg for a in (*tree.args.posonlyargs, *tree.args.args)]
+    return names == list(code.co_varnames[:code.co_argcount])
 
 
 class SourceInfo:
@@ -62,12 +95,22 @@ class SourceInfo:
             self.tree = copy.deepcopy(stored.tree)          # each lowering gets its own tree
             return
         self.name = pyfunc.__name__
+        captured = getattr(pyfunc, "__gk_lines__", None)        # capture_source, at decoration
         try:
-            self.file = inspect.getsourcefile(pyfunc) or "<unknown>"
-            lines, first = definition_lines(pyfunc, self.file)
+            if captured is not None:
+                self.file = captured[0]
+                if not captured[1]:
+                    raise OSError("its file could not be read when it was decorated")
+                found = definition_lines(pyfunc, self.file, captured[1])
+            else:
+                self.file = inspect.getsourcefile(pyfunc) or "<unknown>"
+                found = definition_lines(pyfunc, self.file)
         except (OSError, TypeError) as exc:
             raise CompileError(f"in kernel '{self.name}': cannot read its source ({exc}); "
                                "kernels must be defined in a file, not typed at an interactive prompt") from None
+        if found is None:
+            raise self._no_source(pyfunc)
+        lines, first = found
         raw = "".join(lines)
         dedented = textwrap.dedent(raw)
         self.indent = len(lines[0]) - len(lines[0].lstrip()) if len(raw) != len(dedented) else 0
@@ -78,7 +121,18 @@ class SourceInfo:
         except (RecursionError, MemoryError):     # Python's own parser gives up on nesting this deep
             raise CompileError(f"{self.file}:{first}: in kernel '{self.name}': expression too deeply nested "
                                "for Python's parser; split it using locals") from None
+        except SyntaxError:                       # inspect's guess for a lambda inside an expression
+            raise self._no_source(pyfunc) from None
+        if not tree.body or not _is_definition_of(tree.body[0], pyfunc):
+            raise self._no_source(pyfunc)
         self.tree: ast.FunctionDef = tree.body[0]
+
+    def _no_source(self, pyfunc) -> CompileError:
+        line = getattr(getattr(pyfunc, "__code__", None), "co_firstlineno", "?")
+        return CompileError(f"in kernel '{self.name}': it has no source of its own: its code names "
+                            f"{self.file}:{line}, where there is no `def {self.name}` with its parameters (a "
+                            "lambda, or a function made by exec/compile under another file's name); define "
+                            "kernels and @gk.func functions with `def` in a file")
 
     @classmethod
     def from_text(cls, text: str, file: str, first_line: int, name: str) -> "SourceInfo":
