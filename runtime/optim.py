@@ -1,11 +1,15 @@
 """`gk.optim`: SGD and Adam as gradkit kernels over parameter arrays (warp.optim's classes and PyTorch's
 update rules), so a training loop runs on the parameters' own device. Every parameter is updated as its
 flat array of scalars (a zero-copy view), whatever its element type (float32/float64 scalars, vectors,
-matrices)."""
+matrices). Hyper-parameters are checked when the optimizer is made and at each step (a learning-rate
+schedule may set `opt.lr`): a NaN, infinite or out-of-range value is a ValueError naming it, instead of
+parameters that silently become NaN."""
 
 from __future__ import annotations
 
 import functools
+import math
+import numbers
 
 from ..core.types import array_type, float32, float64
 from .views import alias
@@ -44,6 +48,17 @@ def _kernels(scalar):
     for k in kernels:       # the names the (string) annotations and bodies use, resolved when compiled
         k.pyfunc.__gk_enclosing__ = {"gk_tid": tid, "gk_sqrt": sqrt, "A": A, "scalar": scalar}
     return kernels
+
+
+def _hyper(owner: str, name: str, value, ok, rule: str) -> float:
+    """`value` as a float when it is a finite real number for which `ok` holds (TypeError/ValueError naming
+    `name` and the `rule` otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{owner}: {name} must be a number ({rule}), got {type(value).__name__}")
+    v = float(value)
+    if not (math.isfinite(v) and ok(v)):
+        raise ValueError(f"{owner}: {name} must be {rule}, got {value!r}")
+    return v
 
 
 def _flat(a, what: str):
@@ -90,7 +105,17 @@ class SGD(_Optimizer):
                  weight_decay: float = 0.0, nesterov: bool = False):
         self.lr, self.momentum, self.dampening = lr, momentum, dampening
         self.weight_decay, self.nesterov = weight_decay, nesterov
+        self._check()
         super().__init__(params)
+
+    def _check(self) -> None:
+        """The hyper-parameters are usable (PyTorch's checks, and finite): ValueError naming one otherwise."""
+        self.lr = _hyper("SGD", "lr", self.lr, lambda v: v > 0, "finite and > 0")
+        self.momentum = _hyper("SGD", "momentum", self.momentum, lambda v: 0 <= v < 1, "in [0, 1)")
+        self.dampening = _hyper("SGD", "dampening", self.dampening, lambda v: 0 <= v <= 1, "in [0, 1]")
+        self.weight_decay = _hyper("SGD", "weight_decay", self.weight_decay, lambda v: v >= 0, "finite and >= 0")
+        if self.nesterov and (self.momentum == 0 or self.dampening != 0):
+            raise ValueError("SGD: nesterov=True needs momentum > 0 and dampening=0 (as in PyTorch)")
 
     def reset_internal_state(self) -> None:
         from .creation import zeros_like
@@ -99,6 +124,7 @@ class SGD(_Optimizer):
 
     def step(self, grad) -> None:
         from .launch import launch
+        self._check()
         for p, g, b in zip(self._flat, self._grads(grad), self.b):
             sgd, _ = _kernels(p.dtype)
             launch(sgd, p.size, inputs=[p, g, b, self.lr, self.weight_decay, self.momentum, self.dampening,
@@ -110,8 +136,22 @@ class Adam(_Optimizer):
     """Adam with bias correction (Kingma and Ba; warp.optim.Adam): `opt.step(grads)` updates in place."""
 
     def __init__(self, params=None, lr: float = 0.001, betas=(0.9, 0.999), eps: float = 1e-08):
-        self.lr, self.betas, self.eps = lr, tuple(betas), eps
+        self.lr, self.betas, self.eps = lr, betas, eps
+        self._check()
         super().__init__(params)
+
+    def _check(self) -> None:
+        """The hyper-parameters are usable (finite; PyTorch's ranges, eps > 0): ValueError naming one otherwise."""
+        self.lr = _hyper("Adam", "lr", self.lr, lambda v: v > 0, "finite and > 0")
+        try:
+            betas = tuple(self.betas)
+        except TypeError:
+            betas = ()
+        if len(betas) != 2:
+            raise ValueError(f"Adam: betas must be two numbers (beta1, beta2), got {self.betas!r}")
+        self.betas = tuple(_hyper("Adam", f"betas[{k}]", b, lambda v: 0 <= v < 1, "in [0, 1)")
+                           for k, b in enumerate(betas))
+        self.eps = _hyper("Adam", "eps", self.eps, lambda v: v > 0, "finite and > 0")
 
     def reset_internal_state(self) -> None:
         from .creation import zeros_like
@@ -121,6 +161,7 @@ class Adam(_Optimizer):
 
     def step(self, grad) -> None:
         from .launch import launch
+        self._check()
         self.t += 1
         b1, b2 = self.betas
         for p, g, m, v in zip(self._flat, self._grads(grad), self.m, self.v):
