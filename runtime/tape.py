@@ -118,6 +118,7 @@ class Tape:
         self._seen = MemorySeen()             # memory used by records[:_marked] (runtime/tape_consume.py)
         self._marked = 0
         self._may_raise = False               # records[:_marked] hold something that may raise midway
+        self._adjoints_running = 0            # _run_adjoints in progress (reset() refuses meanwhile)
 
     # Recording -----------------------------------------------------------------
     def __enter__(self) -> "Tape":
@@ -396,6 +397,13 @@ class Tape:
         return written
 
     def _run_adjoints(self, checked: bool = False) -> None:
+        self._adjoints_running += 1
+        try:
+            self._adjoints(checked)
+        finally:
+            self._adjoints_running -= 1
+
+    def _adjoints(self, checked: bool) -> None:
         """Run every recorded adjoint in reverse order, accumulating into the arrays' current `.grad`
         (`checked`: `_check_records` already ran for this pass)."""
         from .launch import launch, prepare_adjoint
@@ -451,7 +459,10 @@ class Tape:
                         a.grad.zero_()
 
     def reset(self) -> None:
-        """Forget every record and zero the gradients."""
+        """Forget every record and zero the gradients (not while the backward pass runs: RuntimeError)."""
+        if self._adjoints_running:
+            raise RuntimeError("the tape cannot be reset while its backward pass runs (a record_func callback "
+                               "called tape.reset()); reset it after backward() returns")
         self.zero()
         self.records.clear()
         self._last_pass = {}
