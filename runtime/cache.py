@@ -10,7 +10,7 @@ could have written it (docs/security.md, "The kernel cache"). The folder is open
 without following a symbolic link, and checked on that open descriptor: owned by you and writable by
 nobody else. Every entry is then opened through that descriptor (so renaming folders around it changes
 nothing), without following a link, and checked with one `fstat`: a regular file of yours, writable by
-nobody else, with one hard link. A folder or entry that fails is not used (one `CacheTrustWarning`
+nobody else, with no second hard link. A folder or entry that fails is not used (one `CacheTrustWarning`
 naming it and why) and the kernel is compiled in memory; `gk.config.trust_cache_dir` (or
 GRADKIT_TRUST_CACHE_DIR=1) turns the checks off. Folders gradkit creates are 0700 and entries 0600,
 whatever the umask.
@@ -30,6 +30,7 @@ import stat
 import struct
 import threading
 import warnings
+import weakref
 from pathlib import Path
 
 from ..core.config import config
@@ -52,11 +53,13 @@ _AT = {os.open, os.rename, os.unlink} <= os.supports_dir_fd and bool(_O["O_DIREC
 _CHECKS = hasattr(os, "geteuid")
 
 _UNCHECKED, _ABSENT, _TRUSTED, _REFUSED = "unchecked", "absent", "trusted", "refused"
+_instances: weakref.WeakSet = weakref.WeakSet()   # every KernelCache, for the fork handler below
 
 
 def distrust(st: os.stat_result, uid: int, entry: bool = False) -> str | None:
     """Why a cache folder (or, with `entry`, an entry file) with status `st` must not be used by user
-    `uid`, or None: it must be yours, writable by nobody else, and an entry a regular file with one link."""
+    `uid`, or None: it must be yours, writable by nobody else, and an entry a regular file with at most
+    one link."""
     if entry and not stat.S_ISREG(st.st_mode):
         return "it is not a regular file"
     if st.st_uid != uid:
@@ -64,7 +67,7 @@ def distrust(st: os.stat_result, uid: int, entry: bool = False) -> str | None:
     if st.st_mode & 0o022:
         who = {0o020: "group", 0o002: "others", 0o022: "group and others"}[st.st_mode & 0o022]
         return f"it is writable by {who} (mode {stat.S_IMODE(st.st_mode):04o})"
-    if entry and st.st_nlink != 1:
+    if entry and st.st_nlink > 1:     # (0: a writer replaced it since it was opened; what was read is whole)
         return f"it has {st.st_nlink} hard links"     # the same file may be reachable from a folder not yours
     return None
 
@@ -77,6 +80,7 @@ class KernelCache:
         self.root = Path(root)
         self._warned: set[str] = set()
         self._lock = threading.Lock()
+        _instances.add(self)
         self._state = _UNCHECKED
         self._dfd: int | None = None   # the folder's descriptor (entries are opened relative to it)
         self._fds: list[int] = []      # every descriptor opened; closed with the cache, never before
@@ -337,6 +341,19 @@ def _read(fd: int, size: int) -> bytes:
 
 _lock = threading.Lock()
 _caches: dict[str, KernelCache] = {}
+
+
+def _after_fork_in_child() -> None:
+    # A fork while another thread checked a folder would leave its lock held for ever in the child; the
+    # verdicts and descriptors themselves stay valid there (a half-made verdict is simply made again).
+    global _lock
+    _lock = threading.Lock()
+    for cache in list(_instances):
+        cache._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def cache_dir() -> Path:

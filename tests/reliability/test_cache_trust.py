@@ -27,6 +27,7 @@ as_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
 # renamed to `double`'s symbol (a valid entry: key, lengths and SHA-256 recomputed); prints its file name.
 # `run [umask] [trust|trust-env]`: launch `double` on [0, 1, 2, 3] under $GRADKIT_CACHE_DIR and print the
 # result, how many modules were compiled (jit.optimize calls) and the warnings, as JSON.
+# `fork`: fork while the cache's lock is held, and launch `double` in the child.
 CHILD = """
     import hashlib, json, os, re, struct, sys, warnings
     if "umask" in sys.argv:
@@ -77,6 +78,13 @@ CHILD = """
         with open(os.path.join(folder, name), "wb") as f:
             f.write(blob)
         print(name)
+    elif sys.argv[1] == "fork":
+        from gradkit.runtime.cache import default_cache
+        default_cache()._lock.acquire()           # as if another thread were checking the folder
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if launch(double) == [0.0, 2.0, 4.0, 6.0] else 3)
+        print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
     else:
         if "trust" in sys.argv:
             gk.config.trust_cache_dir = True
@@ -238,3 +246,10 @@ def test_opt_in_uses_a_world_writable_folder_again(tmp_path, how):
     report = run(tmp_path, cache, *args, env=env)
     assert report["trusted"] is True
     assert report["y"] == RIGHT and report["compiled"] == 0 and not report["warnings"], report
+
+
+def test_fork_while_the_folder_is_checked_does_not_hang_the_child(tmp_path):
+    # The folder check runs under a lock; a child forked while another thread holds it gets a fresh one.
+    proc = run_child(CHILD, tmp_path, "fork", timeout=60, env={"GRADKIT_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split()[-1] == "0", proc.stdout
