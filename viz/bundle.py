@@ -29,6 +29,7 @@ import io
 import json
 import os
 import pathlib
+import re
 import stat
 import zipfile
 
@@ -38,12 +39,16 @@ from ..runtime.snapshots import array_stats
 from ..runtime.tape_rules import read_user_params, written_user_params
 from .tape_graph import tape_graph
 from .bundle_io import BundleError, BundleLimits, load_arrays, read_folder, read_zip
-from .bundle_schema import (PASS_LOG_MAX_CHARS, PASS_NAME_MAX, PASS_STEPS_MAX, PASS_VARIANTS, SCHEMA,
-                            check_manifest, source_sha256)
+from .bundle_schema import (ARRAY_ID, PASS_LOG_MAX_CHARS, PASS_NAME_MAX, PASS_STEPS_MAX, PASS_VARIANTS,
+                            SCHEMA, check_manifest, source_sha256)
 
 __all__ = ["Bundle", "BundleError", "BundleLimits", "SCHEMA", "load_bundle", "save_bundle", "source_sha256"]
 
 SNAPSHOT_KINDS = ("before", "after", "grad_before", "grad_after")
+# An arrays.npz entry's name: "value/<id>", "grad/<id>" or "<snapshot kind>/<launch>/<id>", the launch in
+# ASCII decimal without leading zeros (str.isdigit would take '²', which int() refuses, and '٣')
+_MEMBER = re.compile(rf"(?:(?P<kind>{'|'.join(SNAPSHOT_KINDS)})/(?P<number>0|[1-9][0-9]{{0,8}})/"
+                     rf"|value/|grad/)(?P<id>{ARRAY_ID.pattern})")
 
 
 def _array_meta(aid: str, a, names: dict) -> dict:
@@ -433,13 +438,14 @@ def _check_arrays(arrays: dict, manifest: dict, where: str) -> None:
     n_fwd, n_bwd = len(manifest["launches"]), len(manifest.get("backward", []))
     counts = {"before": n_fwd, "after": n_fwd, "grad_before": n_bwd, "grad_after": n_bwd}
     for key, data in arrays.items():
-        kind, _, aid = key.partition("/")
-        if kind in SNAPSHOT_KINDS:
-            number, _, aid = aid.partition("/")
-            if not number.isdigit() or int(number) >= counts[kind]:
-                raise BundleError(f"{where}: arrays.npz holds '{key}' but the manifest has no such launch")
-        elif kind not in ("value", "grad"):
-            raise BundleError(f"{where}: arrays.npz holds an unknown entry '{key}'")
+        named = _MEMBER.fullmatch(key)
+        if named is None:
+            raise BundleError(f"{where}: arrays.npz member {key + '.npy'!r} is not a bundle entry (expected "
+                              "value/<id>, grad/<id> or {before,after,grad_before,grad_after}/<launch>/<id>, "
+                              "<launch> a decimal number, <id> an array id)")
+        kind, number, aid = named.group("kind", "number", "id")
+        if number is not None and int(number) >= counts[kind]:
+            raise BundleError(f"{where}: arrays.npz holds '{key}' but the manifest has no such launch")
         if aid not in meta:
             raise BundleError(f"{where}: arrays.npz holds '{key}' but the manifest lists no array '{aid}'")
         shape = tuple(meta[aid]["shape"])

@@ -15,6 +15,9 @@ from .bundle_io import BundleError
 
 SCHEMA = 2
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+# An array's id (save_bundle writes "a<digits>"): it names arrays.npz entries and tape-graph nodes, so no
+# '/', quote, space or markup character, ever
+ARRAY_ID = re.compile(r"[A-Za-z0-9_]{1,64}")
 _NAN_KEYS = {"message", "kernel", "array", "direction", "index", "value", "file", "line", "launch", "origin",
              "call_site", "backward_site", "iteration"}
 # runtime/op_trace.py's OpOrigin.as_dict(): the op that made the first NaN/Inf
@@ -158,8 +161,9 @@ def _arrays(c: _Check, arrays) -> dict:
         p = f"arrays[{k}]"
         c.obj(a, p, dict.fromkeys(("id", "label", "shape", "dtype", "requires_grad", "device")))
         c.str(a["id"], p + ".id")
-        if not a["id"] or "/" in a["id"] or a["id"] in seen:
-            c.fail(p + ".id", f"{a['id']!r} is empty, holds '/', or repeats an earlier id")
+        if not ARRAY_ID.fullmatch(a["id"]) or a["id"] in seen:
+            c.fail(p + ".id", f"{a['id']!r} is not 1 to 64 ASCII letters, digits and '_', or repeats an "
+                              "earlier id")
         c.str(a["label"], p + ".label")
         for j, n in enumerate(c.list(a["shape"], p + ".shape", hi=32)):
             c.int(n, f"{p}.shape[{j}]")
