@@ -3,7 +3,8 @@
 
 It opens at a readable scale: the whole graph when it fits with text at least READABLE_SCALE of its size,
 else at that scale from the top left (or centred on the first search match), to be panned. Text from the
-bundle reaches the page only through GraphViz's escaped SVG and JSON with '<', '>' and '&' escaped."""
+bundle reaches the page only through GraphViz's escaped SVG (the DOT quotes and escapes it: viz/dot.py) and
+JSON with '<', '>' and '&' escaped, which the page writes with textContent."""
 
 from __future__ import annotations
 
@@ -12,6 +13,11 @@ import re
 
 READABLE_SCALE = 0.9        # 10-pt labels stay >= 9 px on screen
 HEIGHT = 700                # iframe height in CSS pixels
+# In a tag of the SVG: an element or attribute that runs code or loads something. Text between tags is
+# escaped by GraphViz (a label reading "javascript:" is just text), so only tags are searched.
+_TAG = re.compile(r"<[^>]*>")
+_ACTIVE = re.compile(r"^<\s*(?:script|foreignObject|image|iframe|use)\b|\s(?:on\w+|href|xlink:href|src)\s*="
+                     r"|javascript:", re.I)
 
 
 class NoRenderer(RuntimeError):
@@ -29,8 +35,10 @@ def render_svg(dot: str) -> str:
         svg = graphviz.Source(dot).pipe(format="svg").decode("utf-8")
     except graphviz.ExecutableNotFound:
         raise NoRenderer("GraphViz's 'dot' program is not installed (apt-get install graphviz)") from None
+    except graphviz.CalledProcessError as exc:
+        raise NoRenderer(f"GraphViz's dot failed on this graph (exit {exc.returncode})") from None
     svg = svg[svg.find("<svg"):]                       # drop the XML prolog and doctype
-    if re.search(r"<script|javascript:|<foreignObject", svg, re.I):   # GraphViz escapes labels; be sure
+    if any(_ACTIVE.search(tag.group()) for tag in _TAG.finditer(svg)):  # GraphViz escapes labels; be sure
         raise NoRenderer("the rendered SVG holds active content")
     return svg
 

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import pathlib
+import re
+
+# Characters XML 1.0 does not allow (in an HTML-like label dot refuses the whole graph; NUL ends a quoted
+# string early; in the SVG they make it invalid XML): text from a bundle shows U+FFFD in their place.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 
 
 def quote(text) -> str:
-    s = str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """`text` as a DOT quoted string drawn as itself: backslashes doubled (no \\N, \\G or \\l escapes), quotes
+    escaped, newlines as line breaks."""
+    s = _NOT_XML.sub("\ufffd", str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n"))
     return f'"{s}"'
 
 
@@ -18,7 +25,9 @@ def attrs(**kw) -> str:
 
 
 def html_escape(text) -> str:
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    """`text` as the content of an HTML-like label (`<...>`), drawn as itself: no tag, entity or IMG."""
+    s = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    return _NOT_XML.sub("\ufffd", s)
 
 
 def write(dot: str, filename) -> None:
