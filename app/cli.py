@@ -31,8 +31,11 @@ APP_MAIN = pathlib.Path(__file__).with_name("main.py")
 
 
 # Output: rich when installed, plain prints otherwise ----------------------------------------------------
-# The style tags this module writes ([red], [bold red], [/yellow], [/]); without rich they are removed, so a
-# plain terminal never shows raw markup. Only style words are matched: text such as `x[i]` or `[16]` stays.
+# A message is a sequence of parts. A string part is this module's own markup: fixed words and the style tags
+# it writes ([red], [bold red], [/yellow], [/]); it never holds a value. Everything else (file names,
+# messages, tracebacks, names from a bundle) is a `_text` part, printed as the characters it holds: never read
+# as markup, so it can neither style the terminal nor make a link, and `x[i]` stays `x[i]`.
+# Without rich, the style tags are removed (only style words are matched: text such as `[16]` stays).
 _STYLE_WORDS = "bold|dim|italic|underline|red|green|yellow|blue|cyan|magenta|white"
 _MARKUP = re.compile(rf"\[(?:/|/?(?:{_STYLE_WORDS})(?: (?:{_STYLE_WORDS}))*)\]")
 
@@ -42,41 +45,59 @@ def plain_text(text: str) -> str:
     return _MARKUP.sub("", text)
 
 
+def _text(value, style: str = "") -> tuple[str, str]:
+    """A message part printed as the text of `value` (in `style`), never read as markup."""
+    return str(value), style
+
+
+def _plain_parts(parts) -> str:
+    return "".join(plain_text(p) if isinstance(p, str) else p[0] for p in parts)
+
+
 class _Plain:
-    def print(self, *args, **kwargs) -> None:
-        print(*(plain_text(a) if isinstance(a, str) else a for a in args), file=sys.stderr)
+    def print(self, *parts) -> None:
+        print(_plain_parts(parts), file=sys.stderr)
 
     @contextlib.contextmanager
-    def status(self, text: str):
-        print(plain_text(text), file=sys.stderr)
+    def status(self, *parts):
+        print(_plain_parts(parts), file=sys.stderr)
         yield
 
 
-def _escape(text: str) -> str:
-    """`text` with rich markup escaped (a no-op without rich)."""
-    try:
-        from rich.markup import escape
-    except ImportError:
-        return text
-    return escape(text)
+class _Rich:
+    """rich's console on stderr: markup parts rendered, `_text` parts kept as text."""
+
+    def __init__(self):
+        from rich.console import Console
+        self.console = Console(stderr=True, highlight=False)
+
+    @staticmethod
+    def text(parts):
+        from rich.text import Text
+        return Text.assemble(*(Text.from_markup(p, emoji=False) if isinstance(p, str) else p for p in parts))
+
+    def print(self, *parts) -> None:
+        self.console.print(self.text(parts))
+
+    def status(self, *parts):
+        return self.console.status(self.text(parts))
 
 
 def _console(quiet: bool = False):
     if quiet:
         return _Quiet()
     try:
-        from rich.console import Console
-        return Console(stderr=True, highlight=False)
+        return _Rich()
     except ImportError:
         return _Plain()
 
 
 class _Quiet(_Plain):
-    def print(self, *args, **kwargs) -> None:
+    def print(self, *parts) -> None:
         pass
 
     @contextlib.contextmanager
-    def status(self, text: str):
+    def status(self, *parts):
         yield
 
 
@@ -131,17 +152,17 @@ def capture_script(script, args=(), out=None) -> CaptureReport:
 
 def _report(console, rep: CaptureReport) -> None:
     if rep.error:
-        console.print(f"[red]{rep.script.name} raised an exception:[/red]\n{rep.error}", markup=True)
+        console.print(_text(f"{rep.script.name} raised an exception:", "red"), _text(f"\n{rep.error}"))
     if rep.exit_code not in (None, 0):
-        console.print(f"[yellow]{rep.script.name} exited with code {rep.exit_code}[/yellow]")
+        console.print(_text(f"{rep.script.name} exited with code {rep.exit_code}", "yellow"))
     if rep.nan:
-        console.print(f"[bold red]NaN/Inf:[/bold red] {rep.nan}")
+        console.print("[bold red]NaN/Inf:[/bold red] ", _text(rep.nan))
     if rep.bundle is None:
-        console.print(f"[yellow]{rep.script.name} recorded no launches on a gk.Tape: nothing to debug "
-                      "(the debugger shows what a Tape records)[/yellow]")
+        console.print(_text(f"{rep.script.name} recorded no launches on a gk.Tape: nothing to debug (the "
+                            "debugger shows what a Tape records)", "yellow"))
     else:
-        console.print(f"[green]bundle[/green] {rep.bundle}  ({rep.launches} launches, "
-                      f"{rep.tapes} tape{'s' if rep.tapes != 1 else ''} seen)")
+        tapes = f"{rep.tapes} tape{'s' if rep.tapes != 1 else ''}"
+        console.print("[green]bundle[/green] ", _text(f"{rep.bundle}  ({rep.launches} launches, {tapes} seen)"))
 
 
 # Serving the app --------------------------------------------------------------------------------------------
@@ -188,7 +209,7 @@ def app_missing(console) -> bool:
     """True (after saying which extra to install) when the Streamlit app cannot start here."""
     if importlib.util.find_spec("streamlit") is not None:
         return False
-    console.print(f"[red]{MISSING_APP}[/red]")
+    console.print(_text(MISSING_APP, "red"))
     return True
 
 
@@ -203,11 +224,11 @@ def serve(target, port: int | None = None, open_browser: bool = True, console=No
     # SIGTERM (e.g. a test stopping us) must still stop the app: turn it into SystemExit so `finally` runs.
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
-        with console.status(f"starting the debugger on port {port}..."):
+        with console.status(_text(f"starting the debugger on port {port}...")):
             ready = wait_for_health(port, proc)
         url = f"http://localhost:{port}"
         if ready:
-            console.print(f"[bold]gradkit debugger[/bold] at {url}  (Ctrl-C stops it)")
+            console.print("[bold]gradkit debugger[/bold] ", _text(f"at {url}  (Ctrl-C stops it)"))
             if open_browser:
                 webbrowser.open(url)
         return proc.wait()
@@ -228,11 +249,12 @@ def cmd_debug(ns) -> int:
     console = _console(ns.quiet)
     if not ns.bundle_only and app_missing(console):
         return 1
-    with console.status(f"running {ns.script} under the gradkit debugger (snapshots and NaN checks on)..."):
+    with console.status(_text(f"running {ns.script} under the gradkit debugger (snapshots and NaN checks "
+                              "on)...")):
         try:
             rep = capture_script(ns.script, ns.args, ns.out)
         except FileNotFoundError as exc:
-            console.print(f"[red]{exc}[/red]")
+            console.print(_text(exc, "red"))
             return 2
     _report(console, rep)
     if rep.bundle is None:
@@ -254,10 +276,10 @@ def cmd_open(ns) -> int:
         if is_bundle(ns.bundle):
             load_bundle(ns.bundle)        # one bundle: refuse a malformed or hostile one here, in one line
     except BundleError as exc:
-        console.print(f"[red]{_escape(str(exc))}[/red]")      # names from the bundle are not markup
+        console.print(_text(exc, "red"))                 # names from the bundle: printed as text
         return 2
     if not found:
-        console.print(f"[red]{ns.bundle} holds no debug bundles[/red]")
+        console.print(_text(f"{ns.bundle} holds no debug bundles", "red"))
         return 2
     return serve(pathlib.Path(ns.bundle).resolve(), ns.port, not ns.no_browser, console, ns.host)
 
@@ -280,7 +302,7 @@ def cmd_examples(ns) -> int:
     folder = pathlib.Path(ns.dir) if ns.dir else examples_dir()
     scripts = sorted(folder.glob("*.py")) if folder is not None and folder.is_dir() else []
     if not scripts:
-        console.print(f"[red]no example scripts found in {folder or 'examples/'} (give --dir)[/red]")
+        console.print(_text(f"no example scripts found in {folder or 'examples/'} (give --dir)", "red"))
         return 2
     out = pathlib.Path(ns.out) if ns.out else cache_dir() / f"examples-{_stamp()}"
     out.mkdir(parents=True, exist_ok=True)
@@ -288,7 +310,7 @@ def cmd_examples(ns) -> int:
     written = [name for name, status in results if status == "ok"]
     for name, status in results:
         colour = "green" if status == "ok" else "yellow"
-        console.print(f"[{colour}]{name}[/{colour}]: {status}")
+        console.print(_text(name, colour), _text(f": {status}"))
     if not written:
         console.print("[red]no example recorded launches on a tape[/red]")
         return 1
@@ -302,8 +324,10 @@ def _run_examples(scripts, out: pathlib.Path, timeout: float, console) -> list[t
     """Capture each script in its own process (`gradkit debug --bundle-only`); a log per script in `out`."""
     results = []
     try:
-        from rich.progress import Progress
-        progress = Progress(console=console) if not isinstance(console, _Plain) else None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        progress = None if isinstance(console, _Plain) else Progress(
+            TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), console=console.console)
     except ImportError:
         progress = None
     with progress or contextlib.nullcontext():
@@ -312,7 +336,7 @@ def _run_examples(scripts, out: pathlib.Path, timeout: float, console) -> list[t
             if progress:
                 progress.update(task, description=f"capturing {script.name}")
             else:
-                console.print(f"capturing {script.name}")
+                console.print(_text(f"capturing {script.name}"))
             cmd = [sys.executable, "-m", "gradkit.app.cli", "debug", "--bundle-only", "--quiet", "--out",
                    str(out / script.stem), str(script)]
             log = out / f"{script.stem}.log"
