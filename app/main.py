@@ -12,9 +12,9 @@ import sys
 
 import streamlit as st
 
-from gradkit.app import (data, paths, view_check, view_code, view_compare, view_flow, view_graph, view_launches,
-                         view_nan, view_overview)
-from gradkit.app.ui import VIEWS
+from gradkit.app import (data, paths, query, view_check, view_code, view_compare, view_flow, view_graph,
+                         view_launches, view_nan, view_overview)
+from gradkit.app.ui import VIEWS, plain
 from gradkit.viz.bundle import BundleError
 
 RENDER = {"launches": view_launches.render, "graph": view_graph.render, "flow": view_flow.render,
@@ -48,10 +48,17 @@ def _target() -> pathlib.Path | None:
     return pathlib.Path(target) if target else None
 
 
-def _from_query(key: str, options: list[str]) -> None:
-    """Seed a sidebar widget from the URL the first time the session sees it."""
-    value = st.query_params.get(key)
-    if key not in st.session_state and value in options:
+def _from_query(key: str, options: list[str], what: str) -> None:
+    """Seed a sidebar widget from the URL the first time the session sees it; a value naming none of
+    `options` is said in the page (the widget keeps its default)."""
+    if key in st.session_state:
+        return
+    try:
+        value = query.choice(key, st.query_params.get(key), options, what)
+    except BundleError as exc:
+        st.warning(plain(f"{exc}: showing the default instead."))
+        return
+    if value is not None:
         st.session_state[key] = value
 
 
@@ -66,33 +73,34 @@ def main() -> None:
     try:
         bundles = data.find_bundles(target)
     except BundleError as exc:
-        st.error(paths.strip_folder(str(exc), shown_root))
+        st.error(plain(paths.strip_folder(str(exc), shown_root)))
         return
     if not bundles:
-        st.error(f"{target.name} holds no debug bundles.")
+        st.error(plain(f"{target.name} holds no debug bundles."))
         return
     names = [b.name for b in bundles]
-    _from_query("bundle", names)
+    _from_query("bundle", names, "bundle of this folder")
     name = st.sidebar.selectbox("Bundle", names, key="bundle", disabled=len(names) == 1)
     path = bundles[names.index(name)]
-    _from_query("view", list(VIEWS))
+    _from_query("view", list(VIEWS), "view")
     view = st.sidebar.radio("View", list(VIEWS), format_func=VIEWS.get, key="view")
     st.query_params.update(bundle=name, view=view)
     try:
         bundle = _load(str(path), _mtime(path))
     except BundleError as exc:
-        st.error(paths.strip_folder(str(exc), shown_root))
+        st.error(plain(paths.strip_folder(str(exc), shown_root)))
         return
     s = data.summary(bundle)
-    st.sidebar.caption(f"{path.name}\n\n{s['launches']} launches · {s['backward launches']} backward · "
-                       f"devices: {', '.join(s['devices']) or '—'}")
+    counts = (f"{s['launches']} launches · {s['backward launches']} backward · "
+              f"devices: {', '.join(s['devices']) or '—'}")
+    st.sidebar.caption(plain(path.name) + "\n\n" + plain(counts))
     if s["nan"]:
         st.sidebar.error("NaN/Inf recorded")
     if view == "overview":
         st.title("Overview")
         view_overview.render_all([(p.name, _try_load(p, shown_root)) for p in bundles])
         return
-    st.title(f"{VIEWS[view]} — {name}")
+    st.title(f"{VIEWS[view]} — {plain(name)}")
     if view == "compare":
         view_compare.render(bundle, name, {p.name: (lambda p=p: _try_load(p, shown_root)) for p in bundles})
         return

@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from . import checks, data
-from .ui import table
+from .ui import plain, table
 
 RESULTS = "check_results"
 
@@ -24,7 +24,7 @@ def render(bundle, name: str) -> None:
     row = rows[titles.index(title)]
     missing = checks.missing_snapshots(bundle, row["index"])
     if missing:
-        st.warning(missing)
+        st.warning(plain(missing))
         return
     c1, c2, c3 = st.columns(3)
     eps = c1.number_input("eps", value=1e-3, format="%.1e", min_value=0.0, key="check_eps")
@@ -35,12 +35,13 @@ def render(bundle, name: str) -> None:
                "source stored in the bundle (parsed, never run; no file is imported). A launch passes when "
                "|analytic - numeric| <= atol + rtol·|numeric| for every Jacobian entry.")
     if not stored["source"]:
-        st.warning(f"The bundle does not hold the source of '{row['kernel']}': gradcheck cannot compile it.")
+        st.warning(plain(f"The bundle does not hold the source of '{row['kernel']}': gradcheck cannot "
+                         "compile it."))
         return
     where = f" · {stored['file']}:{stored['first_line']}" if stored["file"] else ""
-    st.markdown(f"**Source of `{row['kernel']}` stored in the bundle**{where}")
+    st.markdown(f"**Source of {plain(row['kernel'])} stored in the bundle**{plain(where)}")
     st.code(stored["source"], language="python", line_numbers=True)
-    st.caption(f"SHA-256 {stored['sha256']}")
+    st.caption(plain(f"SHA-256 {stored['sha256']}"))
     approved = st.checkbox("I have read this source; compile it", key=f"check_trust_{stored['sha256']}")
     key = (name, row["index"], eps, atol, rtol, stored["sha256"])
     results = st.session_state.setdefault(RESULTS, {})
@@ -55,7 +56,7 @@ def render(bundle, name: str) -> None:
     if result is None:
         return
     if isinstance(result, checks.CheckError):
-        st.error(data.redact(bundle, str(result)))
+        st.error(plain(data.redact(bundle, str(result))))
         return
     _show(result, row["kernel"])
     wide = result.float64
@@ -64,27 +65,27 @@ def render(bundle, name: str) -> None:
     st.markdown("**Re-run in float64** (the kernel widened: every float32 type made float64, "
                 f"eps {wide.eps:.0e})")
     if wide.ok:
-        st.success(f"In float64 the gradient of '{row['kernel']}' passes: the {result.failing} failing "
-                   "entries above are finite-difference noise of float32 (rounding over a small step), not a "
-                   "wrong gradient.")
+        st.success(plain(f"In float64 the gradient of '{row['kernel']}' passes: the {result.failing} failing "
+                         "entries above are finite-difference noise of float32 (rounding over a small step), "
+                         "not a wrong gradient."))
     else:
-        st.error(f"In float64 the gradient of '{row['kernel']}' still fails: the analytic gradient disagrees "
-                 "with central differences beyond rounding (a wrong gradient, or a kink/discontinuity at "
-                 "these inputs).")
+        st.error(plain(f"In float64 the gradient of '{row['kernel']}' still fails: the analytic gradient "
+                       "disagrees with central differences beyond rounding (a wrong gradient, or a "
+                       "kink/discontinuity at these inputs)."))
     _show(wide, row["kernel"], key="f64")
 
 
 def _show(result, kernel: str, key: str = "") -> None:
     """One check's verdict, its notes, the per-block table and the worst entries with their FD noise."""
     for note in result.notes:
-        st.info(note)
+        st.info(plain(note))
     where = f"on {result.device}" + (" in float64" if result.precision == "float64" else "")
     if result.ok:
-        st.success(f"gradcheck passed for '{kernel}' {where}")
+        st.success(plain(f"gradcheck passed for '{kernel}' {where}"))
     else:
         noise = (f"; {result.within_noise} of {result.failing} failing entries are within twice their "
                  "finite-difference noise estimate" if result.failing else "")
-        st.error(f"gradcheck failed for '{kernel}' {where}: worst entries below{noise}")
+        st.error(plain(f"gradcheck failed for '{kernel}' {where}: worst entries below{noise}"))
     st.markdown("**Jacobian blocks (output × input)**")
     table(result.pairs, key=f"check_pairs{key}")
     if result.worst:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from . import data, pass_data
+from .ui import plain
 
 
 def render(bundle, name: str) -> None:
@@ -16,11 +17,11 @@ def render(bundle, name: str) -> None:
     kernel = st.selectbox("Kernel", kernels, key="code_kernel")
     code = data.kernel_code(bundle, kernel)
     if code["file"]:
-        st.caption(f"{code['file']}:{code['first_line']}")
+        st.caption(plain(f"{code['file']}:{code['first_line']}"))
     tabs = ["Python", "Core IR", "Adjoint IR", "Passes"]
     generated = [(dev, variant, text) for dev, variants in sorted(code["code"].items())
                  for variant, text in variants.items()]
-    parts = st.tabs(tabs + [f"{dev} {variant}" for dev, variant, _ in generated])
+    parts = st.tabs(tabs + [plain(f"{dev} {variant}") for dev, variant, _ in generated])
     with parts[0]:
         st.code(code["python"], language="python", line_numbers=True)
     with parts[1]:
@@ -32,7 +33,7 @@ def render(bundle, name: str) -> None:
     for tab, (dev, variant, text) in zip(parts[4:], generated):
         with tab:
             if variant == "error":
-                st.error(f"code generation failed on {dev}: {text}")
+                st.error(plain(f"code generation failed on {dev}: {text}"))
             else:
                 st.code(text, language=data.code_language(dev), line_numbers=True)
 
@@ -46,9 +47,9 @@ def _passes(bundle, kernel: str) -> None:
                 "to see each pass.")
         return
     if not steps:
-        st.info(f"No {variant} pass log is stored for '{kernel}'"
-                + (": it was declared with enable_backward=False, or building its adjoint failed (see the "
-                   "Adjoint IR tab and the bundle's notes)." if variant == "adjoint" else "."))
+        why = (": it was declared with enable_backward=False, or building its adjoint failed (see the Adjoint "
+               "IR tab and the bundle's notes)." if variant == "adjoint" else ".")
+        st.info(plain(f"No {variant} pass log is stored for '{kernel}'{why}"))
         return
     device = pass_data.pass_device(bundle, kernel)
     backend = ""
@@ -56,7 +57,7 @@ def _passes(bundle, kernel: str) -> None:
         backend = f", then {device}'s backend stage"
     elif device:
         backend = f" ({device}'s backend stage had nothing to expand)"
-    st.caption(f"The IR after each pass building the {variant} variant from the typed IR{backend}.")
+    st.caption(plain(f"The IR after each pass building the {variant} variant from the typed IR{backend}."))
     labels = [f"{s['index']}. {s['name']}" + ("" if s["changed"] or s["index"] == 0 else " — no change")
               for s in steps]
     index = st.selectbox("Pass", range(len(steps)), index=len(steps) - 1, format_func=labels.__getitem__,
@@ -66,13 +67,13 @@ def _passes(bundle, kernel: str) -> None:
         st.warning("Long IR was truncated to keep the bundle small (see the bundle's notes).")
     before, after = st.columns(2)
     with before:
-        st.markdown(f"**Before** — {labels[index - 1]}" if index else "**Before**")
+        st.markdown(f"**Before** — {plain(labels[index - 1])}" if index else "**Before**")
         if step["before"] is None:
             st.caption("Nothing: the first step is the pipeline's input, the kernel's typed IR.")
         else:
             st.code(step["before"], language=None)
     with after:
-        st.markdown(f"**After** — {labels[index]}")
+        st.markdown(f"**After** — {plain(labels[index])}")
         st.code(step["after"], language=None)
     st.markdown("**Diff**")
     if step["before"] is None:

@@ -7,8 +7,9 @@ from __future__ import annotations
 import altair as alt
 import streamlit as st
 
-from . import compare_data
-from .ui import table
+from ..viz.bundle import BundleError
+from . import compare_data, query
+from .ui import plain, table
 
 
 def render(bundle, name: str, others: dict) -> None:
@@ -18,21 +19,26 @@ def render(bundle, name: str, others: dict) -> None:
         st.info("Open a folder holding two or more bundles to compare them "
                 "(e.g. `gradkit open runs/` with the bundles of a script before and after a fix).")
         return
-    wanted = st.query_params.get("other")
-    if "compare_other" not in st.session_state and wanted in names:
-        st.session_state["compare_other"] = wanted
+    if "compare_other" not in st.session_state:
+        try:
+            wanted = query.choice("other", st.query_params.get("other"), names, "other bundle of this folder")
+        except BundleError as exc:
+            st.warning(plain(f"{exc}: showing the default instead."))
+            wanted = None
+        if wanted is not None:
+            st.session_state["compare_other"] = wanted
     other = st.selectbox("Compare with (B)", names, key="compare_other")
     st.query_params["other"] = other
     b = others[other]()
     if isinstance(b, str):
-        st.error(b)
+        st.error(plain(b))
         return
-    st.caption(f"A = {name} · B = {other}")
+    st.caption(plain(f"A = {name} · B = {other}"))
     st.subheader("Status")
     rows = compare_data.status_rows(bundle, b)
     changed = [r["what"] for r in rows if r["changed"]]
     if changed:
-        st.markdown("**Changed:** " + ", ".join(changed))
+        st.markdown("**Changed:** " + plain(", ".join(changed)))
     else:
         st.success("The two runs agree on every fact below.")
     table(rows, key="compare_status")

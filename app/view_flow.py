@@ -9,7 +9,7 @@ import streamlit as st
 
 from ..viz import flow_states as flow
 from . import data, flow_data
-from .ui import table
+from .ui import plain, table
 
 FLAG_COLORS = flow.COLORS
 
@@ -26,21 +26,16 @@ def render(bundle, name: str) -> None:
         return
     _norm_chart(rows)
     for h in flow_data.hazards(bundle):
-        st.warning(f"Hazard ({_plain(h['kind'])}): {_plain(h['message'])}.")
+        st.warning(f"Hazard ({plain(h['kind'])}): {plain(h['message'])}.")
     flagged = [r for r in rows if r["flag"] not in (flow.OK, flow.CONSUMED, flow.NOT_DIFFERENTIABLE, flow.UNUSED)]
     for r in flagged:
-        text = f"**{_plain(r['array'])}** — {r['flag']}: {flow_data.flow_explanation(r['flag'])}"
+        text = f"**{plain(r['array'])}** — {r['flag']}: {flow_data.flow_explanation(r['flag'])}"
         if r["hazard"]:
-            text += f" Why: {_plain(r['hazard'])}"
+            text += f" Why: {plain(r['hazard'])}"
         (st.error if r["flag"] in flow.ALARMS else st.warning)(text)
     table([{k: v for k, v in r.items() if k != "id"} for r in rows], key="flow_table")
     _histogram(bundle, rows)
     _history(bundle)
-
-
-def _plain(text: str) -> str:
-    """Bundle text shown as itself, not as Markdown (labels and paths come from the bundle's author)."""
-    return "".join("\\" + ch if ch in "\\`*_{}[]()<>#+-.!|~$:" else ch for ch in str(text))
 
 
 def _history(bundle) -> None:

@@ -8,7 +8,7 @@ import streamlit as st
 
 from ..viz.bundle import FOLD_OVER
 from . import flow_data, graph_component, graph_data
-from .ui import static_table, table
+from .ui import plain, static_table, table
 
 LEGEND = ("**Colours** (the gradient-flow view's states) — ok: blue; consumed (an intermediate whose gradient "
           "backward passed on and cleared): teal; **cut off (no `requires_grad`): pink dashed**; zero: yellow "
@@ -33,14 +33,14 @@ def render(bundle, name: str) -> None:
     found = graph_data.matches(bundle, search)
     if search.strip():
         kinds = [f['kind'] for f in found]
-        st.caption(f"'{search.strip()}': {kinds.count('launch')} launches and {kinds.count('array')} arrays "
-                   "match (outlined in orange; the view opens on the first)" if found else
-                   f"nothing named like '{search.strip()}'")
+        st.caption(plain(f"'{search.strip()}': {kinds.count('launch')} launches and {kinds.count('array')} "
+                         "arrays match (outlined in orange; the view opens on the first)" if found else
+                         f"nothing named like '{search.strip()}'"))
     st.markdown(LEGEND)
     try:
         svg = graph_component.render_svg(dot)
     except graph_component.NoRenderer as exc:
-        st.caption(f"Static graph ({exc}): zoom, pan and node facts need GraphViz's dot.")
+        st.caption(plain(f"Static graph ({exc}): zoom, pan and node facts need GraphViz's dot."))
         st.graphviz_chart(dot, width="stretch")
     else:
         focus = [f"l{f['index']}" if f["kind"] == "launch" else None for f in found]
@@ -56,7 +56,7 @@ def render(bundle, name: str) -> None:
     if not cut:
         st.success("Every float array the launches use has requires_grad=True.")
     for c in cut:
-        st.warning(f"**{c['array']}** ({c['dtype']}[{c['shape']}], used by {c['used by']}): "
-                   f"{c['explanation']}")
+        facts = f"({c['dtype']}[{c['shape']}], used by {c['used by']}): {c['explanation']}"
+        st.warning(f"**{plain(c['array'])}** {plain(facts)}")
     static_table([{k: v for k, v in c.items() if k not in ("id", "explanation")} for c in cut])
     st.download_button("Download DOT", dot, file_name=f"{name}-tape.dot", mime="text/vnd.graphviz")

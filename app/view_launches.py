@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from . import data, nan_data
-from .ui import num, static_table, table
+from ..viz.bundle import BundleError
+from . import data, nan_data, query
+from .ui import num, plain, static_table, table
 
 PICK = "launch_pick"
 TABLE = "launch_table"
@@ -29,7 +30,7 @@ def render(bundle, name: str) -> None:
     if s["nan"]:
         st.error("A launch produced NaN/Inf values: see the **NaN/Inf origin** view.")
     for note in s["notes"]:
-        st.info(note)
+        st.info(plain(note))
     rows = data.launch_rows(bundle)
     if not rows:
         st.warning("This bundle recorded no launches.")
@@ -49,19 +50,23 @@ def render(bundle, name: str) -> None:
 
 def _first_row(bundle, n: int) -> int:
     """The launch shown first: the one the URL names (?launch=N), else the one that wrote the first NaN/Inf,
-    else the first."""
-    asked = st.query_params.get("launch")
-    if asked is not None and asked.isdigit() and int(asked) < n:
-        return int(asked)
+    else the first. A `launch` naming no launch is said in the page."""
+    try:
+        asked = query.launch_index(st.query_params.get("launch"), n)
+    except BundleError as exc:
+        st.warning(plain(f"{exc}: showing the default launch instead."))
+        asked = None
+    if asked is not None:
+        return asked
     row = nan_data.nan_launch_row(bundle, nan_data.nan_origin(bundle))
     return row if row is not None and row < n else 0
 
 
 def _detail(bundle, row: dict) -> None:
     d = data.launch_detail(bundle, row)
-    st.subheader(d["title"])
-    st.caption(f"device {row['device']} · {num(row['ms'])} ms · scope {row['scope'] or '(none)'}")
-    for note in d["notes"]:
+    st.subheader(plain(d["title"]), anchor=False)
+    st.caption(plain(f"device {row['device']} · {num(row['ms'])} ms · scope {row['scope'] or '(none)'}"))
+    for note in d["notes"]:          # the app's own words (no bundle text)
         st.info(note)
     st.markdown("**Arguments**")
     static_table(d["arguments"])

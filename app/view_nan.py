@@ -3,13 +3,10 @@ element, the kernel source with the line that wrote it highlighted, and the argu
 
 from __future__ import annotations
 
-import html
-import re
-
 import streamlit as st
 
 from . import data, nan_data
-from .ui import static_table
+from .ui import plain, plain_html, static_table
 
 LINE_STYLE = "display:block;white-space:pre;font-family:monospace"
 HIT_STYLE = LINE_STYLE + ";background:#ffd6d6;border-left:4px solid #d62728;font-weight:bold"
@@ -19,7 +16,7 @@ def source_html(excerpt: dict) -> str:
     """Numbered source lines in a <pre>, the hit line marked with class gk-nan-line."""
     out = []
     for number, text, hit in excerpt["lines"]:
-        line = f"{number:>5} │ {html.escape(text)}"
+        line = f"{number:>5} │ {plain_html(text)}"
         out.append(f'<span class="gk-nan-line" style="{HIT_STYLE}">{line}</span>' if hit
                    else f'<span style="{LINE_STYLE}">{line}</span>')
     return ('<pre class="gk-source" style="font-size:0.85em;line-height:1.35;padding:0.5em;'
@@ -27,8 +24,11 @@ def source_html(excerpt: dict) -> str:
 
 
 def _code(text: str) -> str:
-    """Escaped HTML with `backticked` spans as <code>."""
-    return re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(text))
+    """`text` as plain HTML, its `backticked` spans as <code> (the spans' text plain too)."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:                 # an unpaired backtick: no code spans
+        return plain_html(text)
+    return "".join(f"<code>{plain_html(p)}</code>" if k % 2 else plain_html(p) for k, p in enumerate(parts))
 
 
 def _diagnosis(d: dict) -> None:
@@ -38,8 +38,8 @@ def _diagnosis(d: dict) -> None:
                 unsafe_allow_html=True)
     facts = [("operation", d["op"] or "?"), ("line", d["where"]), ("gk.launch call site", d["call site"] or "?"),
              ("iteration (tape)", "?" if d["iteration"] is None else str(d["iteration"]))]
-    cells = "".join(f'<div class="gk-nan-fact"><div style="color:#666;font-size:0.8em">{html.escape(k)}</div>'
-                    f'<div style="font-size:1.3em;overflow-wrap:anywhere">{html.escape(v)}</div></div>'
+    cells = "".join(f'<div class="gk-nan-fact"><div style="color:#666;font-size:0.8em">{plain_html(k)}</div>'
+                    f'<div style="font-size:1.3em;overflow-wrap:anywhere">{plain_html(v)}</div></div>'
                     for k, v in facts)
     st.markdown(f'<div style="display:grid;grid-template-columns:repeat(4,1fr);gap:0.8em;margin:0.6em 0">'
                 f'{cells}</div>', unsafe_allow_html=True)
@@ -48,7 +48,7 @@ def _diagnosis(d: dict) -> None:
         facts.append(d["loops"])
     if d["backward call"]:
         facts.append(f"backward() called at {d['backward call']}")
-    st.caption(" · ".join(facts) + (f" — `{d['code']}`" if d["code"] else ""))
+    st.caption(plain(" · ".join(facts) + (f" — {d['code']}" if d["code"] else "")))
     if d["operands"]:
         static_table(d["operands"])
 
@@ -62,14 +62,14 @@ def render(bundle, name: str) -> None:
     diagnosis = nan_data.op_diagnosis(origin)
     if diagnosis is not None:
         _diagnosis(diagnosis)
-    st.error(origin.get("message") or "a launch wrote a non-finite value")
+    st.error(plain(origin.get("message") or "a launch wrote a non-finite value"))
     cols = st.columns(5)
-    cols[0].metric("pass", origin.get("direction") or "?")
-    cols[1].metric("kernel", origin.get("kernel") or "?")
-    cols[2].metric("array", origin.get("array") or "?")
+    cols[0].metric("pass", plain(origin.get("direction") or "?"))
+    cols[1].metric("kernel", plain(origin.get("kernel") or "?"))
+    cols[2].metric("array", plain(origin.get("array") or "?"))
     index = origin.get("index")
-    cols[3].metric("element", str(index if index is None or len(index) > 1 else index[0]))
-    cols[4].metric("value", data.fmt(origin.get("value")))
+    cols[3].metric("element", plain(index if index is None or len(index) > 1 else index[0]))
+    cols[4].metric("value", plain(data.fmt(origin.get("value"))))
     launch = origin.get("launch")
     where = f"forward launch #{launch}" if launch is not None else "an unrecorded launch"
     if origin.get("backward") is not None:
@@ -81,7 +81,7 @@ def render(bundle, name: str) -> None:
     line = (origin.get("origin") or {}).get("line") or origin.get("line")    # the op's line, else the write's
     excerpt = nan_data.source_excerpt(bundle, origin.get("kernel"), line, origin.get("file"))
     if excerpt["lines"]:
-        st.caption(f"{excerpt['file']}:{line or '?'}")
+        st.caption(plain(f"{excerpt['file']}:{line or '?'}"))
         st.markdown(source_html(excerpt), unsafe_allow_html=True)
         if excerpt["hit"] is None:
             st.caption("(the writing line is unknown: the whole kernel is shown)")

@@ -4,12 +4,12 @@ and launch that shows the problem."""
 
 from __future__ import annotations
 
-import html
 import urllib.parse
 
 import streamlit as st
 
 from . import overview_data
+from .ui import plain_html
 
 STATUS_STYLE = {"NaN/Inf": "#d62728", "alarms": "#e45756", "cut off": "#f58518", "ok": "#54a24b",
                 "unreadable": "#7f7f7f"}
@@ -21,7 +21,7 @@ def link(name: str, view: str, text: str, launch: int | None = None) -> str:
     if launch is not None:
         query["launch"] = str(launch)
     return (f'<a class="gk-link" href="?{urllib.parse.urlencode(query)}" target="_self">'
-            f'{html.escape(text)}</a>')
+            f'{plain_html(text)}</a>')
 
 
 def render_all(entries: list[tuple[str, object]]) -> None:
@@ -37,10 +37,10 @@ def render_all(entries: list[tuple[str, object]]) -> None:
     for name, s in rows:
         colour = STATUS_STYLE.get(s["status"], "#7f7f7f")
         problems = "<br>".join(link(name, p["view"], p["text"], p.get("launch")) for p in s["problems"]) or \
-            html.escape(s.get("detail") or "no problem found")
+            plain_html(s.get("detail") or "no problem found")
         cells.append(f'<tr class="gk-bundle-row"><td>{link(name, "launches", name)}</td>'
                      f'<td><span class="gk-status" style="color:{colour};font-weight:bold">'
-                     f'{html.escape(s["status"])}</span></td><td>{s["launches"]}</td><td>{problems}</td></tr>')
+                     f'{plain_html(s["status"])}</span></td><td>{s["launches"]}</td><td>{problems}</td></tr>')
     st.markdown('<table class="gk-overview" style="width:100%"><tr><th>bundle</th><th>status</th>'
                 '<th>launches</th><th>what to look at</th></tr>' + "".join(cells) + "</table>",
                 unsafe_allow_html=True)
