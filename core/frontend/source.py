@@ -66,7 +66,7 @@ def definition_lines(pyfunc, file: str, lines: list[str] | None = None) -> tuple
             extents[start] = (start, node.end_lineno, node.name)
         held = _extents[file] = (lines, extents)
     found = held[1].get(code.co_firstlineno) if code is not None else None
-    if found is None or found[2] != pyfunc.__name__:
+    if found is None or found[2] != code.co_name:         # the def's name (__name__ may be reassigned)
         if captured:
             return None
         return inspect.getsourcelines(pyfunc)             # not in the file as it is now: ask inspect
@@ -75,10 +75,12 @@ def definition_lines(pyfunc, file: str, lines: list[str] | None = None) -> tuple
 
 
 def _is_definition_of(tree, pyfunc) -> bool:
-    """Whether `tree` (the parsed text found for `pyfunc`) is a `def` of its name and positional parameters."""
-    if not isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef)) or tree.name != pyfunc.__name__:
-        return False
+    """Whether `tree` (the parsed text found for `pyfunc`) is a `def` of its name and positional parameters
+    (the code's: `__name__` may have been reassigned since)."""
     code = getattr(pyfunc, "__code__", None)
+    name = pyfunc.__name__ if code is None else code.co_name
+    if not isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef)) or tree.name != name:
+        return False
     if code is None:
         return True
     names = [a.arg for a in (*tree.args.posonlyargs, *tree.args.args)]
@@ -128,9 +130,10 @@ class SourceInfo:
         self.tree: ast.FunctionDef = tree.body[0]
 
     def _no_source(self, pyfunc) -> CompileError:
-        line = getattr(getattr(pyfunc, "__code__", None), "co_firstlineno", "?")
+        code = getattr(pyfunc, "__code__", None)
+        line, name = (code.co_firstlineno, code.co_name) if code is not None else ("?", self.name)
         return CompileError(f"in kernel '{self.name}': it has no source of its own: its code names "
-                            f"{self.file}:{line}, where there is no `def {self.name}` with its parameters (a "
+                            f"{self.file}:{line}, where there is no `def {name}` with its parameters (a "
                             "lambda, or a function made by exec/compile under another file's name); define "
                             "kernels and @gk.func functions with `def` in a file")
 

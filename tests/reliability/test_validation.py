@@ -217,6 +217,25 @@ def test_kernels_without_a_source_are_a_compile_error():
         gk.launch(calls, 2, outputs=[y])
 
 
+def test_a_renamed_function_keeps_its_source():
+    """Guard (held before too): a function whose __name__ was reassigned before decoration, as gradkit's
+    own decompositions name their float64 variants, is found by its code's name in the captured text."""
+    def double(x: float) -> float:
+        return 2.0 * x
+
+    double.__name__ = double.__qualname__ = "double_renamed"
+    twice = gk.func(double)
+
+    @gk.kernel
+    def use(y: gk.array(dtype=float)):
+        i = gk.tid()
+        y[i] = twice(1.5)
+
+    y = gk.zeros(2)
+    gk.launch(use, 2, outputs=[y])
+    assert list(y.numpy()) == [3.0, 3.0]
+
+
 # --------------------------------------------------------------------------- tape.reset during backward
 
 @gk.kernel
