@@ -16,6 +16,7 @@ import warnings
 from typing import Any, Callable
 
 from ..core.errors import DeviceError
+from ..core.locks import fork_safe
 
 GROUP = "gradkit.backends"
 
@@ -43,7 +44,7 @@ class _Builtin:
         return getattr(importlib.import_module(module), attr)
 
 
-_lock = threading.RLock()
+_lock = fork_safe(threading.RLock())
 _specs: dict[str, Any] | None = None          # name -> entry point or registered class/instance
 _instances: dict[str, Any] = {}               # name -> constructed Backend
 _failures: dict[str, str] = {}                # name -> "ExceptionType: message"

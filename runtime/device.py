@@ -11,6 +11,7 @@ import threading
 
 from ..backends import registry
 from ..core.errors import DeviceError
+from ..core.locks import fork_safe
 
 DEFAULT_SPEC = "cpu"
 
@@ -45,7 +46,7 @@ class Device:
         return f"Device({self.name!r}, backend={self.backend!r}, description={self.description!r})"
 
 
-_lock = threading.RLock()
+_lock = fork_safe(threading.RLock())
 _by_name: dict[str, Device] = {}        # device name -> Device
 _by_spec: dict[str, Device] = {}        # every spec string resolved so far -> Device
 _backend_devices: dict[str, list[Device]] = {}

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..core.config import config
 from ..core.errors import NaNError
+from ..core.locks import fork_safe
 from ..runtime.state import process
 from ..runtime.call_site import traceback_site
 from .bundle import save_bundle
@@ -38,7 +39,7 @@ class Capture:
         self.history = History()
         self.nan: dict | None = None
         self._saved = None
-        self._lock = threading.Lock()    # tapes of several threads report here
+        self._lock = fork_safe(threading.Lock())    # tapes of several threads report here
 
     def __enter__(self) -> "Capture":
         if process.capture is not None:
