@@ -9,6 +9,7 @@ import os
 import struct
 import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -17,7 +18,7 @@ from ...backends.analysis import local_margin, local_scatters, reduction_sites, 
 from ...backends.base import Backend, DeviceInfo, KernelFault, fault_error
 from ...core import types as T
 from ...core.ir import fingerprint
-from ...core.locks import COMPILING
+from ...core.locks import COMPILING, fork_safe
 from ...core.ops import LOOPS, Op
 from . import jit
 from .layout import HEADER, layout_of
@@ -103,7 +104,7 @@ class CompiledKernel:
         self.written = written_params(fn)
         self.plain_adds = len(self.written) > 1 and bool(self.private or self.local_shifts)
         self.scratch: dict = {}                                  # (worker, param index) -> HostBuffer
-        self.lock = threading.Lock()
+        self.lock = fork_safe(threading.Lock())
 
     def inline(self, n: int) -> bool:
         """Whether a launch of `n` threads (at least inline_below) runs on the calling thread: the faster
@@ -224,7 +225,8 @@ class CPUBackend(HostMemory, Backend):
     def __init__(self) -> None:
         self._pool = None
         self._nworkers = _workers()
-        self._lock = threading.Lock()
+        self._lock = fork_safe(threading.Lock())
+        _BACKENDS.add(self)
 
     def devices(self):
         return [DeviceInfo("cpu", f"{jit.host_description()}, {self._nworkers} threads", 0,
@@ -301,5 +303,18 @@ class CPUBackend(HostMemory, Backend):
                 compiled.optimise()
         return compiled.text
 
+
+_BACKENDS: "weakref.WeakSet[CPUBackend]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has none of the pool's worker threads: it makes a pool of its own at its first
+    pooled launch (the parent's executor is dropped, not shut down: shutting down would wait on them)."""
+    for backend in list(_BACKENDS):
+        backend._pool = None
+
+
+if hasattr(os, "register_at_fork"):      # POSIX
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 __all__ = ["CPUBackend", "HEADER"]

@@ -5,6 +5,7 @@ cache)."""
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import threading
 import warnings
@@ -12,6 +13,7 @@ import warnings
 import llvmlite
 import llvmlite.binding as llvm
 
+from ...core.locks import fork_safe
 from .layout import ALL, LOCAL
 from .libm import register_libm
 from .thread_loops import STREAM_TBAA
@@ -28,8 +30,18 @@ def _source_hash() -> str:
 
 
 BACKEND_VERSION = "cpu-" + _source_hash()
-_lock = threading.Lock()
+_lock = fork_safe(threading.Lock())
 _state: dict = {}
+
+# llvmlite runs every LLVM call under one lock of its own, which it does not reset at fork: a child forked
+# while another thread was inside LLVM (compiling, loading a kernel) would wait on it for ever, and LLVM's
+# state would be half-updated besides. So a fork waits for the LLVM call in progress to end (one pass
+# pipeline at most) and holds the lock across the fork; parent and child then release it.
+_LLVM_LOCK = getattr(getattr(llvm.ffi, "lib", None), "_lock", None)
+if _LLVM_LOCK is not None and hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_LLVM_LOCK.__enter__,
+                        after_in_parent=lambda: _LLVM_LOCK.__exit__(None, None, None),
+                        after_in_child=lambda: _LLVM_LOCK.__exit__(None, None, None))
 
 
 def _init():
