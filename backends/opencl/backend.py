@@ -29,6 +29,7 @@ import numpy as np
 from ...backends.base import Backend, CompileOptions, DeviceInfo, KernelFault, fault_error
 from ...core.errors import DeviceError, allocation_error
 from ...core.ir import Function, fingerprint
+from ...core.locks import fork_safe
 from ...core.ops import LOOPS
 from . import devices as D
 from .codegen import Codegen, Generated
@@ -104,7 +105,7 @@ class OpenCLBackend(Backend):
         self._devs: list | None = None
         self._infos: list[DeviceInfo] | None = None
         self._states: dict[int, DeviceState] = {}
-        self._lock = threading.Lock()
+        self._lock = fork_safe(threading.Lock())
 
     # Devices ---------------------------------------------------------------------
     def devices(self) -> list[DeviceInfo]:
@@ -114,6 +115,7 @@ class OpenCLBackend(Backend):
         return list(self._infos)
 
     def _state(self, device: DeviceInfo) -> DeviceState:
+        D.check_process(device.name)
         st = self._states.get(device.ordinal)
         if st is None:
             with self._lock:
@@ -191,6 +193,8 @@ class OpenCLBackend(Backend):
         dims = tuple(dim) + (1,) * (compiled.ndims - len(dim))
         packed = compiled.pack(args, n, dims)
         st = compiled.state
+        if st.pid != D.PID:         # made by the process this one was forked from
+            D.check_process(compiled.device.name)
         if not compiled.can_fault:
             _enqueue(compiled, n, packed)
             return

@@ -7,12 +7,14 @@ A device's context and queue are made on first use.
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
 
 from ...backends.base import DeviceInfo
 from ...core.errors import DeviceError, format_bytes
+from ...core.locks import fork_safe
 
 try:
     import pyopencl as cl
@@ -27,6 +29,33 @@ NEWER_POCL = ("a PoCL whose LLVM knows this CPU, e.g. Debian's pocl-opencl-icd (
 GPU_WORKGROUP = 256     # a multiple of every vendor's warp / wavefront width
 CPU_WORKGROUP = 64      # PoCL on a CPU: see the measurements in backend.py's docstring
 
+# Fork: OpenCL drivers do not survive fork() (their threads and locks stay behind), so a child forked after
+# its parent initialised OpenCL would hang at its first OpenCL call; `check_process` refuses instead.
+# PID is this process's id, kept current in a forked child by an at-fork hook: comparing it costs a launch
+# a few ns, where os.getpid() (a system call) costs ~0.4 us.
+PID = os.getpid()
+opened_in: int | None = None    # the process that initialised OpenCL (its first discovery), if any
+
+
+def _after_fork_in_child() -> None:
+    global PID
+    PID = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):      # POSIX
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def check_process(device: str) -> None:
+    """DeviceError when OpenCL was initialised by the process this one was forked from."""
+    if opened_in is not None and opened_in != PID:
+        raise DeviceError(
+            f"{device}: OpenCL was initialised in process {opened_in}, and this process ({PID}) was forked from "
+            "it; OpenCL drivers do not survive fork(), so OpenCL cannot be used here (it would hang). Start "
+            "worker processes with multiprocessing's 'spawn' or 'forkserver' start method "
+            "(multiprocessing.get_context('spawn')), or do not touch OpenCL in the parent before forking "
+            "(gk.get_devices() counts: listing devices initialises OpenCL)")
+
 
 def discover() -> list:
     """Every usable OpenCL device of every platform, GPUs first (stable otherwise); DeviceError if none.
@@ -34,8 +63,11 @@ def discover() -> list:
     A device whose compiler cannot build a one-line kernel is left out: PoCL 3.0 (LLVM 14, the wheel
     pocl-binary-distribution ships) offers CPUs newer than its LLVM (AMD Zen 5) and then rejects every
     program ("unknown target CPU 'generic'"), so offering it would only fail later, at the first launch."""
+    global opened_in
     if cl is None:
         raise DeviceError(f"the OpenCL backend needs the pyopencl package, which is not installed: {INSTALL}")
+    check_process("opencl")
+    opened_in = PID
     try:
         platforms = cl.get_platforms()
     except cl.Error as exc:
@@ -150,7 +182,8 @@ class DeviceState:
         self.extensions = extensions(dev)
         self.workgroup = workgroup_size(dev)
         self.programs: dict[str, object] = {}      # sha256(source, options) -> cl.Program
-        self.lock = threading.RLock()              # launches set kernel arguments, then enqueue
+        self.lock = fork_safe(threading.RLock())   # launches set kernel arguments, then enqueue
+        self.pid = PID                             # the process that made the context and queue
         self.build_options: list[str] = []
         if dev.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT:
             # float32 `/` and sqrt correctly rounded, as NumPy and the CPU backend compute them
