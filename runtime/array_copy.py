@@ -52,8 +52,9 @@ def rebuild(data, dtype, device, requires_grad, label):
     """A pickled array, rebuilt (pickle calls this): `data` by `gk.array`'s rules on the device named
     `device`."""
     from .array import array
-    if not isinstance(data, np.ndarray) or not isinstance(device, str) or not isinstance(requires_grad, bool) \
-            or not (label is None or isinstance(label, str)):
+    plain = isinstance(device, str) and isinstance(requires_grad, bool) \
+        and (label is None or isinstance(label, str))
+    if not isinstance(data, np.ndarray) or not plain:
         raise TypeError("a pickled gk.array holds NumPy data, a device name, requires_grad and a label; "
                         "this one does not")
     return array(data, dtype=dtype_from_key(dtype), device=device, requires_grad=requires_grad, label=label)

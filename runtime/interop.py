@@ -16,8 +16,8 @@ import numpy as np
 from ..core import types as T
 from .array_input import _as_dtype, _check_data, _convert
 
-_SCALARS = {"float32": T.float32, "float64": T.float64, "int32": T.int32, "int64": T.int64, "uint32": T.uint32,
-            "bool": T.bool_}
+_SCALARS = {"float32": T.float32, "float64": T.float64, "int32": T.int32, "int64": T.int64,
+            "uint32": T.uint32, "bool": T.bool_}
 
 
 def _torch():

@@ -113,7 +113,8 @@ class SGD(_Optimizer):
         self.lr = _hyper("SGD", "lr", self.lr, lambda v: v > 0, "finite and > 0")
         self.momentum = _hyper("SGD", "momentum", self.momentum, lambda v: 0 <= v < 1, "in [0, 1)")
         self.dampening = _hyper("SGD", "dampening", self.dampening, lambda v: 0 <= v <= 1, "in [0, 1]")
-        self.weight_decay = _hyper("SGD", "weight_decay", self.weight_decay, lambda v: v >= 0, "finite and >= 0")
+        self.weight_decay = _hyper("SGD", "weight_decay", self.weight_decay, lambda v: v >= 0,
+                                   "finite and >= 0")
         if self.nesterov and (self.momentum == 0 or self.dampening != 0):
             raise ValueError("SGD: nesterov=True needs momentum > 0 and dampening=0 (as in PyTorch)")
 
@@ -141,7 +142,8 @@ class Adam(_Optimizer):
         super().__init__(params)
 
     def _check(self) -> None:
-        """The hyper-parameters are usable (finite; PyTorch's ranges, eps > 0): ValueError naming one otherwise."""
+        """The hyper-parameters are usable (finite; PyTorch's ranges, eps > 0): ValueError naming one
+        otherwise."""
         self.lr = _hyper("Adam", "lr", self.lr, lambda v: v > 0, "finite and > 0")
         try:
             betas = tuple(self.betas)

@@ -64,7 +64,8 @@ BAD_OPTIONS = [
     ("SGD", dict(momentum=-0.5), "momentum"), ("SGD", dict(momentum=1.0), "momentum"),
     ("SGD", dict(dampening=inf), "dampening"), ("SGD", dict(dampening=-0.1), "dampening"),
     ("SGD", dict(weight_decay=-0.01), "weight_decay"), ("SGD", dict(weight_decay=nan), "weight_decay"),
-    ("SGD", dict(nesterov=True), "nesterov"), ("SGD", dict(momentum=0.9, dampening=0.5, nesterov=True), "nesterov"),
+    ("SGD", dict(nesterov=True), "nesterov"),
+    ("SGD", dict(momentum=0.9, dampening=0.5, nesterov=True), "nesterov"),
 ]
 
 
@@ -89,8 +90,8 @@ def test_a_learning_rate_set_later_is_checked_at_the_step(cls):
 # --------------------------------------------------------------------------- copy, deepcopy, pickle
 
 def _sample(device):
-    a = gk.array(np.arange(6, dtype=np.float32).reshape(2, 3), dtype=gk.vec3, device=device, requires_grad=True,
-                 label="p")
+    a = gk.array(np.arange(6, dtype=np.float32).reshape(2, 3), dtype=gk.vec3, device=device,
+                 requires_grad=True, label="p")
     a.grad.fill_(2.0)
     return a
 
