@@ -25,9 +25,10 @@ _INLINE = re.compile(r"([\\`*_\[\]<>!|~$&])")
 # At a line's start (after its indentation): a heading, list item, quote, setext underline or thematic break
 _LINE_START = re.compile(r"(^[ \t]*)(?:([#+\-=])|(\d+)([.)]))", re.M)
 # Streamlit's Markdown links bare URLs (http://, www.) and e-mail addresses found in the text itself, escaped
-# or not, and turns :name: into emoji or icons: a WORD JOINER (U+2060, invisible) after a ':' that touches
-# the next character, before each '@' and after 'www' breaks every such pattern while the text reads the same.
-_JOINED = re.compile(r"(?<=:)(?=\S)|(?=@)|(?i:(?<=www)(?=\.))")
+# or not, and turns :name: and :material/name: into emoji or icons: a WORD JOINER (U+2060, invisible) after a
+# ':' that opens such a pattern, before each '@' and after 'www' breaks them while the text reads the same
+# ('x.py:12' is left as it is).
+_JOINED = re.compile(r"(?<=:)(?=[\w+\-]*[/:])|(?=@)|(?i:(?<=www)(?=\.))")
 WORD_JOINER = "\u2060"
 
 
@@ -35,7 +36,8 @@ def plain(text) -> str:
     """`text` for a Markdown context (st.markdown, alerts, captions, headings, metrics, tab and expander labels,
     st.table cells), shown as itself: every character that could open Markdown, HTML, LaTeX or a directive
     backslash-escaped, and bare URLs, e-mail addresses and :codes: broken by an invisible WORD JOINER (never
-    linked, never an emoji). Ordinary text ('x.npy: is a FIFO, not a regular file') is left as it is."""
+    linked, never an emoji). Ordinary text ('x.npy: is a FIFO, not a regular file', 'x.py:12') is left as
+    it is."""
     lines = re.sub(r"\r\n?", "\n", str(text))          # CommonMark's line endings, as '^' finds them
     escaped = _INLINE.sub(r"\\\1", _JOINED.sub(WORD_JOINER, lines))
     return _LINE_START.sub(lambda m: m.group(1) + ("\\" + m.group(2) if m.group(2) else
