@@ -114,8 +114,16 @@ class CaptureReport:
 
 
 def cache_dir() -> pathlib.Path:
+    """Where `gradkit debug` and `gradkit examples` write bundles by default: made 0700 at every level it
+    creates, whatever the umask (bundles hold the user's data; the kernel cache lives beside it)."""
+    import os
     import platformdirs
-    return pathlib.Path(platformdirs.user_cache_dir("gradkit")) / "debug"
+    path = pathlib.Path(platformdirs.user_cache_dir("gradkit")) / "debug"
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for p in reversed(missing):
+        p.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(p, 0o700)
+    return path
 
 
 def _stamp() -> str:

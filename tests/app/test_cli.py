@@ -95,3 +95,19 @@ def test_debugger_listens_on_this_machine_by_default():
     ns = build_parser().parse_args(["open", "b", "--host", "0.0.0.0"])
     cmd = app_command("bundle", 8599, host=ns.host)
     assert cmd[cmd.index("--server.address") + 1] == "0.0.0.0"
+
+
+def test_the_bundle_folder_is_private_whatever_the_umask(tmp_path, monkeypatch):
+    """`gradkit debug` writes bundles (the user's data) under the user cache folder, beside the kernel
+    cache: every level it creates is 0700 even under umask 000 (common in containers)."""
+    import os
+    import stat
+    from gradkit.app.cli import cache_dir
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    old = os.umask(0)
+    try:
+        path = cache_dir()
+    finally:
+        os.umask(old)
+    for p in (path, path.parent, path.parent.parent):
+        assert stat.S_IMODE(p.stat().st_mode) == 0o700, p
