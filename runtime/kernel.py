@@ -32,6 +32,7 @@ from ..core.passes.shifts import has_exclusive_adds
 from ..core.passes.scalarize import user_params
 from ..core.passes.widen import widen_floats
 from .bind import make_binder
+from .bounds import accesses as affine_accesses
 from .cache import default_cache
 from .device import get_device
 
@@ -39,7 +40,7 @@ class Specialization:
     """One compiled variant of a kernel on one device, with what a launch needs precomputed."""
 
     __slots__ = ("fn", "compiled", "options", "device", "launch", "written", "split", "has_split", "nan_reread",
-                 "tid_ndim", "exclusive")
+                 "tid_ndim", "exclusive", "bounds", "bounds_params", "bounds_ok")
 
     def __init__(self, fn: Function, compiled, options: CompileOptions, device):
         self.fn, self.compiled, self.options, self.device = fn, compiled, options, device
@@ -51,6 +52,11 @@ class Specialization:
         # own-element adds without atomics, which another written parameter could race with (launch.py)
         self.exclusive = len(self.written) > 1 and has_exclusive_adds(fn)
         self.nan_reread = None          # runtime/nan_check.py: written params the kernel reads back
+        # unconditional affine accesses proven in bounds at launch (runtime/bounds.py), and the last launch
+        # (grid, the accessed arrays' shapes) proven: the same again needs no new proof
+        self.bounds = affine_accesses(fn)
+        self.bounds_params = tuple(dict.fromkeys(a.param for a in self.bounds))   # the arrays they index
+        self.bounds_ok = None
 
 
 @contextlib.contextmanager
