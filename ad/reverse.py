@@ -27,10 +27,11 @@ from ..core import types as T
 from ..core.builtins import BUILTINS
 from ..core.errors import CompileError
 from ..core.ir import Builder, Function, Instr, Region, Value, copy_instr, local_ids, used_ids
-from ..core.ops import LOOPS, OPAQUE, STACK, WRITES, Op
+from ..core.ops import LOOPS, STACK, WRITES, Op
 from ..core.passes import inline_kept_calls, lower
 from ..core.passes.simplify import simplify
 from .derived import Derived, derived_kernel
+from .reverse_facts import free_floats, sole_writes, unused_atomics
 
 
 def _is_float(v: Value) -> bool:
@@ -56,9 +57,9 @@ class Reverse:
         self.pairs = itertools.count()
         d.fn.attrs["stack_sites"] = {}
         # arrays whose adjoint need not be zeroed after a store (none when the adjoint consumes)
-        self.sole_writes = set() if consume else _sole_writes(fwd)
+        self.sole_writes = set() if consume else sole_writes(fwd)
         self.kept: set[int] = set()          # those whose zeroing was left out
-        self.unused_atomics = _unused_atomics(fwd)   # result ids of atomics whose old value nobody reads
+        self.unused_atomics = unused_atomics(fwd)   # result ids of atomics whose old value nobody reads
         self.virtuals: dict[Instr, Region] = {}     # call -> its callee's body in forward terms
         self.stacks: dict[Instr, tuple[int, list[int]]] = {}  # loop -> (stack site, push/pop pair per carried)
         self.trips: dict[Instr, Value] = {}          # while loop -> its replay's trip count
@@ -345,7 +346,7 @@ class Reverse:
         carried = body.params[1:] if is_for else body.params
         inits = ins.args[3:] if is_for else ins.args
         local = local_ids(ins)
-        free = [v for v in _free_floats(ins) if v.id not in local]
+        free = [v for v in free_floats(ins) if v.id not in local]
         # Trip count and index reconstruction.
         if is_for:
             start, stop, step = (self.p(a) for a in ins.args[:3])
@@ -390,29 +391,6 @@ class Reverse:
             self.add_adj(b, inits[k], res[j])
 
 
-def _free_floats(ins: Instr) -> list[Value]:
-    """Float values used inside the instruction's regions but defined outside them."""
-    local = local_ids(ins)
-    seen, out = set(), []
-
-    def visit(values) -> None:
-        for v in values:
-            if v.id not in local and v.id not in seen and _is_float(v):
-                seen.add(v.id)
-                out.append(v)
-
-    def region(r: Region) -> None:
-        for sub in r.body:
-            visit(sub.args)
-            for nested in sub.regions:
-                region(nested)
-        visit(r.yields)          # nested regions may yield an outer value directly
-
-    for r in ins.regions:
-        region(r)
-    return out
-
-
 def _trip_count(b: Builder, start: Value, stop: Value, step: Value) -> Value:
     one = b.const(1, T.int32)
     zero = b.const(0, T.int32)
@@ -421,14 +399,6 @@ def _trip_count(b: Builder, start: Value, stop: Value, step: Value) -> Value:
     n = b.select(b.prim("gt", step, zero), up, down) if step.const_value is None else (
         up if step.const_value > 0 else down)
     return b.prim("max", n, zero)
-
-
-def _unused_atomics(fn: Function) -> set[int]:
-    """Result ids of the atomics whose returned old value nothing uses: the replay skips them (their
-    effect is on memory, which the replay does not redo). Atomics of inlined callee bodies, made later,
-    are not in it and are replayed."""
-    used = used_ids(fn)
-    return {ins.result.id for ins in fn.walk() if ins.op == Op.ATOMIC and ins.result.id not in used}
 
 
 def _prune_stack(fn: Function) -> None:
@@ -448,36 +418,6 @@ def _drop(region: Region, pairs: set[int]) -> None:
     for ins in region.body:
         for r in ins.regions:
             _drop(r, pairs)
-
-
-def _sole_writes(fn: Function) -> set:
-    """Arrays the kernel writes with exactly one store per component, outside loops, and never reads or
-    updates: each thread writes its element once, so after the adjoint of that store nothing else in this kernel can
-    take gradient from the element, and its adjoint need not be zeroed (as in Warp, `y.grad` keeps the
-    gradient that reached y; zeroing also cost 5x on an H100: a load then a zero store per element)."""
-    stores: dict = {}
-    other = set()
-
-    def visit(region, in_loop):
-        for ins in region.body:
-            if ins.op == Op.STORE:
-                # a whole element's components are stored one by one (counted per component); writes of
-                # part of an element (v[i][k] = x) leave the rest of it in place: counted together
-                part = ins.attrs.get("whole") is False
-                key = (ins.args[0].id, "part" if part else ins.attrs.get("comp"))
-                stores[key] = stores.get(key, 0) + (2 if in_loop else 1)
-            elif ins.op in (Op.LOAD, Op.ATOMIC):
-                other.add(ins.args[0].id)
-            elif ins.op in OPAQUE:
-                other.update(a.id for a in ins.args)
-            for sub in ins.regions:
-                visit(sub, in_loop or ins.op in LOOPS)
-
-    visit(fn.body, False)
-    per_array: dict = {}
-    for (a, _), count in stores.items():
-        per_array[a] = per_array.get(a, True) and count == 1
-    return {a for a, once in per_array.items() if once and a not in other}
 
 
 def _settle_exclusive(fn: Function) -> None:
