@@ -21,10 +21,11 @@ import pytest
 
 import gradkit as gk
 from tests.conftest import DEVICES
-from tests.fuzz.tape_programs import (ArraySpec, accum_sin, accumulate, assign_scaled, atomic_half,
-                                      atomic_shared, compare, guarded_overwrite, hvp_problems, inplace_axpy,
-                                      inplace_scale, integrate, loss_term, overwrite_const, put,
-                                      reverse_problems, sin_of, square, sub_scaled, taped_gradients, tanh_mix)
+from tests.fuzz.tape_check import compare, hvp_problems, reverse_problems, taped_gradients
+from tests.fuzz.tape_kernels import (accum_sin, accumulate, assign_scaled, atomic_half, atomic_shared,
+                                     guarded_overwrite, inplace_axpy, inplace_scale, integrate, loss_term,
+                                     overwrite_const, put, sin_of, square, sub_scaled, tanh_mix)
+from tests.fuzz.tape_programs import ArraySpec
 
 MODES = ("reverse", "forward-over-reverse")
 DT = 0.1

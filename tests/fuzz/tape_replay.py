@@ -19,8 +19,9 @@ import warnings
 
 import numpy as np
 
-from tests.fuzz.tape_programs import (ArraySpec, H, Program, TapeMismatch, check_program, generate,
-                                      initial_values, kind_of)
+from tests.fuzz.tape_check import TapeMismatch, check_program, initial_values, kind_of
+from tests.fuzz.tape_generate import generate
+from tests.fuzz.tape_programs import ArraySpec, H, Program
 
 
 def outcome(prog: Program, device: str, hvp: bool | None = None):

@@ -26,7 +26,8 @@ import pytest
 
 import gradkit as gk
 from tests.conftest import DEVICES
-from tests.fuzz.tape_programs import STATS, check_program, generate, kind_of
+from tests.fuzz.tape_check import STATS, check_program, kind_of
+from tests.fuzz.tape_generate import generate
 from tests.fuzz.shards import record_counts, report_head, run_shard
 from tests.fuzz.tape_replay import outcome, reduce
 
