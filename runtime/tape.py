@@ -241,11 +241,7 @@ class Tape:
         pass will not clear as the previous pass's."""
         stale = {id(grad) for a, grad, version in self._last_pass.values() if a.grad is grad and
                  grad.version == version}
-        arrays = dict(self._written())
-        for rec in self.records:
-            if not isinstance(rec, LaunchRecord):
-                arrays.update((id(a), a) for a in rec.arrays if hasattr(a, "buffer"))
-        for a in arrays.values():
+        for a in self._with_python_records(self._written()).values():
             g = a.grad
             if g is not None and id(g) not in stale and g.size and np.any(g._read()):
                 return True
@@ -273,12 +269,17 @@ class Tape:
                 check_unchanged(self, index, rec)
         return self._may_raise or bool(config.check_nan or state.forward_mode is not None or self.snapshotting)
 
-    def _restore_point(self, loss, grads):
-        """A function putting back every gradient this pass may write (data, and which array is `.grad`)."""
-        arrays = dict(self._touched)
+    def _with_python_records(self, arrays: dict) -> dict:
+        """`arrays` (by id) and the arrays the Python records name (their backward may write gradients)."""
+        out = dict(arrays)
         for rec in self.records:
             if not isinstance(rec, LaunchRecord):
-                arrays.update((id(a), a) for a in rec.arrays if hasattr(a, "buffer"))
+                out.update((id(a), a) for a in rec.arrays if hasattr(a, "buffer"))
+        return out
+
+    def _restore_point(self, loss, grads):
+        """A function putting back every gradient this pass may write (data, and which array is `.grad`)."""
+        arrays = self._with_python_records(self._touched)
         for a in [loss, *(grads or {})]:
             if a is not None:
                 arrays[id(a)] = a
