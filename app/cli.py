@@ -1,6 +1,6 @@
 """`gradkit` command line: run scripts under the debugger's Capture and open the Streamlit debugger.
 
-    gradkit debug [options] script.py [args]   run it (snapshots + NaN checks on), write a bundle, open it
+    gradkit debug [options] script.py [args]   run it (snapshots, NaN and bounds checks on), write a bundle, open it
     gradkit open [options] BUNDLE_OR_FOLDER    open a bundle, or a folder of bundles
     gradkit examples [options]                 capture every examples/*.py into one folder and open it
 
@@ -257,8 +257,8 @@ def cmd_debug(ns) -> int:
     console = _console(ns.quiet)
     if not ns.bundle_only and app_missing(console):
         return 1
-    with console.status(_text(f"running {ns.script} under the gradkit debugger (snapshots and NaN checks "
-                              "on)...")):
+    with console.status(_text(f"running {ns.script} under the gradkit debugger (snapshots, NaN and "
+                              "bounds checks on)...")):
         try:
             rep = capture_script(ns.script, ns.args, ns.out)
         except FileNotFoundError as exc:
@@ -376,9 +376,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="write the bundle(s), do not start the app")
         p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
 
-    p = sub.add_parser("debug", help="run a script with snapshots and NaN checks, then open the debugger",
+    p = sub.add_parser("debug", help="run a script with snapshots, NaN and bounds checks, then open the debugger",
                        description="Run SCRIPT as __main__ (sys.argv = [SCRIPT, *ARGS]) with "
-                                   "per-launch snapshots and NaN/Inf checks, save the tape it recorded as a "
+                                   "per-launch snapshots, NaN/Inf checks and array bounds checks, save the tape it recorded as a "
                                    "bundle and open the debugger. Options go before SCRIPT.")
     p.add_argument("script", help="the Python script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")

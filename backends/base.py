@@ -24,8 +24,9 @@ Lowered IR a backend receives (`compile(device, fn, options)`):
     slots (8 bytes each). A push onto a full stack must not write; it records
     `KernelFault(STACK_OVERFLOW, site=ins.attrs["stack"])`, and a later pop of an empty
     stack returns 0. After the launch the backend raises `fault_error(...)`.
-  * `options.debug`: check every load/store/atomic index against the array's extent;
-    an out-of-range access is skipped (loads give 0) and recorded as
+  * `options.debug`: check every load/store/atomic index against the array's extent
+    (those at the positions in `options.proven` may go unchecked: the runtime proves
+    them in bounds before every launch); an out-of-range access is skipped (loads give 0) and recorded as
     `KernelFault(OUT_OF_BOUNDS, site=<index into bounds_sites(fn)>, value=<index>,
     extent=<extent>, axis=<k>)`; raise `fault_error(...)` after the launch.
 
@@ -65,9 +66,19 @@ class CompileOptions:
     stack_size: int = 4096       # reverse-mode value-stack slots per thread
     fast_math: bool = False      # float math may reassociate / use approximate reciprocals (gk.config.fast_math)
     cache: Any = None            # a runtime.cache.KernelCache (get(key) -> bytes|None, put(key, bytes)), or None
+    # positions in bounds_sites(fn) of the accesses the runtime proves in bounds before every launch
+    # (runtime/bounds.py): under `debug` their per-access checks are hoisted there, not repeated per thread
+    proven: frozenset = frozenset()
 
     def key(self) -> str:
-        return f"debug={self.debug};stack={self.stack_size}" + (";fast" if self.fast_math else "")
+        key = f"debug={self.debug};stack={self.stack_size}" + (";fast" if self.fast_math else "")
+        if self.debug and self.proven:
+            key += ";proven=" + ",".join(map(str, sorted(self.proven)))
+        return key
+
+    def checks(self, site: int) -> bool:
+        """Whether the generated code checks the access at position `site` of bounds_sites(fn)."""
+        return self.debug and site not in self.proven
 
 
 class KernelCache(Protocol):

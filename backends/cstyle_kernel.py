@@ -46,9 +46,10 @@ class CStyleKernel:
     stack_size (value-stack slots per thread), ops (the prim table; default lang.code_for_op)."""
 
     def __init__(self, fn: Function, name: str, *, lang: CStyleLanguage, backend: str, debug: bool,
-                 stack_size: int, ops: dict | None = None):
+                 stack_size: int, ops: dict | None = None, proven: frozenset = frozenset()):
         self.fn, self.name, self.lang, self.backend = fn, name, lang, backend
         self.debug, self.stack_size = debug, stack_size
+        self.proven = proven          # bounds sites the launch proves in bounds: unchecked under debug
         self.ops = ops if ops is not None else lang.code_for_op
         self.kernel_name = fn.attrs.get("source_name", fn.name)
         self.lines: list[str] = []
@@ -243,7 +244,7 @@ class CStyleKernel:
             stmts = self.atomic_statements(ins, ptr, st, wanted)
         name = self.var(res) if wanted else ""
         stmts = [s.replace(R, name) for s in stmts]
-        if not self.debug:
+        if not self.debug or self.sites[id(ins)] in self.proven:
             if wanted and len(stmts) == 1 and stmts[0].startswith(f"{name} = "):
                 self.emit(d, f"const {self.decl(res)} = {stmts[0][len(name) + 3:]};")
                 return

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..backends.base import bounds_sites
 from ..core.ir import Function
-from ..core.ops import Op
+from ..core.ops import MEMORY, Op
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,28 +58,56 @@ def _affine(v, defs: dict) -> tuple | None:
     return (axis, sa + sign * sb, ca + sign * cb)
 
 
-def accesses(fn: Function) -> tuple[Access, ...]:
-    """The unconditional affine accesses of a lowered kernel (cached on the IR)."""
+def _scan(fn: Function) -> tuple[tuple[Access, ...], frozenset]:
+    """The unconditional affine index forms of a lowered kernel, and the positions in bounds_sites(fn) of
+    the accesses all of whose indices are among them (cached on the IR)."""
     cached = fn.attrs.get("_affine_accesses")
     if cached is not None:
         return cached
     params = {p.value.id: k for k, p in enumerate(fn.params) if p.type.is_array}
     defs = {r.id: ins for ins in fn.body.body for r in ins.results}
-    found = []
+    site = {id(ins): k for k, ins in enumerate(bounds_sites(fn))}
+    found, whole = [], set()
     for ins in fn.body.body:
-        if ins.op not in (Op.LOAD, Op.STORE, Op.ATOMIC) or ins.args[0].id not in params:
+        if ins.op not in MEMORY or ins.args[0].id not in params:
             continue
         k = params[ins.args[0].id]
         idx = ins.args[1:] if ins.op == Op.LOAD else ins.args[1:-1]
         if len(idx) != fn.params[k].type.ndim:
             continue
         line = f"{ins.loc.file}:{ins.loc.line}" if ins.loc is not None else "an unknown line"
-        for d, v in enumerate(idx):
-            form = _affine(v, defs)
-            if form is not None:
-                found.append(Access(k, d, *form, line))
-    out = fn.attrs["_affine_accesses"] = tuple(found)
+        forms = [_affine(v, defs) for v in idx]
+        found.extend(Access(k, d, *form, line) for d, form in enumerate(forms) if form is not None)
+        if all(form is not None for form in forms):
+            whole.add(site[id(ins)])
+    out = fn.attrs["_affine_accesses"] = (tuple(found), frozenset(whole))
     return out
+
+
+def accesses(fn: Function) -> tuple[Access, ...]:
+    """The unconditional affine index forms of a lowered kernel, each checked at launch."""
+    return _scan(fn)[0]
+
+
+def proven_sites(fn: Function) -> frozenset:
+    """Positions in bounds_sites(fn) of the accesses a launch proves whole (every index affine), so that
+    `gk.config.debug`'s per-access checks can leave them out (CompileOptions.proven)."""
+    return _scan(fn)[1]
+
+
+def plan(found: tuple[Access, ...]) -> tuple[tuple, tuple[Access, ...]]:
+    """Split accesses for the launch's hot path: `x[i + c]` (scale 1, c >= 0: the common case) becomes one
+    requirement `(param, dim, axis, c)`, meaning extent >= grid[axis] + c, merged per array axis; every
+    other access is checked in full by `check` each launch."""
+    need: dict[tuple, int] = {}
+    rest = []
+    for a in found:
+        if a.axis is not None and a.scale == 1 and a.offset >= 0:
+            key = (a.param, a.dim, a.axis)
+            need[key] = max(need.get(key, 0), a.offset)
+        else:
+            rest.append(a)
+    return tuple((*k, c) for k, c in need.items()), tuple(rest)
 
 
 def check(kernel_name: str, fn: Function, checks: tuple[Access, ...], dims: tuple, args) -> None:

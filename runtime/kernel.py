@@ -32,7 +32,7 @@ from ..core.passes.shifts import has_exclusive_adds
 from ..core.passes.scalarize import user_params
 from ..core.passes.widen import widen_floats
 from .bind import make_binder
-from .bounds import accesses as affine_accesses
+from .bounds import accesses as affine_accesses, plan as bounds_plan, proven_sites
 from .cache import default_cache
 from .device import get_device
 
@@ -40,9 +40,9 @@ class Specialization:
     """One compiled variant of a kernel on one device, with what a launch needs precomputed."""
 
     __slots__ = ("fn", "compiled", "options", "device", "launch", "written", "split", "has_split", "nan_reread",
-                 "tid_ndim", "exclusive", "bounds", "bounds_params", "bounds_ok")
+                 "tid_ndim", "exclusive", "bounds", "bounds_fast", "bounds_rest")
 
-    def __init__(self, fn: Function, compiled, options: CompileOptions, device):
+    def __init__(self, fn: Function, compiled, options: CompileOptions, device, variant: str = "forward"):
         self.fn, self.compiled, self.options, self.device = fn, compiled, options, device
         self.launch = device.impl.launch
         self.tid_ndim = fn.attrs.get("tid_ndim", 1)
@@ -52,11 +52,11 @@ class Specialization:
         # own-element adds without atomics, which another written parameter could race with (launch.py)
         self.exclusive = len(self.written) > 1 and has_exclusive_adds(fn)
         self.nan_reread = None          # runtime/nan_check.py: written params the kernel reads back
-        # unconditional affine accesses proven in bounds at launch (runtime/bounds.py), and the last launch
-        # (grid, the accessed arrays' shapes) proven: the same again needs no new proof
-        self.bounds = affine_accesses(fn)
-        self.bounds_params = tuple(dict.fromkeys(a.param for a in self.bounds))   # the arrays they index
-        self.bounds_ok = None
+        # the forward kernel's unconditional affine accesses, proven in bounds at each launch
+        # (runtime/bounds.py): `x[i + c]` as one comparison of extents each, the rest in full; None: none
+        self.bounds = affine_accesses(fn) if variant == "forward" else ()
+        fast, self.bounds_rest = bounds_plan(self.bounds)
+        self.bounds_fast = fast if self.bounds else None
 
 
 @contextlib.contextmanager
@@ -258,10 +258,12 @@ class Kernel:
             check_snippets(fn, device.backend)
         except CompileError as exc:
             raise CompileError(f"kernel '{self.key}' on device '{device.name}': {exc}") from None
+        # under debug, the accesses each forward launch proves in bounds first go unchecked per thread
+        proven = proven_sites(fn) if config.debug and variant == "forward" else frozenset()
         options = CompileOptions(debug=config.debug, stack_size=config.adjoint_stack_size,
-                                 fast_math=config.fast_math, cache=default_cache())
+                                 fast_math=config.fast_math, cache=default_cache(), proven=proven)
         compiled = device.impl.compile(device.info, fn, options)
-        spec = self._specs[key] = Specialization(fn, compiled, options, device)
+        spec = self._specs[key] = Specialization(fn, compiled, options, device, variant)
         return spec
 
     def binder(self):

@@ -113,11 +113,13 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
             variant = variant_for_seeds(kernel, variant, given)
         spec = kernel.specialization(dev, variant)
         call_args = _call_arguments(kernel, spec, variant, bound, given, adjoint, dev)
-    if spec.bounds and n and variant == "forward":
-        ok = spec.bounds_ok            # (grid, first array's shape, the other arrays' shapes) last proven
-        if ok is None or ok[0] != dims or ok[1] != call_args[spec.bounds_params[0]].shape or \
-                (ok[2] and ok[2] != [call_args[k].shape for k in spec.bounds_params[1:]]):
-            _prove_bounds(kernel, spec, dims, call_args)
+    if spec.bounds_fast is not None and n:          # forward launches only (runtime/bounds.py)
+        grid = dims if spec.tid_ndim == len(dims) else (n,)     # a 1-D gk.tid() counts every thread
+        for p, d, axis, extra in spec.bounds_fast:     # `x[i + c]`: extent >= grid + c
+            if call_args[p].shape[d] < grid[axis] + extra:
+                check_bounds(kernel.key, spec.fn, spec.bounds, grid, call_args)
+        if spec.bounds_rest:
+            check_bounds(kernel.key, spec.fn, spec.bounds_rest, grid, call_args)
     tape = state.tape if record_tape and not adjoint and kernel.recorded else None
     if tape is None and not config.check_nan:
         try:
@@ -142,16 +144,6 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     if config.check_nan:
         check_after_launch(kernel, spec, call_args, variant, before, dims)
     return None
-
-
-def _prove_bounds(kernel, spec, dims, call_args) -> None:
-    """IndexError before the launch when an unconditional affine access leaves its array (runtime/bounds.py);
-    remember the grid and shapes proven (not the arrays: nothing is kept alive), so repeated launches pay
-    one comparison."""
-    if spec.tid_ndim == len(dims):
-        check_bounds(kernel.key, spec.fn, spec.bounds, dims, call_args)
-    p = spec.bounds_params
-    spec.bounds_ok = (dims, call_args[p[0]].shape, [call_args[k].shape for k in p[1:]])
 
 
 def _call_arguments(kernel, spec, variant: str, bound, given, adjoint: bool, dev) -> list:

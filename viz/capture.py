@@ -1,5 +1,5 @@
-"""`Capture`: what `gradkit debug` wraps a user's script in — per-launch snapshots and NaN checks on, the
-tapes the script records and the first NaN/Inf error kept, one debug bundle written at the end.
+"""`Capture`: what `gradkit debug` wraps a user's script in — per-launch snapshots, NaN checks and
+per-access bounds checks (`gk.config.debug`) on, the tapes the script records and the first NaN/Inf error kept, one debug bundle written at the end.
 
     with Capture() as cap:
         runpy.run_path("script.py", run_name="__main__")
@@ -29,8 +29,8 @@ def _site(site) -> dict | None:
 class Capture:
     """Context manager collecting the tapes a block records; a gk.NaNError ends the block and is kept."""
 
-    def __init__(self, snapshots: bool = True, check_nan: bool = True):
-        self.snapshots, self.check_nan = snapshots, check_nan
+    def __init__(self, snapshots: bool = True, check_nan: bool = True, bounds_checks: bool = True):
+        self.snapshots, self.check_nan, self.bounds_checks = snapshots, check_nan, bounds_checks
         self.tape = None            # the most recent tape that recorded or ran backward
         self.tapes_seen = 0
         self.loss_history: list[float] = []
@@ -44,13 +44,15 @@ class Capture:
     def __enter__(self) -> "Capture":
         if process.capture is not None:
             raise RuntimeError("gradkit Capture blocks do not nest")
-        self._saved = (config.snapshot_launches, config.check_nan)
+        self._saved = (config.snapshot_launches, config.check_nan, config.debug)
         config.snapshot_launches, config.check_nan = self.snapshots, self.check_nan
+        # an index outside its array is an IndexError naming the access, not a wrong value or a crash
+        config.debug = config.debug or self.bounds_checks
         process.capture = self
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        config.snapshot_launches, config.check_nan = self._saved
+        config.snapshot_launches, config.check_nan, config.debug = self._saved
         process.capture = None
         if isinstance(exc, NaNError):
             self.error, self.nan = exc, self._nan_origin(exc, tb)

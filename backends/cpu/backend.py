@@ -241,7 +241,7 @@ class CPUBackend(HostMemory, Backend):
             from .codegen import Codegen   # imported on a cache miss only: llvmlite.ir and the math library
             # The quick tier never runs a grid big enough to stream (it is left at INLINE_BELOW threads).
             return Codegen(fn, name, options.debug, options.stack_size, options.fast_math,
-                           streaming=not quick).text()
+                           streaming=not quick, proven=options.proven).text()
         addrs, code, quick = jit.compile_cached(text, symbol, key, options.cache, quick_tier_ok(fn, options))
         return CompiledKernel(fn, options, addrs, code, (text, symbol, key) if quick else None)
 

@@ -42,8 +42,9 @@ class Codegen(ControlFlow, ThreadLoops):
     """Builds one LLVM module holding one kernel function."""
 
     def __init__(self, fn: Function, name: str, debug: bool, stack_size: int, fast_math: bool = False,
-                 streaming: bool = True):
+                 streaming: bool = True, proven: frozenset = frozenset()):
         self.fn, self.name, self.debug, self.stack_size = fn, name, debug, stack_size
+        self.proven = proven          # bounds sites the launch proves in bounds: unchecked under debug
         self.fast_math = fast_math
         self.module = ir.Module(name=name)
         self.math = MathLib(self.module, fast_math, inline=poly_calls(fn) <= INLINE_MATH_MAX)
@@ -296,7 +297,7 @@ class Codegen(ControlFlow, ThreadLoops):
         return b.gep(ptr, [lin], inbounds=True), idx, extents
 
     def memory(self, ins: Instr, b) -> None:
-        if not self.debug:
+        if not self.debug or self.sites[id(ins)] in self.proven:
             self.access(ins, b)
             return
         arr = ins.args[0]

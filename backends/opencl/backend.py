@@ -175,7 +175,8 @@ class OpenCLBackend(Backend):
         while True:
             gen = Codegen(fn, name, debug=options.debug, stack_size=options.stack_size, fp64=fp64,
                           device_extensions=st.extensions, workgroup=wg,
-                          tree_reduction=D.is_gpu(st.dev), ptx_atomics=st.ptx_atomics, ops=op_table(fp64 and not D.is_gpu(st.dev))).build()
+                          tree_reduction=D.is_gpu(st.dev), ptx_atomics=st.ptx_atomics,
+                          ops=op_table(fp64 and not D.is_gpu(st.dev)), proven=options.proven).build()
             program = get_program(st, gen.source, kernel_name, options.cache, options.fast_math)
             kernel = cl.Kernel(program, name)
             limit = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, st.dev)

@@ -50,9 +50,9 @@ class Codegen(CStyleKernel):
     def __init__(self, fn: Function, name: str, *, debug: bool, stack_size: int, fp64: bool,
                  device_extensions: frozenset, workgroup: int, tree_reduction: bool = True,
                  ptx_atomics: bool = False,
-                 ops: dict | None = None):
+                 ops: dict | None = None, proven: frozenset = frozenset()):
         super().__init__(fn, name, lang=OPENCL, backend="opencl", debug=debug, stack_size=stack_size,
-                         ops=ops if ops is not None else op_table(False))
+                         ops=ops if ops is not None else op_table(False), proven=proven)
         self.fp64, self.device_extensions, self.workgroup = fp64, device_extensions, workgroup
         self.tree_reduction = tree_reduction
         self.ptx_atomics = ptx_atomics

@@ -82,7 +82,7 @@ def test_in_bounds_and_guarded_launches_run(device, rng):
     np.testing.assert_array_equal(b.numpy()[:4], np.arange(4))
 
 
-def test_a_proof_is_reused_only_for_the_same_arrays_and_grid(device):
+def test_the_proof_is_made_for_every_launch(device):
     small, big = gk.ones(4, device=device), gk.ones(8, device=device)
     out = gk.zeros(8, device=device)
     for _ in range(3):                                  # the same launch again: proven once, still fine
@@ -91,3 +91,76 @@ def test_a_proof_is_reused_only_for_the_same_arrays_and_grid(device):
         gk.launch(double, 8, inputs=[small], outputs=[out], device=device)
     with pytest.raises(IndexError, match="array 'y' with extent 4"):
         gk.launch(double, 8, inputs=[big], outputs=[gk.zeros(4, device=device)], device=device)
+
+
+@gk.kernel
+def mixed(x: gk.array(dtype=float, ndim=2), y: gk.array(dtype=float, ndim=2)):
+    i, j = gk.tid()
+    y[i, j] = x[i + 2, j] + x[i, j + 1] + x[3 * i - 1 + 2, 2 * j] + x[1, j]
+
+
+def _mixed_indices(gi: int, gj: int) -> list:
+    """Every (row, column) of x that `mixed` reads on the grid (gi, gj), enumerated, not derived."""
+    return [(r, c) for i in range(gi) for j in range(gj)
+            for r, c in ((i + 2, j), (i, j + 1), (3 * i + 1, 2 * j), (1, j))]
+
+
+def test_the_proof_agrees_with_every_index_enumerated(device, rng):
+    """Random grids and shapes around the edge: the launch is refused exactly when some thread's index
+    leaves x (the merged `x[i + c]` comparisons and the full check of the strided access together)."""
+    seen = set()
+    for _ in range(60):
+        gi, gj = int(rng.integers(1, 5)), int(rng.integers(1, 5))
+        rows, cols = int(rng.integers(1, 14)), int(rng.integers(1, 9))
+        x_np = rng.uniform(-1, 1, (rows, cols)).astype(np.float32)
+        x, y = gk.array(x_np, device=device), gk.zeros((gi, gj), device=device)
+        outside = any(not (0 <= r < rows and 0 <= c < cols) for r, c in _mixed_indices(gi, gj))
+        seen.add(outside)
+        if outside:
+            with pytest.raises(IndexError, match="array 'x'"):
+                gk.launch(mixed, (gi, gj), inputs=[x], outputs=[y], device=device)
+            assert not y.numpy().any()
+        else:
+            gk.launch(mixed, (gi, gj), inputs=[x], outputs=[y], device=device)
+            i, j = np.meshgrid(np.arange(gi), np.arange(gj), indexing="ij")
+            want = x_np[i + 2, j] + x_np[i, j + 1] + x_np[3 * i + 1, 2 * j] + x_np[1, j]
+            np.testing.assert_allclose(y.numpy(), want, rtol=1e-6)
+    assert seen == {True, False}                         # both outcomes were exercised
+
+
+@gk.kernel
+def gathered(idx: gk.array(dtype=int), x: gk.array(dtype=float), y: gk.array(dtype=float)):
+    i = gk.tid()
+    y[i] = x[i] + x[idx[i]]                             # x[idx[i]]: data-dependent, checked per access
+
+
+def _checks_per_access(device, kernel) -> bool:
+    """Whether the generated forward code has per-access bounds branches (cpu's and OpenCL's markers)."""
+    text = kernel.source(device)
+    return ("out_of_bounds" if device == "cpu" else "gk_fault(gk_fault_rec, 2, ") in text
+
+
+@pytest.fixture
+def debug_checks():
+    saved, gk.config.debug = gk.config.debug, True
+    yield
+    gk.config.debug = saved
+
+
+def test_debug_checks_what_the_launch_cannot_prove(device, rng, debug_checks):
+    """Under gk.config.debug the accesses proven at launch lose their per-thread checks (hoisted into the
+    launch), the data-dependent one keeps its own: both kinds of bad launch are still IndexErrors."""
+    if device == "cpu" or device.startswith("opencl"):          # the backends generating fault branches
+        assert not _checks_per_access(device, double)
+        assert _checks_per_access(device, gathered)
+    x_np = rng.uniform(-1, 1, 8).astype(np.float32)
+    x, y = gk.array(x_np, device=device), gk.zeros(8, device=device)
+    idx = gk.array(rng.integers(0, 8, 8).astype(np.int32), device=device)
+    gk.launch(gathered, 8, inputs=[idx, x, y], device=device)
+    np.testing.assert_allclose(y.numpy(), x_np + x_np[idx.numpy()], rtol=1e-6)
+    with pytest.raises(IndexError, match="array 'x' with extent 8"):          # proven at launch
+        gk.launch(gathered, 9, inputs=[gk.zeros(9, dtype=int, device=device), x, gk.zeros(9, device=device)],
+                  device=device)
+    bad = gk.array(np.array([0, 1, 2, 8, 4, 5, 6, 7], np.int32), device=device)
+    with pytest.raises(IndexError, match="index 8 out of range for axis 0 of array 'x'"):   # per access
+        gk.launch(gathered, 8, inputs=[bad, x, y], device=device)

@@ -153,3 +153,25 @@ def test_capture_without_launches_says_so(tmp_path):
         pass
     with pytest.raises(ValueError, match="recorded no launches"):
         cap.save(tmp_path / "b")
+
+
+@gk.kernel
+def gather_into(idx: gk.array(dtype=int), x: gk.array(dtype=float), y: gk.array(dtype=float)):
+    i = gk.tid()
+    y[i] = x[idx[i]]
+
+
+def test_capture_checks_every_index(device, rng):
+    """`gradkit debug` runs scripts with per-access bounds checks (gk.config.debug) on: a data-dependent
+    index outside its array is an IndexError naming it, not a value read from outside; settings restored."""
+    x_np = rng.uniform(-1, 1, 4).astype(np.float32)
+    x, y = gk.array(x_np, device=device), gk.zeros(4, device=device)
+    before = gk.config.debug
+    with pytest.raises(IndexError, match="index 7 out of range for axis 0 of array 'x' with extent 4"):
+        with gk.viz.Capture():
+            assert gk.config.debug
+            gk.launch(gather_into, 4, inputs=[gk.array(np.array([0, 7, 1, 2], np.int32), device=device), x, y],
+                      device=device)
+    assert gk.config.debug == before
+    with gk.viz.Capture(bounds_checks=False):                   # off when asked: as the script set it
+        assert gk.config.debug == before
