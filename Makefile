@@ -2,6 +2,7 @@
 # they create .venv, install gradkit (editable) with the right extras, and (as root) missing system tools.
 #
 #   make demo    open the gradient debugger on the bundled examples (gradkit examples; Ctrl-C stops it)
+#   make lint    ruff check . with the rules pyproject.toml's [tool.ruff] declares (make test runs it first)
 #   make test    run the test suite on the built-in devices and the numpy oracle (pytest -n 2 --dist worksteal
 #                when pytest-xdist is installed), then the shipped conformance suite on the `c` example plugin;
 #                Warp, Taichi, Dr.Jit and JAX best effort, for the benchmark harness smoke tests
@@ -30,7 +31,7 @@ XDIST_WORKERS ?= 2
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: test demo bench peers fuzz docs clean distclean sysdeps opencl-driver interop-deps
+.PHONY: test lint demo bench peers fuzz docs clean distclean sysdeps opencl-driver interop-deps
 
 # Debian/Ubuntu ship venv separately (python3-venv); as root, install it when it is missing.
 $(PY):
@@ -53,6 +54,7 @@ install-%: | $(PY)
 		$(PIP) install -q --no-build-isolation -e '.[$*]' && \
 		$(PIP) install -q --no-build-isolation -e examples/numpy_backend && \
 		$(PIP) install -q --no-build-isolation -e examples/c_backend && \
+		$(PIP) install -q $(RUFF) && \
 		rm -f $(VENV)/.installed-$*-* && touch "$$stamp"; \
 	fi
 
@@ -100,11 +102,18 @@ interop-deps: install-$(TEST_EXTRAS)
 		[ $$ok = 1 ] && touch "$$stamp"; true; \
 	fi
 
+# Ruff (installed by install-%) with the root pyproject.toml's [tool.ruff] for every file: --config, because the
+# example plugins' own pyproject.toml files would otherwise give theirs ruff's default rule set. .venv, build
+# outputs, caches and what .gitignore lists are not checked.
+RUFF ?= 'ruff>=0.17,<0.18'
+lint: install-$(TEST_EXTRAS)
+	$(VENV)/bin/ruff check --config pyproject.toml .
+
 # The whole suite runs on the built-in devices and the numpy oracle; the shipped conformance suite
 # (python -m gradkit.conformance) then checks the other example plugin, `c`, as a third party would.
 SUITE_DEVICES ?= cpu,numpy,opencl
 CONFORMANCE_DEVICES ?= numpy,c
-test: sysdeps install-$(TEST_EXTRAS) opencl-driver interop-deps peers
+test: lint sysdeps install-$(TEST_EXTRAS) opencl-driver interop-deps peers
 	@if $(PY) -c "import xdist" 2>/dev/null; then workers="-n $(XDIST_WORKERS) --dist worksteal"; else workers=""; fi; \
 	GRADKIT_TEST_DEVICES=$${GRADKIT_TEST_DEVICES:-$(SUITE_DEVICES)} $(PY) -m pytest $$workers tests $(PYTEST_ARGS) && \
 	for dev in $$(echo $(CONFORMANCE_DEVICES) | tr ',' ' '); do \

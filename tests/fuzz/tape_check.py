@@ -5,7 +5,6 @@ differences of the same program in float64."""
 from __future__ import annotations
 
 import collections
-import random
 import re
 import warnings
 import zlib

@@ -32,7 +32,6 @@ import dataclasses
 
 import numpy as np
 
-import gradkit as gk
 from tests.fuzz.tape_kernels import LIBRARY
 
 # --------------------------------------------------------------------------- programs

@@ -1,7 +1,6 @@
 """Hostile-input limits (issue 18, first part): oversized grids and invalid settings get named errors
 before anything runs; nothing is changed by a refused call."""
 
-import numpy as np
 import pytest
 
 import gradkit as gk
