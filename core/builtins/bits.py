@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import BuiltinTypeError, register, Builtin
+from .table import BuiltinTypeError, register, Builtin
 from .scalar import _decomposer, _elementwise
 
 OPERATORS = {"bit_and": "&", "bit_or": "|", "bit_xor": "^", "shl": "<<", "shr": ">>", "bit_not": "~"}

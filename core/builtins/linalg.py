@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..types import int32, int64, uint32, matrix, vector
-from . import Builtin, BuiltinTypeError, register
+from .table import Builtin, BuiltinTypeError, register
 
 
 def _name(t) -> str:

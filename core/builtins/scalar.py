@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ..types import Type, bool_, uint32
-from . import Builtin, BuiltinTypeError, register
+from .table import Builtin, BuiltinTypeError, register
 
 
 # --------------------------------------------------------------------------- type rules
