@@ -11,6 +11,7 @@ from .core.config import config
 from .core.errors import (CacheTrustWarning, CompileError, DeviceError, DeviceMemoryError, GradientCheckError,
                           GradientRuleError, GradientRuleWarning, GradientHazardWarning, GradkitError, NaNError,
                           StackOverflowError)
+from .core import library as _library  # noqa: F401  (defines gk.quat_*, gk.rand*, gk.svd3, ... in core.lang)
 from .core.lang import *  # noqa: F401,F403  (sin, cos, ..., tid, static, atomic_add, ...)
 from .core.lang import NAMES as _LANG_NAMES
 from .core.types import (bool_ as bool, float32, float64, int32, int64, mat22, mat22d, mat33, mat33d, mat44,  # noqa: A001

@@ -3,6 +3,10 @@
 Inside kernels the frontend recognises these objects and emits IR. Called from
 plain Python, math builtins evaluate with NumPy (handy for references);
 kernel-only functions raise a clear error.
+
+This module holds the names the frontend itself lowers (primitives, atomics, tid, static, adjoint). The
+library, written in the language and so imported above it, adds its macros and decompositions with
+`LangFunction.define` (core/library); each such LangFunction carries what lowering and host calls need.
 """
 
 from __future__ import annotations
@@ -10,8 +14,6 @@ from __future__ import annotations
 import numpy as np
 
 from .builtins import BUILTINS
-from .library import MACROS, call_on_host
-from .builtins import decompositions
 
 
 # One-line docs (help(gk.sin), the API reference) of the builtins whose table entry carries none.
@@ -30,13 +32,28 @@ DOCS = {
 
 
 class LangFunction:
-    """A name of the kernel language; `kind` tells the frontend how to lower a call of it."""
+    """A name of the kernel language; `kind` tells the frontend how to lower a call of it.
 
-    def __init__(self, name: str, kind: str, prim: str | None = None, doc: str = ""):
+    Args:
+        macro: kind "macro": `fn(E, *args, **kwargs)` building the result with an emitter (core/library).
+        host: kinds "macro" and "library": the implementation a call from plain Python runs.
+        resolve: kind "library": argument type -> (the @gk.func computing it, "") or (None, why not).
+        outputs: kind "library": the names of its results (Warp's out-argument form assigns locals).
+    """
+
+    def __init__(self, name: str, kind: str, prim: str | None = None, doc: str = "", *, macro=None, host=None,
+                 resolve=None, outputs: tuple = ()):
         self.name, self.kind, self.prim = name, kind, prim or name
+        self.macro, self.host, self.resolve, self.outputs = macro, host, resolve, outputs
         self.__name__ = name
         self.__doc__ = doc or (BUILTINS[self.prim].doc if self.prim in BUILTINS else
-                               MACROS[name].__doc__ if kind == "macro" else "") or DOCS.get(name, "")
+                               macro.__doc__ if kind == "macro" else "") or DOCS.get(name, "")
+
+    def define(self) -> LangFunction:
+        """Make this a name of the language: in NAMES, and `gk.<name>` (gradkit exports this module's)."""
+        NAMES[self.name] = self
+        globals()[self.name] = self
+        return self
 
     def __call__(self, *args, **kwargs):
         if self.kind == "prim" and BUILTINS[self.prim].eval is not None:
@@ -45,10 +62,8 @@ class LangFunction:
             return BUILTINS[self.prim].eval(*[np.asarray(a) for a in args], **kwargs)
         if self.kind == "static":
             return args[0]
-        if self.kind == "macro":
-            return call_on_host(self.name, *args, **kwargs)
-        if self.kind == "library":
-            return decompositions.call_on_host(self.name, *args, **kwargs)
+        if self.kind == "macro" or self.kind == "library":
+            return self.host(*args, **kwargs)
         raise RuntimeError(f"gk.{self.name}() can only be called inside a @gk.kernel or @gk.func")
 
     def __repr__(self) -> str:
@@ -69,10 +84,4 @@ NAMES["static"] = LangFunction("static", "static", doc="evaluate an expression a
 NAMES["adjoint"] = LangFunction("adjoint", "adjoint",
                                 doc="inside a @gk.func_grad function: gk.adjoint[x] is the adjoint of input x")
 
-for _name in MACROS:        # written from primitives once: kernels and host alike (core/library)
-    NAMES[_name] = LangFunction(_name, "macro")
-
-for _name, _doc in decompositions.DOCS.items():    # library code in the kernel language (svd3, qr3, ...)
-    NAMES[_name] = LangFunction(_name, "library", doc=_doc)
-
-globals().update(NAMES)
+globals().update(NAMES)     # core/library defines the rest (macros, decompositions) with LangFunction.define

@@ -11,8 +11,7 @@ from .. import types as T
 from ..builtins import BUILTINS
 from ..ir import Value
 from ..lang import LangFunction, NAMES
-from ..library import MACROS, Advance
-from .macros import IREmit, unwrap
+from .macros import Advance, IREmit, unwrap
 from ..ops import Op
 from .context import NUMBER, ArrayView, StructArrayRef, StructValue, TidCall
 from .exprs import PY_ALIASES, UNSUPPORTED_EXPR, _callee_name, _name, _with_scalar
@@ -142,7 +141,7 @@ class CallLowering:
         if args is None:
             args = self.call_args(node, None, name)
         kwargs = {k.arg: self.expr(k.value) for k in node.keywords} if isinstance(node, ast.Call) else {}
-        fn = MACROS[name]
+        fn = NAMES[name].macro
         try:
             inspect.signature(fn).bind(None, *args, **kwargs)
         except TypeError:
@@ -159,15 +158,14 @@ class CallLowering:
         return unwrap(out)
 
     def call_library(self, fn: LangFunction, node):
-        """A decomposition written in the kernel language (core/builtins/decompositions.py): `U, s, V =
+        """A decomposition written in the kernel language (core/library/decompositions.py): `U, s, V =
         gk.svd3(A)`, or Warp's out-argument form `gk.svd3(A, U, s, V)`, which assigns the locals U, s, V."""
-        from ..builtins.decompositions import OUTPUTS, resolve
-        outs = OUTPUTS[fn.name]
+        outs = fn.outputs
         if node.keywords or len(node.args) not in (1, 1 + len(outs)) or isinstance(node.args[0], ast.Starred):
             raise self.error(node, f"{fn.name}() takes a matrix A, or A and the local variables "
                                    f"{', '.join(outs)} it assigns; got {len(node.args)} arguments")
         arg = self.expr(node.args[0])
-        func, why = resolve(fn.name, arg.type if isinstance(arg, Value) else None)
+        func, why = fn.resolve(arg.type if isinstance(arg, Value) else None)
         if func is None:
             raise self.error(node.args[0], f"{fn.name}(): {why}")
         callee = func.ir_function(self.building)

@@ -1,5 +1,6 @@
 """The kernel-side emitter of macros (core/library): components are IR values wrapped so that Python's
-arithmetic operators emit primitives, with the frontend's own coercions (weak literals, widening)."""
+arithmetic operators emit primitives, with the frontend's own coercions (weak literals, widening). Also
+`Advance`, the result of a macro that re-binds its first argument (both sides of the protocol use it)."""
 
 from __future__ import annotations
 
@@ -96,6 +97,13 @@ class IREmit:
 
     def fail(self, message: str):
         raise self.lw.error(self.node, f"{self.name}(): {message}")
+
+
+class Advance:
+    """A macro result that also re-binds its first argument's variable (a random state)."""
+
+    def __init__(self, value, state):
+        self.value, self.state = value, state
 
 
 def unwrap(x):

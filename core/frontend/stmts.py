@@ -12,9 +12,7 @@ import ast
 
 from .. import types as T
 from ..ir import Value
-from ..lang import LangFunction
-from ..builtins.decompositions import OUTPUTS
-from ..library import MACROS
+from ..lang import NAMES, LangFunction
 from ..ops import Op
 from .context import NUMBER, ArrayView, StructArrayRef, StructElement, StructSlot, StructValue, TidCall
 from .exprs import BINOPS, SWIZZLE
@@ -69,9 +67,10 @@ def assigned_arguments(call: ast.Call) -> list:
     random draw advances (gk.randf(state)), the out-arguments of a decomposition (gk.svd3(A, U, s, V))."""
     f = call.func
     name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
-    if getattr(MACROS.get(name), "advances_state", False):
+    lang = NAMES.get(name)
+    if getattr(getattr(lang, "macro", None), "advances_state", False):
         return call.args[:1]
-    if name in OUTPUTS and len(call.args) > 1:
+    if getattr(lang, "outputs", ()) and len(call.args) > 1:
         return call.args[1:]
     return []
 

@@ -15,31 +15,20 @@ singular values or eigenvalues such as their sum, the polar factors wherever Ïƒá
 full-rank matrix) keep their exact derivative there. The sweeps' own (zero) custom gradient keeps reverse
 mode from saving their loop on the per-thread stack.
 
-The module also declares the private primitive `stop_gradient` (identity value, no derivative) the
-library code uses."""
+The code uses the private primitive `stop_gradient` (identity value, no derivative;
+core/builtins/stop_gradient.py). Each name is defined in core/lang as a `library` LangFunction carrying
+what the frontend needs to lower a call (`resolve`, `outputs`) and its NumPy host implementation."""
 
 # (no `from __future__ import annotations`: the library functions below need evaluated annotations)
 
+from functools import partial
 from types import SimpleNamespace
 
 import numpy as np
 
 from .. import types as T
-from . import Builtin, BuiltinTypeError, register
-
-
-def _same_type(types, attrs):
-    (t,) = types
-    if t.is_array or t.is_struct or not t.scalar.is_float:
-        raise BuiltinTypeError(f"stop_gradient() needs a float scalar, vector or matrix, got {t.name}")
-    return t
-
-
-register(Builtin(
-    "stop_gradient", _same_type, eval=lambda x: x, arity=1, differentiable=False,
-    doc="x, with no derivative: forward and reverse mode treat it as a constant",
-    decompose=lambda b, args, comps, out_type, attrs: [b.prim("stop_gradient", c) for c in comps[0]],
-    expand=lambda b, args, attrs: args[0]))
+from ..func import Func
+from ..lang import NAMES, LangFunction
 
 
 # Jacobi sweeps per precision: 3x3 cyclic Jacobi converges quadratically, and 4 sweeps already reach the
@@ -81,8 +70,6 @@ def _library(s: T.Type) -> dict:
     """The decompositions for scalar type `s` as @gk.func objects (built and cached on first use)."""
     if s in _LIBRARY:
         return _LIBRARY[s]
-    from ..func import Func
-    from ..lang import NAMES, LangFunction
     gk = SimpleNamespace(**NAMES, stop_gradient=LangFunction("stop_gradient", "prim"))
     M2, M3, V2, V3 = T.matrix((2, 2), s), T.matrix((3, 3), s), T.vector(2, s), T.vector(3, s)
     sweeps, tol, tiny = _SWEEPS[s], _TOL[s], _TINY[s]
@@ -361,3 +348,8 @@ def call_on_host(name: str, A):
             r[-1] *= -1
         out = (q, r)
     return tuple(np.asarray(x, dtype=dt) for x in out)
+
+
+for _name, _doc in DOCS.items():
+    LangFunction(_name, "library", doc=_doc, host=partial(call_on_host, _name),
+                 resolve=partial(resolve, _name), outputs=OUTPUTS[_name]).define()

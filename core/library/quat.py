@@ -1,11 +1,11 @@
 """Quaternions with Warp's semantics and component order (x, y, z, w): products, rotations, conversions.
-Each is a macro (see core/library/__init__.py): written once from scalar components, it runs in kernels
+Each is a macro (see core/library/macros.py): written once from scalar components, it runs in kernels
 on every backend, differentiates in both modes, and evaluates on the host with NumPy."""
 
 from __future__ import annotations
 
 from .. import types as T
-from . import macro
+from .macros import macro
 
 
 def _q(E, q, fn: str, what: str = "q"):

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 
 from .. import types as T
-from . import Advance, macro
+from ..frontend.macros import Advance
+from .macros import macro
 
 U = T.uint32
 
