@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import os
 
-from . import func as _func
 from . import types as T
+
+# Bumped whenever a custom rule (func_grad / func_replay / func_native) is attached to a function, and when
+# default_fp changes: kernels compiled before lower and compile again (part of Config.codegen_key()).
+rules_generation = 0
+
+
+def rules_changed() -> None:
+    global rules_generation
+    rules_generation += 1
 
 
 _FLAGS = ("cache", "debug", "check_nan", "check_ad", "fast_math", "verbose", "snapshot_launches",
@@ -38,7 +46,7 @@ class Config:
         elif name == "default_fp":
             value = float_type(value, "gk.config.default_fp")
             if vars(self).get(name, value) is not value:
-                _func.rules_changed()      # kernels and functions compiled for the other type lower again
+                rules_changed()      # kernels and functions compiled for the other type lower again
         else:
             raise AttributeError(f"gk.config has no setting '{name}'; the settings are: "
                                  f"{', '.join((*_FLAGS, *_SIZES, 'default_fp'))}")
@@ -64,7 +72,7 @@ class Config:
 
     def codegen_key(self) -> tuple:
         """The settings that change generated code: kernels compiled under other values are recompiled."""
-        return (self.debug, self.adjoint_stack_size, self.fast_math, _func.rules_generation, self.default_fp)
+        return (self.debug, self.adjoint_stack_size, self.fast_math, rules_generation, self.default_fp)
 
     def __repr__(self) -> str:
         return "Config(" + ", ".join(f"{k}={v!r}" for k, v in vars(self).items()) + ")"

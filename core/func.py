@@ -2,30 +2,31 @@
 
 from __future__ import annotations
 
+from . import config as _config
+from .config import config, float_type, rules_changed
+from .frontend import lower_function
+from .frontend.context import remember_enclosing_scope
+from .frontend.source import capture_source
 from .locks import COMPILING
 
-# Bumped whenever a custom rule (func_grad / func_replay / func_native) is attached to a function: kernels
-# compiled before lower and compile again (part of config.codegen_key()).
-rules_generation = 0
 
-
-def rules_changed() -> None:
-    global rules_generation
-    rules_generation += 1
+def __getattr__(name: str):
+    # `rules_generation` (bumped by rules_changed) lives in core/config.py, below this module;
+    # runtime/kernel.py still reads it here as `func.rules_generation`. Drop this once it reads config's.
+    if name == "rules_generation":
+        return _config.rules_generation
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Func:
     """A Python function compiled as a gradkit device function (typed from its annotations)."""
 
-    _gk_func = True
+    _gk_func = True     # how the frontend recognises a device function (it sits below this module)
 
     def __init__(self, pyfunc, **options):
-        from .frontend.context import remember_enclosing_scope
-        from .frontend.source import capture_source
         remember_enclosing_scope(pyfunc)
         capture_source(pyfunc)          # compile the text as it is now (core/frontend/source.py)
         if options.get("default_fp") is not None:
-            from .config import float_type
             options["default_fp"] = float_type(options["default_fp"], f"@gk.func {pyfunc.__name__}: default_fp")
         self.pyfunc, self.options = pyfunc, options
         self.key = getattr(pyfunc, "__qualname__", pyfunc.__name__)
@@ -45,7 +46,6 @@ class Func:
         if views:
             return self._view_variant(building, views, fp)
         if self._ir is None or self._ir_fp is not fp:
-            from .frontend import lower_function
             with COMPILING:
                 if self._ir is None or self._ir_fp is not fp:
                     self._ir = lower_function(self.pyfunc, "func", building + (self,),
@@ -57,11 +57,9 @@ class Func:
     def default_fp(self):
         """The type of this function's float literals and float(x): its own default_fp option, else
         gk.config.default_fp (not the calling kernel's: the function is compiled once for every caller)."""
-        from .config import config
         return self.options.get("default_fp") or config.default_fp
 
     def _view_variant(self, building: tuple, views: tuple, fp):
-        from .frontend import lower_function
         with COMPILING:
             variants = self.__dict__.setdefault("_view_variants", {})
             if (views, fp) not in variants:

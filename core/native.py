@@ -27,6 +27,7 @@ import inspect
 from dataclasses import dataclass, field
 
 from .errors import CompileError
+from .frontend import Lowerer
 from .func import Func
 from .ir import Builder, Function, Param, Region
 from .ops import Op
@@ -85,7 +86,6 @@ class NativeFunc(Func):
         return self._ir
 
     def _build(self, building: tuple) -> Function:
-        from .frontend import Lowerer
         low = Lowerer(self.pyfunc, "func", building + (self,))
         tree = low.src.tree
         sig = inspect.signature(self.pyfunc)

@@ -13,11 +13,11 @@ import typing
 
 from .. import types as T
 from ..errors import CompileError
-from ..ir import Function, Param, Value, verify
+from ..ir import Function, Param, Value
 from ..ops import Op
+from ..verify import verify
 from .calls import CallLowering
 from .components import ComponentWrites
-from ..func import Func
 from .context import ArrayView, LoweringContext, StructArrayRef, StructElement, StructValue
 from .exprs import ExprLowering, _name
 from .loops import LoopLowering
@@ -50,7 +50,7 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
             raise self.error(node, f"recursion is not supported ({chain})")
         args = self.call_args(node, None, func.__name__)
         views = tuple((k, a.arr.type, len(a.prefix)) for k, a in enumerate(args) if isinstance(a, ArrayView) and a.prefix)
-        if views and (not isinstance(func, Func) or func.custom_grad or func.custom_replay or func.native):
+        if views and (not getattr(func, "_gk_func", False) or func.custom_grad or func.custom_replay or func.native):
             raise self.error(node, f"{func.__name__}() cannot take a sub-array view (it has a custom gradient, "
                                    "replay or native code); pass the whole array and its indices")
         try:
