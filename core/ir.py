@@ -37,9 +37,11 @@ Functions end by yielding their return values (`body.yields`); kernels yield not
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from typing import Iterable, Iterator
 
+from .builtins import BUILTINS
 from .errors import SourceLoc
 from .ops import Op
 from .types import ArrayType, Type
@@ -166,7 +168,6 @@ class Builder:
 
     def prim(self, name: str, *args: Value, **attrs) -> Value:
         """Apply a builtin from the table; its type rule gives the result type."""
-        from .builtins import BUILTINS  # builtins build IR with this builder: import lazily
         rtype = BUILTINS[name].result_type([a.type for a in args], attrs)
         return self.emit(Op.PRIM, args, [rtype], {"name": name, **attrs}).result
 
@@ -266,7 +267,6 @@ def format_function(fn: Function, locs: bool = True) -> str:
 
 def fingerprint(fn: Function) -> str:
     """A SHA-256 of the function's text without source locations: stable across processes, for cache keys."""
-    import hashlib
     return hashlib.sha256(format_function(fn, locs=False).encode()).hexdigest()
 
 

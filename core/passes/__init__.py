@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..ir import Function, IRError, copy_function, format_function, verify
+from ..ir import Function, copy_function, format_function
+from ..ops import Op
+from ..verify import IRError, verify
 from .expand import expand
-from .inline import inline_calls, inline_kept_calls
+from .inline import inline_calls, inline_region
 from .promote import promote_elements
 from .scalarize import scalarize
 from .simplify import simplify
@@ -28,6 +30,18 @@ class Pass:
     name: str
     apply: Callable[[Function], Function | None]
     scalar: bool = True
+
+
+def inline_kept_calls(fn: Function) -> Function:
+    """Inline the calls lowering kept for AD: what backends compile. Each callee is lowered first, and the
+    calls its lowering kept (a custom-gradient function calling another) are inlined into it likewise.
+    (Here rather than in inline.py: it runs `lower`, whose pipeline starts with inline.py's pass.)"""
+    for ins in fn.walk():
+        if ins.op == Op.CALL and "lowered" not in ins.attrs:
+            ins.attrs["func"] = inline_kept_calls(lower(ins.attrs["func"]))
+            ins.attrs["lowered"] = True
+    inline_region(fn.body, {}, keep=lambda ins: False)
+    return fn
 
 
 INLINE = Pass("inline", inline_calls, scalar=False)

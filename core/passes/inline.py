@@ -15,19 +15,20 @@ def has_custom_rules(ins: Instr) -> bool:
 _keep = has_custom_rules
 
 
-def _inline_region(region: Region, renames: dict[int, Value], keep=_keep) -> None:
+def inline_region(region: Region, renames: dict[int, Value], keep=_keep) -> None:
+    """Inline the calls in `region` that `keep` does not keep (results renamed through `renames`)."""
     out: list[Instr] = []
     for ins in region.body:
         ins.args = [_resolve(a, renames) for a in ins.args]
         for r in ins.regions:
-            _inline_region(r, renames, keep)
+            inline_region(r, renames, keep)
         if ins.op != Op.CALL or keep(ins):
             out.append(ins)
             continue
         callee: Function = ins.attrs["func"]
         mapping: dict[int, Value] = {p.value.id: a for p, a in zip(callee.params, ins.args)}
         body = Region([], [copy_instr(sub, mapping) for sub in callee.body.body])
-        _inline_region(body, renames, keep)
+        inline_region(body, renames, keep)
         for sub in body.walk():
             sub.loc = sub.loc or ins.loc
         out.extend(body.body)
@@ -45,17 +46,5 @@ def _resolve(v: Value, renames: dict[int, Value]) -> Value:
 
 def inline_calls(fn: Function) -> Function:
     """Replace calls by the callee's body (program order guarantees results are renamed before use)."""
-    _inline_region(fn.body, {})
-    return fn
-
-
-def inline_kept_calls(fn: Function) -> Function:
-    """Inline the calls lowering kept for AD: what backends compile. Each callee is lowered first, and the
-    calls its lowering kept (a custom-gradient function calling another) are inlined into it likewise."""
-    from . import lower
-    for ins in fn.walk():
-        if ins.op == Op.CALL and "lowered" not in ins.attrs:
-            ins.attrs["func"] = inline_kept_calls(lower(ins.attrs["func"]))
-            ins.attrs["lowered"] = True
-    _inline_region(fn.body, {}, keep=lambda ins: False)
+    inline_region(fn.body, {})
     return fn

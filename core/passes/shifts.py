@@ -4,7 +4,7 @@ gather pass (ad/gather.py) and the CPU backend's chunked launches (backends/cpu)
 
 from __future__ import annotations
 
-from ..ir import Function, Instr, used_ids
+from ..ir import Function, Instr, copy_function, used_ids
 from ..ops import Op
 
 
@@ -71,7 +71,6 @@ def has_exclusive_adds(fn: Function) -> bool:
 
 def without_exclusive_adds(fn: Function) -> Function:
     """A copy of `fn` whose exclusive adds are atomics again (for launches whose written arrays overlap)."""
-    from ..ir import copy_function
     out = copy_function(fn)
     for ins in out.walk():
         if ins.op == Op.ATOMIC and ins.attrs.get("exclusive"):
