@@ -115,7 +115,7 @@ STAGE_ORDER = tuple(STAGES)
 # --------------------------------------------------------------------------- cases
 
 @functools.cache
-def load_case(name: str):
+def _case_module(name: str):
     """Import cases/<name>.py as its own module (not a package: the checkout root is gradkit itself)."""
     path = CASES_DIR / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"gradkit_golden_case_{name}", path)
@@ -132,19 +132,29 @@ def load_case(name: str):
     return kernels[0], stages, uniform
 
 
+def load_case(name: str):
+    """(kernel, STAGES) of case `name` (tests/passes/test_ops.py and test_verify.py read the kernels too)."""
+    return _case_module(name)[:2]
+
+
+def case_uniform(name: str) -> tuple[str, tuple[int, ...]]:
+    """The case's UNIFORM: the adjoint variant its uniform stage seeds, and the seeded parameter indices."""
+    return _case_module(name)[2]
+
+
 CASE_NAMES = sorted(p.stem for p in CASES_DIR.glob("*.py") if not p.name.startswith("_"))
 PAIRS = [(c, s) for c in CASE_NAMES for s in STAGE_ORDER if s in load_case(c)[1]]
 
 
 def source_of(case: str, stage: str) -> str | None:
     if stage == "uniform":
-        return stage_of(load_case(case)[2][0])
+        return stage_of(case_uniform(case)[0])
     return STAGES[stage].source
 
 
 @functools.cache
 def stage_function(case: str, stage: str) -> Function:
-    kernel, _, uniform = load_case(case)
+    kernel = load_case(case)[0]
     st = STAGES[stage]
     if st.kind == "frontend":
         return kernel.typed_ir
@@ -158,7 +168,7 @@ def stage_function(case: str, stage: str) -> Function:
     if st.kind == "backend":
         return for_backend(src)
     if st.kind == "uniform":
-        return seeded_variant(src, tuple(uniform[1]))
+        return seeded_variant(src, tuple(case_uniform(case)[1]))
     raise KeyError(stage)
 
 
@@ -269,8 +279,9 @@ VARIANT_PAIRS = [(c, s) for c, s in PAIRS if STAGES[s].kind in ("variant", "unif
 def test_kernel_builds_the_golden_variant(case: str, stage: str) -> None:
     """The kernel's own variants are the stages: `Kernel.lowered(name)` prints as the golden stage and
     verifies as scalar IR; its `pass_log` runs LOWER, then the variant chain's passes, and ends with it."""
-    kernel, _, uniform = load_case(case)
+    kernel = load_case(case)[0]
     if stage == "uniform":
+        uniform = case_uniform(case)
         variant = kernel.seeded(uniform[0], tuple(uniform[1]))
         assert format_function(kernel.lowered(variant)) == stage_text(case, stage), \
             f"Kernel.seeded{uniform} did not fold the seeds as seeded_variant does"
