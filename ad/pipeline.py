@@ -38,6 +38,7 @@ from .forward import tangent_function
 from .gather import gather_adjoint, gather_plan
 from .reverse import adjoint_function
 from .uniform import uniform_adjoint
+from .variants import SEEDED, VariantKey
 
 REVERSE = Pass("reverse", adjoint_function)
 GATHER = Pass("gather", gather_adjoint)
@@ -78,22 +79,15 @@ VARIANTS: dict[str, Variant] = {
 }
 
 
-def adjoint_name(consume: bool = False, gather: bool = False, shared: bool = False, tangent: bool = False) -> str:
-    """The name of the adjoint variant with these traits (one place spells them). A consuming adjoint does
-    not gather: its resets would race with the neighbours' gathers of the same gradient."""
-    if gather and not (consume or shared or tangent):
-        return "adjoint_gather"
-    return "adjoint" + "_consume" * consume + "_shared" * shared + "_tangent" * tangent
+# Variant names are spelled in one place, VariantKey.name (ad/variants.py); "<adjoint variant>@u<k>,<k>" is
+# the adjoint with the gradients at adjoint-parameter positions k taken as one value each (ad/uniform.py;
+# runtime/variants.py picks it for scalar adj_outputs).
 
 
-# "<adjoint variant>@u<k>,<k>": the adjoint with the gradients at adjoint-parameter positions k taken as one
-# value each (ad/uniform.py; runtime/launch.py picks it for scalar adj_outputs)
-SEEDED = "@u"
-
-
-def seeded_variant(source: Function, positions: tuple[int, ...]) -> Function:
+def seeded_variant(source: Function, positions: tuple[int, ...], keep_log: bool = False) -> Function:
     """Adjoint `source` with the gradients at `positions` folded to scalars; NotUniform when one cannot."""
-    return run_passes(source, (Pass("uniform", functools.partial(uniform_adjoint, params=positions)), SIMPLIFY))
+    return run_passes(source, (Pass("uniform", functools.partial(uniform_adjoint, params=positions)), SIMPLIFY),
+                      keep_log)
 
 
 def build_variant(name: str, source: Function, keep_log: bool = False) -> Function:
@@ -121,13 +115,16 @@ def for_backend(fn: Function, native_prims: frozenset = frozenset(), keep_log: b
 def variant_log(typed: Function, name: str, native_prims: frozenset | None = None) -> list[tuple[str, str]]:
     """The printed IR after every pass that builds variant `name` from typed IR, source variants first;
     with `native_prims` given, the backend stage too. For display: nothing is cached."""
-    chain = []
-    while name is not None:
-        chain.append(name)
-        name = VARIANTS[name].source
+    seeds = VariantKey.parse(name).seeds if SEEDED in name else ()
+    chain, step = [], VariantKey.parse(name).unseeded.name if seeds else name
+    while step is not None:
+        chain.append(step)
+        step = VARIANTS[step].source
     fn = typed
-    for name in reversed(chain):
-        fn = build_variant(name, fn, keep_log=True)
+    for step in reversed(chain):
+        fn = build_variant(step, fn, keep_log=True)
+    if seeds:
+        fn = seeded_variant(fn, seeds, keep_log=True)
     if native_prims is not None:
         fn = for_backend(fn, native_prims, keep_log=True)
     return list(fn.attrs.get("pass_log", ()))

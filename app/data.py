@@ -91,7 +91,8 @@ def launch_rows(bundle: Bundle) -> list[dict]:
     for la in bundle.launches:
         gained = new_nonfinite(la.get("stats"))
         rows.append({"order": len(rows), "pass": "forward", "index": la.get("index", len(rows)),
-                     "kernel": la["kernel"], "dim": _dim(la["dim"]), "device": la["device"],
+                     "kernel": la["kernel"], "variant": la.get("variant", "forward"),
+                     "dim": _dim(la["dim"]), "device": la["device"],
                      "ms": float(la.get("ms") or 0.0), "scope": "/".join(la.get("scope", [])),
                      "forward launch": la.get("index", len(rows)),
                      "new non-finite": ", ".join(f"{p} ({n})" for p, n in gained.items())})
@@ -99,6 +100,7 @@ def launch_rows(bundle: Bundle) -> list[dict]:
         fwd = bundle.launches[b["record"]]
         gained = new_nonfinite(b.get("stats"))
         rows.append({"order": len(rows), "pass": "backward", "index": b["index"], "kernel": b["kernel"],
+                     "variant": b.get("variant") or fwd.get("adjoint_variant") or "adjoint",
                      "dim": _dim(fwd["dim"]), "device": fwd["device"], "ms": float(b.get("ms") or 0.0),
                      "scope": "/".join(fwd.get("scope", [])), "forward launch": b["record"],
                      "new non-finite": ", ".join(f"{p}.grad ({n})" for p, n in gained.items())})

@@ -10,6 +10,15 @@ PASS_VARIANTS = ("forward", "adjoint")
 TRUNCATED = "… [truncated: "      # how save_bundle ends a pass-log text it cut to fit its cap
 
 
+def pass_variants(bundle: Bundle, kernel: str) -> list[str]:
+    """The variants whose pass logs the bundle stores for `kernel`: forward and adjoint first, then those
+    its launches ran (adjoint_gather, adjoint_consume, ...); the two defaults for a bundle without logs."""
+    stored = bundle.manifest["kernels"][kernel].get("passes")
+    if not stored:
+        return list(PASS_VARIANTS)
+    return [v for v in PASS_VARIANTS if v in stored] + sorted(v for v in stored if v not in PASS_VARIANTS)
+
+
 def pass_steps(bundle: Bundle, kernel: str, variant: str) -> list[dict] | None:
     """The stored pass log building `variant` of `kernel`, one dict per step: {"index", "name", "text",
     "changed"} (changed: its IR differs from the step before; the first step, the typed IR, is the input).

@@ -40,7 +40,8 @@ def render(bundle, name: str) -> None:
 
 def _passes(bundle, kernel: str) -> None:
     """Pick a variant and a pass: the IR before and after it side by side, their unified diff below."""
-    variant = st.selectbox("Variant", pass_data.PASS_VARIANTS, key="passes_variant")
+    variant = st.selectbox("Variant", pass_data.pass_variants(bundle, kernel), key="passes_variant",
+                           help="forward and adjoint, and every other variant the recorded launches ran")
     steps = pass_data.pass_steps(bundle, kernel, variant)
     if steps is None:
         st.info("This bundle predates pass logs: it stores no IR per pass. Record it again with this gradkit "

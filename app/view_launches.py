@@ -40,7 +40,7 @@ def render(bundle, name: str) -> None:
     st.caption("Execution order: forward launches, then the adjoint launches backward() ran (in reverse). "
                "Select a row, or pick a launch below, to see its arguments and statistics.")
     table(rows, key=TABLE, on_select=lambda: _sync_from_table(titles), selection_mode="single-row",
-          column_order=["order", "pass", "kernel", "dim", "device", "ms", "scope", "forward launch",
+          column_order=["order", "pass", "kernel", "variant", "dim", "device", "ms", "scope", "forward launch",
                         "new non-finite"])
     if st.session_state.get(PICK) not in titles:
         st.session_state[PICK] = titles[_first_row(bundle, len(titles))]

@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-from . import config as _config
 from .config import config, float_type, rules_changed
 from .frontend import lower_function
 from .frontend.context import remember_enclosing_scope
 from .frontend.source import capture_source
 from .locks import COMPILING
-
-
-def __getattr__(name: str):
-    # `rules_generation` (bumped by rules_changed) lives in core/config.py, below this module;
-    # runtime/kernel.py still reads it here as `func.rules_generation`. Drop this once it reads config's.
-    if name == "rules_generation":
-        return _config.rules_generation
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Func:

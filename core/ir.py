@@ -32,7 +32,29 @@ scalarize) or the flat component index into a vector/matrix element (after
 scalarize, where every value is a scalar; the frontend also emits it for
 component writes such as `v[i][1] = x`, which scalarize keeps as they are). `exclusive` on atomic marks an
 update no other thread touches (a plain read-modify-write is enough).
+`promoted` on a load/store marks one core/passes/promote.py moved out of a loop (the rule checks skip it).
 Functions end by yielding their return values (`body.yields`); kernels yield nothing.
+
+Function attrs (`Function.attrs`), each written by one stage and read by later ones; nothing else is kept
+there (the runtime's own derived facts live in runtime/kernel_facts.py, not in the IR):
+
+    source_name       frontend, ad        the user's kernel name (variants carry it for messages)
+    tid_ndim          frontend            how many coordinates gk.tid() unpacks into (1 when unused)
+    n_user_params     frontend            parameters the user wrote (before struct/array splitting)
+    weak_results      frontend            a @gk.func's results that are untyped literals, as (index, value)
+    ret_array_params  frontend            a @gk.func's array results: the parameters they alias
+    param_structs     frontend            ((index, name, struct type), ...) of struct parameters
+    ret_struct        frontend            the struct type a @gk.func returns, if any
+    param_split       scalarize           [(name, n)]: how many scalar parameters each parameter became
+    pass_log          run_passes(keep_log) [(pass name, printed IR)] for the debugger (variant_log only)
+    adj_of / dual_of  ad/derived.py       per gradient (tangent) parameter, the parameter it belongs to
+    consumable        ad/reverse.py       adjoint parameters whose reset after an overwriting store was
+                                          left out (ad/consume.py puts them back)
+    stack_sites       ad/reverse.py       {stack site: SourceLoc} of the value-stack pushes (overflow text)
+    uses_stack        ad/reverse.py       the adjoint uses the per-thread value stack
+    gather_sources    ad/gather.py        parameters whose gradients a stencil adjoint gathers
+    gather_margin     ad/gather.py        per-axis halo the gathered adjoint needs (interior-loop split)
+    uniform_seeds     ad/uniform.py       adjoint parameters folded to one scalar each
 """
 
 from __future__ import annotations
@@ -132,7 +154,7 @@ class Function:
                  kind: str = "kernel", loc: SourceLoc | None = None):
         self.name, self.params, self.body = name, params, body
         self.ret_types, self.kind, self.loc = ret_types, kind, loc
-        self.attrs: dict = {}   # pass-specific notes, e.g. {"adjoint_of": name}
+        self.attrs: dict = {}   # stage-written notes: the table in this module's docstring
 
     @property
     def array_params(self) -> list[Param]:

@@ -4,18 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.passes.scalarize import user_params
-
-
-def _source_params(spec, key: str) -> list[int]:
-    """For each extra parameter, the index of the user-level parameter it belongs to."""
-    cached = spec.fn.attrs.get("_src_" + key)
-    if cached is not None:
-        return cached
-    user = user_params(spec.fn)
-    out = [user[k] for k in spec.fn.attrs[key]]
-    spec.fn.attrs["_src_" + key] = out
-    return out
 
 
 def _zeros_like(a):
@@ -40,21 +28,9 @@ def given_adjoints(kernel, n_args, n_inputs, adj_inputs, adj_outputs) -> list | 
     return ins + outs
 
 
-def _is_seed(g) -> bool:
+def is_seed(g) -> bool:
     """A number given as an array's adjoint: every element's gradient is that value."""
     return isinstance(g, (int, float, np.integer, np.floating)) and not isinstance(g, (bool, np.bool_))
-
-
-def variant_for_seeds(kernel, base: str, given: list) -> str:
-    """Adjoint variant `base`, or the one taking the numbers `given` as adjoints as scalars (ad/uniform.py)
-    when the adjoint only reads those gradients."""
-    if not any(_is_seed(g) for g in given):
-        return base
-    fn = kernel.lowered(base)
-    user, of = user_params(fn), fn.attrs["adj_of"]
-    first = len(fn.params) - len(of)
-    positions = tuple(first + m for m, k in enumerate(of) if _is_seed(given[user[k]]))
-    return kernel.seeded(base, positions) if positions else base
 
 
 def adjoint_arguments(kernel, spec, bound, given: list | None) -> list:
@@ -62,7 +38,7 @@ def adjoint_arguments(kernel, spec, bound, given: list | None) -> list:
     `.grad`, else scratch zeros. A number given for an array is its every element's gradient: a scalar
     argument where the variant folded it, else an array filled with it."""
     names = [n for n, _ in kernel.params]
-    sources = _source_params(spec, "adj_of")
+    sources = spec.adjoint_sources
     first = len(spec.fn.params) - len(sources)
     out = []
     for m, j in enumerate(sources):
@@ -70,7 +46,7 @@ def adjoint_arguments(kernel, spec, bound, given: list | None) -> list:
         g = given[j] if given is not None else None
         if g is None:
             g = a.grad if a.grad is not None else _zeros_like(a)
-        elif _is_seed(g):
+        elif is_seed(g):
             t = spec.fn.params[first + m].type
             g = t.np_dtype.type(g) if t.is_scalar else _full_like(a, g)
         elif getattr(g, "shape", None) != a.shape or getattr(g, "dtype", None) is not a.dtype:

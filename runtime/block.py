@@ -18,7 +18,6 @@ import weakref
 
 from ..core.errors import GradientRuleError
 from .state import current as state
-from .tape_rules import loaded_user_params, written_user_params
 from .views import family
 
 
@@ -70,8 +69,9 @@ class Block:
                 kernel, args = rec.kernel_obj, rec.args
                 # an atomic add into an array is a write here: a temporary the block accumulates into
                 # starts at zero in the recompute too
-                reads = [(args[j], rec.versions[j], f"kernel '{rec.kernel}'") for j in loaded_user_params(kernel)]
-                writes = [args[w] for w in written_user_params(kernel)]
+                facts = kernel.facts()
+                reads = [(args[j], rec.versions[j], f"kernel '{rec.kernel}'") for j in facts.loaded]
+                writes = [args[w] for w in facts.written]
             else:
                 reads = [(a, a.version, rec.name) for a in rec.arrays if not any(a is w for w in rec.writes)]
                 writes = list(rec.writes)

@@ -58,12 +58,10 @@ def _affine(v, defs: dict) -> tuple | None:
     return (axis, sa + sign * sb, ca + sign * cb)
 
 
-def _scan(fn: Function) -> tuple[tuple[Access, ...], frozenset]:
-    """The unconditional affine index forms of a lowered kernel, and the positions in bounds_sites(fn) of
-    the accesses all of whose indices are among them (cached on the IR)."""
-    cached = fn.attrs.get("_affine_accesses")
-    if cached is not None:
-        return cached
+def scan(fn: Function) -> tuple[tuple[Access, ...], frozenset]:
+    """The unconditional affine index forms of a lowered kernel, each checked at launch, and the positions
+    in bounds_sites(fn) of the accesses all of whose indices are among them: a launch proves those whole,
+    so `gk.config.debug`'s per-access checks can leave them out (CompileOptions.proven)."""
     params = {p.value.id: k for k, p in enumerate(fn.params) if p.type.is_array}
     defs = {r.id: ins for ins in fn.body.body for r in ins.results}
     site = {id(ins): k for k, ins in enumerate(bounds_sites(fn))}
@@ -80,19 +78,7 @@ def _scan(fn: Function) -> tuple[tuple[Access, ...], frozenset]:
         found.extend(Access(k, d, *form, line) for d, form in enumerate(forms) if form is not None)
         if all(form is not None for form in forms):
             whole.add(site[id(ins)])
-    out = fn.attrs["_affine_accesses"] = (tuple(found), frozenset(whole))
-    return out
-
-
-def accesses(fn: Function) -> tuple[Access, ...]:
-    """The unconditional affine index forms of a lowered kernel, each checked at launch."""
-    return _scan(fn)[0]
-
-
-def proven_sites(fn: Function) -> frozenset:
-    """Positions in bounds_sites(fn) of the accesses a launch proves whole (every index affine), so that
-    `gk.config.debug`'s per-access checks can leave them out (CompileOptions.proven)."""
-    return _scan(fn)[1]
+    return tuple(found), frozenset(whole)
 
 
 def plan(found: tuple[Access, ...]) -> tuple[tuple, tuple[Access, ...]]:

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 from ..ad.hazards import blocked_reads, covering_stores, store_lines
 from ..core.errors import GradientHazardWarning
-from .tape_rules import read_user_params, written_user_params
 
 OVERWRITTEN = "overwritten before read"
 NOT_DIFFERENTIABLE = "not differentiable"
@@ -53,8 +52,8 @@ class _Kernel:
     def __init__(self, kernel):
         fwd = kernel.lowered("forward")
         user = _user_positions(fwd)
-        self.reads = set(read_user_params(kernel))
-        self.writes = set(written_user_params(kernel))
+        facts = kernel.facts()
+        self.reads, self.writes = set(facts.read), set(facts.written)
         self.lines = {user[k]: line for k, line in store_lines(fwd).items()}
         self.covering = {user[k]: varies for k, varies in covering_stores(fwd).items()}
         try:

@@ -10,13 +10,12 @@ from __future__ import annotations
 import contextlib
 import warnings
 
-from ..ad.checks import static_violations
-from ..ad.pipeline import SEEDED, VARIANTS, build_variant, for_backend, seeded_variant, variant_log
+from ..ad.pipeline import VARIANTS, build_variant, for_backend, seeded_variant, variant_log
+from ..ad.variants import FORWARD, SEEDED, VariantKey, variant_key
 from ..ad.uniform import NotUniform
-from ..ad.reverse import adjoint_function
 from ..backends.analysis import written_params
 from ..backends.base import CompileOptions
-from ..core import func as _func
+from ..core import config as _settings     # the module: its rules_generation counter
 from ..core.config import config, float_type
 from ..core.frontend import lower_function
 from ..core.frontend.context import remember_enclosing_scope
@@ -26,24 +25,26 @@ from ..core.func import Func
 from ..core.ir import Function, format_function
 from ..core.locks import compiling
 from ..core.native import check_snippets
-from ..core.ops import Op
 from ..core.types import ArrayType
-from ..core.passes.shifts import has_exclusive_adds
 from ..core.passes.scalarize import user_params
+from ..core.passes.shifts import has_exclusive_adds
 from ..core.passes.widen import widen_floats
 from .bind import make_binder
-from .bounds import accesses as affine_accesses, plan as bounds_plan, proven_sites
+from .bounds import plan as bounds_plan, scan as scan_accesses
 from .cache import default_cache
 from .device import get_device
+from .kernel_facts import KernelFacts
 
 class Specialization:
     """One compiled variant of a kernel on one device, with what a launch needs precomputed."""
 
-    __slots__ = ("fn", "compiled", "options", "device", "launch", "written", "split", "has_split", "nan_reread",
-                 "tid_ndim", "exclusive", "bounds", "bounds_fast", "bounds_rest")
+    __slots__ = ("fn", "compiled", "options", "device", "variant", "launch", "written", "split", "has_split",
+                 "nan_reread", "tid_ndim", "exclusive", "bounds", "bounds_fast", "bounds_rest", "adjoint_sources")
 
-    def __init__(self, fn: Function, compiled, options: CompileOptions, device, variant: str = "forward"):
+    def __init__(self, fn: Function, compiled, options: CompileOptions, device, variant: VariantKey = FORWARD,
+                 bounds: tuple = ()):
         self.fn, self.compiled, self.options, self.device = fn, compiled, options, device
+        self.variant = variant
         self.launch = device.impl.launch
         self.tid_ndim = fn.attrs.get("tid_ndim", 1)
         self.split = fn.attrs.get("param_split", [])
@@ -52,21 +53,34 @@ class Specialization:
         # own-element adds without atomics, which another written parameter could race with (launch.py)
         self.exclusive = len(self.written) > 1 and has_exclusive_adds(fn)
         self.nan_reread = None          # runtime/nan_check.py: written params the kernel reads back
+        # an adjoint's gradient parameters: the user-level parameter each is the gradient of
+        of = fn.attrs.get("adj_of")
+        self.adjoint_sources = [user_params(fn)[k] for k in of] if of is not None else []
         # the forward kernel's unconditional affine accesses, proven in bounds at each launch
         # (runtime/bounds.py): `x[i + c]` as one comparison of extents each, the rest in full; None: none
-        self.bounds = affine_accesses(fn) if variant == "forward" else ()
+        self.bounds = bounds
         fast, self.bounds_rest = bounds_plan(self.bounds)
         self.bounds_fast = fast if self.bounds else None
 
 
+def _name(variant) -> str:
+    """A variant's name: VariantKey.name, or the declared name given as a string ("forward_ad")."""
+    return variant if variant.__class__ is str else variant.name
+
+
+def _key(variant) -> VariantKey:
+    """The interned VariantKey of a key or a declared variant name."""
+    return variant.interned() if variant.__class__ is VariantKey else VariantKey.parse(variant)
+
+
 @contextlib.contextmanager
-def _too_deep(name: str, variant: str):
+def _too_deep(name: str, variant):
     """A pass or code generator that runs out of Python stack on deeply nested IR (inlined @gk.func bodies
     can nest deeper than kernel source may) is a CompileError naming the kernel, not a RecursionError."""
     try:
         yield
     except RecursionError:
-        raise CompileError(f"kernel '{name}' ({variant}): the code is too deeply nested to compile (blocks "
+        raise CompileError(f"kernel '{name}' ({_name(variant)}): the code is too deeply nested to compile (blocks "
                            "inside blocks, including the bodies of inlined @gk.func calls); flatten it or move "
                            "inner parts into separate launches") from None
 
@@ -95,13 +109,12 @@ class Kernel:
         self._typed: Function | None = None
         self._typed_fp = None           # (own, gk.config) default_fp of _typed (None: set by widened())
         self._lowered: dict[str, Function] = {}
-        self._folds: dict[str, bool] = {}      # seeded adjoint variant -> whether its seeds fold
-        self._rules_generation = _func.rules_generation
+        self._folds: dict[VariantKey, bool] = {}   # seeded adjoint variant -> whether its seeds fold
+        self._rules_generation = _settings.rules_generation
         self._specs: dict[tuple, Specialization] = {}
         self._last_spec: tuple | None = None   # (device, variant, codegen key, Specialization)
         self._binder = None
-        self.rule_violations: list = []
-        self._tape_info = None          # runtime/tape_rules.py's tape_info cache
+        self._facts: KernelFacts | None = None
         self._array_args: tuple = ()    # indices of the array parameters (set with the binder)
         self.rules_warned = False
 
@@ -124,39 +137,40 @@ class Kernel:
         return [(p.name, p.type) for p in self.typed_ir.params]
 
 
-    def lowered(self, variant: str = "forward") -> Function:
-        fn = self._lowered.get(variant)
-        if fn is not None and self._rules_generation == _func.rules_generation:
+    def lowered(self, variant: VariantKey | str = FORWARD) -> Function:
+        """The lowered IR of `variant` (a VariantKey or a declared name, "forward_ad" included)."""
+        name = _name(variant)
+        fn = self._lowered.get(name)
+        if fn is not None and self._rules_generation == _settings.rules_generation:
             return fn
-        with compiling(), _too_deep(self.key, variant):
-            return self._lower(variant)
+        with compiling(), _too_deep(self.key, name):
+            return self._lower(name)
 
-    def _lower(self, variant: str) -> Function:
-        if self._rules_generation != _func.rules_generation:    # a custom rule was attached since
+    def _lower(self, name: str) -> Function:
+        if self._rules_generation != _settings.rules_generation:    # a custom rule was attached since
             self._lowered.clear()
-            self._rules_generation = _func.rules_generation
-        fn = self._lowered.get(variant)
-        if fn is None and SEEDED in variant:
-            base, positions = variant.split(SEEDED)
-            fn = seeded_variant(self.lowered(base), tuple(int(k) for k in positions.split(",")))
-            self._lowered[variant] = fn
+            self._rules_generation = _settings.rules_generation
+        fn = self._lowered.get(name)
+        if fn is None and SEEDED in name:
+            key = VariantKey.parse(name)
+            fn = seeded_variant(self.lowered(key.unseeded), key.seeds)
+            self._lowered[name] = fn
         if fn is None:
-            spec = VARIANTS.get(variant)
+            spec = VARIANTS.get(name)
             if spec is None:
-                raise ValueError(f"unknown kernel variant {variant!r}; expected one of {tuple(VARIANTS)}")
-            if variant.startswith("adjoint"):
+                raise ValueError(f"unknown kernel variant {name!r}; expected one of {tuple(VARIANTS)}")
+            if name.startswith("adjoint"):
                 self._require_backward()
             source = self.typed_ir if spec.source is None else self.lowered(spec.source)
-            fn = build_variant(variant, source)
-            if variant == "forward_ad":
-                self._find_rule_violations(fn)
-            self._lowered[variant] = fn
+            fn = build_variant(name, source)
+            self._lowered[name] = fn
         return fn
 
-    def seeded(self, base: str, positions: tuple[int, ...]) -> str:
+    def seeded(self, base: VariantKey | str, positions: tuple[int, ...]) -> VariantKey:
         """The variant of adjoint `base` taking the gradients at `positions` (adjoint parameters) as one
         value each (ad/uniform.py); `base` itself when the adjoint needs them as arrays."""
-        variant = base + SEEDED + ",".join(map(str, positions))
+        base = _key(base)
+        variant = base.seeded(positions)
         if variant not in self._folds:
             try:
                 self.lowered(variant)
@@ -165,85 +179,76 @@ class Kernel:
                 self._folds[variant] = False
         return variant if self._folds[variant] else base
 
+    def facts(self) -> KernelFacts:
+        """What the runtime derives from this kernel's IR (runtime/kernel_facts.py), for the rules in force."""
+        f = self._facts
+        if f is None or f.generation != _settings.rules_generation:
+            f = self._facts = KernelFacts(self, _settings.rules_generation)
+        return f
+
     def consumable(self) -> tuple:
         """User-level parameters whose gradient the adjoint reads at an overwriting store but does not reset
         (ad/consume.py): on a tape whose earlier launches used that memory, the consuming adjoint runs."""
-        adj = self.lowered("adjoint")
-        cached = adj.attrs.get("_consumable_user")
-        if cached is None:
-            user = user_params(adj)
-            cached = adj.attrs["_consumable_user"] = tuple(sorted({user[k] for k in adj.attrs["consumable"]}))
-        return cached
+        return self.facts().consumable
 
     def gather_sources(self) -> tuple:
         """The parameters whose gradients the stencil adjoint gathers (ad/gather.py); () when it scatters."""
         return tuple(self.lowered("adjoint_gather").attrs.get("gather_sources", ()))
 
-    def backend_ir(self, variant: str, device) -> Function:
+    def backend_ir(self, variant: VariantKey | str, device) -> Function:
         """The IR `device`'s backend compiles for `variant`: the variant with the primitives the backend
         does not implement expanded (core/passes/expand.py)."""
         native = frozenset(getattr(device.impl, "native_prims", ()))
-        key = (variant, native)
+        key = (_name(variant), native)
         fn = self._lowered.get(key)
-        if fn is None or self._rules_generation != _func.rules_generation:
+        if fn is None or self._rules_generation != _settings.rules_generation:
             fn = self._lowered[key] = for_backend(self.lowered(variant), native)
         return fn
 
-    def pass_log(self, variant: str = "forward", device=None) -> list[tuple[str, str]]:
+    def pass_log(self, variant: VariantKey | str = FORWARD, device=None) -> list[tuple[str, str]]:
         """(pass name, printed IR after it) for every pass building `variant`, AD passes included; with a
         device, the backend stage too. Recomputed on each call: for the debugger, not for launches."""
         native = None
         if device is not None:
             native = frozenset(getattr(get_device(device).impl, "native_prims", ()))
         with compiling(), _too_deep(self.key, variant):
-            return variant_log(self.typed_ir, variant, native)
-
-    def _find_rule_violations(self, fn: Function) -> None:
-        """Gradient-rule violations certain from the source (warned about when a tape records the kernel)."""
-        if not self.enable_backward:
-            return
-        found = static_violations(fn)
-        if any(v.rule == 1 for v in found):
-            # A read-then-modify only matters when the backward pass needs the value read.
-            adj = adjoint_function(fn)
-            needed = {adj.params[k].name for k in range(len(fn.params))
-                      if any(i.op == Op.LOAD and i.args[0] is adj.params[k].value for i in adj.walk())}
-            found = [v for v in found if v.rule != 1 or v.array in needed]
-        self.rule_violations = found
+            return variant_log(self.typed_ir, _name(variant), native)
 
     def warn_rules(self) -> None:
         """Warn once about rule violations certain from the source (on the first launch a tape records:
         a kernel never differentiated, an optimiser step say, stays quiet)."""
         self.rules_warned = True
-        for v in self.rule_violations:
+        for v in self.facts().rule_violations:
             warnings.warn(v.describe(self.key), GradientRuleWarning, stacklevel=4)
 
     def _require_backward(self) -> None:
         if not self.enable_backward:
             raise RuntimeError(f"kernel '{self.key}' was declared with enable_backward=False")
 
-    def ir(self, adjoint: bool = False, tangent: bool = False, lowered: bool | None = None) -> str:
-        """The printed core IR: typed IR by default, the lowered adjoint/tangent IR when asked."""
-        if adjoint:
-            return format_function(self.lowered("adjoint"))
-        if tangent:
-            return format_function(self.lowered("forward_tangent"))
-        return format_function(self.lowered("forward") if lowered else self.typed_ir)
+    def ir(self, adjoint: bool = False, tangent: bool = False, lowered: bool | None = None,
+           variant: VariantKey | str | None = None) -> str:
+        """The printed core IR: typed IR by default, the lowered adjoint/tangent IR when asked, or that of
+        `variant` (a launch record's, say)."""
+        if variant is not None or adjoint or tangent:
+            return format_function(self.lowered(variant if variant is not None else variant_key(adjoint, tangent)))
+        return format_function(self.lowered(FORWARD) if lowered else self.typed_ir)
 
-    def source(self, device=None, adjoint: bool = False, tangent: bool = False) -> str:
-        """The generated code (LLVM IR, OpenCL C, ...) for `device`."""
+    def source(self, device=None, adjoint: bool = False, tangent: bool = False,
+               variant: VariantKey | str | None = None) -> str:
+        """The generated code (LLVM IR, OpenCL C, ...) for `device`: of the forward kernel, its adjoint or
+        tangent, or of `variant` (the one a launch record says ran)."""
         dev = get_device(device)
-        variant = ("adjoint" if adjoint else "forward") + ("_tangent" if tangent else "")
-        spec = self.specialization(dev, variant)
+        spec = self.specialization(dev, variant if variant is not None else variant_key(adjoint, tangent))
         return dev.impl.source(spec.compiled)
 
     # Compilation --------------------------------------------------------------
-    def specialization(self, device, variant: str = "forward") -> Specialization:
+    def specialization(self, device, variant: VariantKey | str = FORWARD) -> Specialization:
         codegen = config.codegen_key()
         last = self._last_spec          # the previous lookup's answer: most launches repeat it
-        if last is not None and last[0] is device and last[1] == variant and last[2] == codegen:
+        if last is not None and last[0] is device and last[1] is variant and last[2] == codegen:
             return last[3]
-        key = (device.name, variant, *codegen)
+        variant = _key(variant)          # a name, or a key made outside variant_key
+        key = (device.name, variant.name, *codegen)
         spec = self._specs.get(key)
         if spec is not None:
             self._last_spec = (device, variant, codegen, spec)
@@ -251,19 +256,21 @@ class Kernel:
         with compiling(), _too_deep(self.key, variant):
             return self._specs.get(key) or self._compile(key, device, variant)
 
-    def _compile(self, key: tuple, device, variant: str) -> Specialization:
+    def _compile(self, key: tuple, device, variant: VariantKey) -> Specialization:
         """Lower and compile `variant` for `device` (under COMPILING)."""
         fn = self.backend_ir(variant, device)
         try:
             check_snippets(fn, device.backend)
         except CompileError as exc:
             raise CompileError(f"kernel '{self.key}' on device '{device.name}': {exc}") from None
-        # under debug, the accesses each forward launch proves in bounds first go unchecked per thread
-        proven = proven_sites(fn) if config.debug and variant == "forward" else frozenset()
+        # the forward kernel's affine accesses are proven at each launch; under debug those go unchecked
+        # per thread
+        bounds, proven = scan_accesses(fn) if variant is FORWARD else ((), frozenset())
+        proven = proven if config.debug else frozenset()
         options = CompileOptions(debug=config.debug, stack_size=config.adjoint_stack_size,
                                  fast_math=config.fast_math, cache=default_cache(), proven=proven)
         compiled = device.impl.compile(device.info, fn, options)
-        spec = self._specs[key] = Specialization(fn, compiled, options, device, variant)
+        spec = self._specs[key] = Specialization(fn, compiled, options, device, variant, bounds)
         return spec
 
     def binder(self):

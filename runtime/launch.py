@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import time
 
-from ..ad.pipeline import adjoint_name
+from ..ad.variants import FORWARD
 from ..backends.analysis import shared_writes
 from ..core.config import config
 from .state import current as state
 from .array_input import _as_shape
 from .bounds import check as check_bounds
-from .adjoint_args import _source_params, adjoint_arguments, given_adjoints, tangent_arguments, variant_for_seeds
+from .adjoint_args import adjoint_arguments, given_adjoints, tangent_arguments
 from .device import get_device
 from .nan_check import check_after_launch, snapshot
 from .tape_consume import consumes_in_context
 from .struct_args import flatten_struct_args
+from .variants import choose_variant
 
 MAX_THREADS = 2**31 - 1    # thread ids are 32-bit in generated code: a larger grid would wrap them
 
@@ -90,17 +91,10 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
         tangent = tangent or state.forward_mode is not None
         if adjoint and not consume and state.consume_seen is not None:
             consume = consumes_in_context(kernel, bound)     # kernel.grad() in a @gk.grad_for function
-        consume = consume and adjoint and bool(kernel.consumable())
-        if not adjoint:
-            variant = "forward_tangent"
-        elif tangent:
-            variant = adjoint_name(consume=consume, tangent=True)
-        else:
-            variant = adjoint_variant(kernel, bound, dims, dev, consume)
-            if given is not None:
-                variant = variant_for_seeds(kernel, variant, given)
+        variant = choose_variant(kernel, bound, dims, dev, adjoint=adjoint, tangent=tangent, consume=consume,
+                                 given=given)
     else:
-        variant = "forward"
+        variant = FORWARD
     spec = kernel.specialization(dev, variant)
     if spec.tid_ndim != len(dims) and spec.tid_ndim > 1:
         _check_tid(kernel, spec, dims)
@@ -108,11 +102,12 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     if adjoint and spec.exclusive and shared_writes(call_args, spec.written):
         # the adjoint adds into its own elements without atomics, which another gradient sharing that
         # memory would race with: the adjoint with atomics there instead
-        variant = adjoint_name(consume=consume, shared=True, tangent=tangent)
-        if given is not None and not tangent:
-            variant = variant_for_seeds(kernel, variant, given)
+        variant = choose_variant(kernel, bound, dims, dev, adjoint=True, tangent=tangent, consume=consume,
+                                 shared=True, given=given)
         spec = kernel.specialization(dev, variant)
         call_args = _call_arguments(kernel, spec, variant, bound, given, adjoint, dev)
+    if adjoint:
+        state.adjoint_variant = variant        # what ran, for the tape's backward records (runtime/snapshots.py)
     if spec.bounds_fast is not None and n:          # forward launches only (runtime/bounds.py)
         grid = dims if spec.tid_ndim == len(dims) else (n,)     # a 1-D gk.tid() counts every thread
         for p, d, axis, extra in spec.bounds_fast:     # `x[i + c]`: extent >= grid + c
@@ -146,12 +141,12 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     return None
 
 
-def _call_arguments(kernel, spec, variant: str, bound, given, adjoint: bool, dev) -> list:
+def _call_arguments(kernel, spec, variant, bound, given, adjoint: bool, dev) -> list:
     """The arguments `spec` is called with: the bound ones, then adjoint arrays, then tangent arrays."""
     call_args = _flatten(spec, bound) if spec.has_split else bound
     if adjoint:
         call_args = call_args + adjoint_arguments(kernel, spec, bound, given)
-    if variant.endswith("_tangent"):
+    if variant.tangent:
         call_args = call_args + tangent_arguments(kernel, spec, call_args, dev)
     return call_args
 
@@ -191,11 +186,10 @@ def prepare_adjoint(kernel, dims, inputs, outputs, device, originals=None, consu
     as for `launch`."""
     dev = get_device(device)
     bound = kernel.binder()([*inputs, *outputs], dev)
-    consume = consume and bool(kernel.consumable())
-    for variant in (adjoint_variant(kernel, bound, tuple(dims), dev, consume),
-                    adjoint_name(consume=consume, shared=True)):
-        spec = kernel.specialization(dev, variant)
-        sources = [(bound if originals is None else originals)[j] for j in _source_params(spec, "adj_of")]
+    for shared in (False, True):
+        spec = kernel.specialization(dev, choose_variant(kernel, bound, tuple(dims), dev, adjoint=True,
+                                                         consume=consume, shared=shared))
+        sources = [(bound if originals is None else originals)[j] for j in spec.adjoint_sources]
         grads = [a.grad for a in sources]
         if any(g is None for g in grads):
             return None
@@ -203,21 +197,6 @@ def prepare_adjoint(kernel, dims, inputs, outputs, device, originals=None, consu
         if not (spec.exclusive and shared_writes(call_args, spec.written)):     # as in `launch`
             break
     return PreparedAdjoint(config.codegen_key(), spec, tuple(dims), call_args, grads, sources)
-
-
-def adjoint_variant(kernel, bound, dims: tuple, dev, consume: bool = False) -> str:
-    """"adjoint_gather" when the kernel's stencil adjoint gathers instead of scattering (ad/gather.py), the
-    device's backend prefers gathers, and the arrays gathered into have the launch grid's shape (what makes
-    the gather cover every element); "adjoint_consume" when `consume` and the adjoint left out a reset;
-    else "adjoint"."""
-    if consume and kernel.consumable():
-        return "adjoint_consume"
-    if not dev.impl.prefers_gather:
-        return "adjoint"
-    sources = kernel.gather_sources()
-    if sources and all(tuple(bound[j].shape) == dims for j in sources):
-        return "adjoint_gather"
-    return "adjoint"
 
 
 def _check_tid(kernel, spec, dims) -> None:

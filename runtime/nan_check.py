@@ -55,7 +55,7 @@ def check_after_launch(kernel, spec, call_args, variant: str, before: dict[int, 
         label = getattr(a, "label", None) or names[k]
         if label.startswith("adj_"):
             label = f"{label[4:]}.grad"
-        backward = variant.startswith("adjoint")
+        backward = variant.adjoint
         site = write_site(spec.fn, k)
         where = f" (written at {site.file}:{site.line})" if site is not None else ""
         origin = _origin(kernel, spec, call_args, before, dims, k, index, backward)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.config import config
+from .state import current as state
 
 
 def array_stats(data: np.ndarray) -> dict:
@@ -67,6 +68,7 @@ class BackwardRecord:
     kernel: str
     ms: float
     grads: LaunchSnapshots
+    variant: str | None = None      # the adjoint variant that ran (VariantKey.name; None: it did not start)
 
 
 def _array_args(kernel, args) -> dict:
@@ -90,9 +92,11 @@ def around_adjoint(index: int, rec, run, records: list) -> None:
     grads = {name: getattr(a, "grad", None) for name, a in _array_args(rec.kernel_obj, rec.args).items()}
     snaps = LaunchSnapshots(before=take(grads, config.snapshot_max_bytes))
     t0 = time.perf_counter()
+    state.adjoint_variant = None
     try:
         run()
     finally:
         ms = (time.perf_counter() - t0) * 1e3
         snaps.after = take(grads, config.snapshot_max_bytes)
-        records.append(BackwardRecord(index, rec.kernel, ms, snaps))
+        ran = state.adjoint_variant
+        records.append(BackwardRecord(index, rec.kernel, ms, snaps, variant=ran.name if ran is not None else None))

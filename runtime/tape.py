@@ -15,7 +15,7 @@ from .grad_check import GradCheck
 from .hazards import find_hazards, warn_hazards
 from .tape_records import FuncRecord, LaunchRecord
 from .tape_consume import MemorySeen, consuming_after, mark, memory_before
-from .tape_rules import check_launch, tape_info, written_user_params
+from .tape_rules import check_launch
 from .version_check import check_unchanged, copies_for_backward
 
 
@@ -86,10 +86,10 @@ class Tape:
             check_launch(self.launches, kernel, bound)
         if self.grad_check is not None:
             self.grad_check.before_launch(bound)
-        info = tape_info(kernel)
-        saved = copies_for_backward(kernel, bound, info[2]) if info[2] else None
+        facts = kernel.facts()
+        saved = copies_for_backward(kernel, bound, facts.copies) if facts.copies else None
         snaps = snapshot.before_launch(kernel, bound) if self.snapshotting else None
-        return snaps, saved, info[1]
+        return snaps, saved, facts.adjoint_reads
 
     def record_launch(self, kernel, dims, device, bound, n_inputs, variant, ms, prepared) -> None:
         """The recording hook `gk.launch` calls after the launch: one LaunchRecord (`prepared` is what
@@ -114,11 +114,12 @@ class Tape:
                     crcs[id(bound[j])] = bound[j]._fingerprint(now=True)
         if snaps is not None:
             snapshot.after_launch(snaps, kernel, bound)
-        if kernel.rule_violations and not kernel.rules_warned:
+        if not kernel.rules_warned:
             kernel.warn_rules()
-        rec = LaunchRecord(kernel.key, dims, device.name, bound, n_inputs,
-                           tuple(self._scopes) if self._scopes else (), ms, kernel, tuple(versions), "launch", snaps,
-                           None, saved, user_site(2) if snaps is not None else None, crcs)
+        rec = LaunchRecord(kernel=kernel.key, dim=dims, device=device.name, args=bound, n_inputs=n_inputs,
+                           scope=tuple(self._scopes) if self._scopes else (), ms=ms, kernel_obj=kernel,
+                           versions=tuple(versions), snapshots=snaps, saved=saved,
+                           site=user_site(2) if snaps is not None else None, crcs=crcs, variant=variant.name)
         self.records.append(rec)
         if process.capture is not None:
             process.capture.recorded(self)
@@ -320,7 +321,7 @@ class Tape:
             kernel = rec.kernel_obj
             params = per_kernel.get(id(kernel))
             if params is None:
-                params = per_kernel[id(kernel)] = written_user_params(kernel)
+                params = per_kernel[id(kernel)] = kernel.facts().written
             args = rec.args
             for j in params:
                 written[id(args[j])] = args[j]
@@ -366,6 +367,7 @@ class Tape:
                 ready = prepared is not None and prepared.valid()
             if ready:
                 prepared.run()
+                rec.adjoint_variant = prepared.spec.variant.name
             else:       # scratch adjoints or NaN checks: the full launch path
                 self._launch_adjoint(rec, launch)
 
@@ -373,8 +375,11 @@ class Tape:
     def _launch_adjoint(rec: LaunchRecord, launch) -> None:
         ins, outs = rec.adjoint_arguments()
         adj_ins, adj_outs = rec.adjoint_grads()
+        state.adjoint_variant = None
         launch(rec.kernel_obj, rec.dim, ins, outs, device=rec.device, adjoint=True, adj_inputs=adj_ins,
                adj_outputs=adj_outs, record_tape=False, consume=rec.consume)
+        if state.adjoint_variant is not None:
+            rec.adjoint_variant = state.adjoint_variant.name
 
     # Housekeeping --------------------------------------------------------------
     def zero(self) -> None:

@@ -31,6 +31,8 @@ class LaunchRecord:
                                                                # with a NumPy view out (writes bump no version)
     consume: bool = field(default=False, repr=False)           # the adjoint must reset what it overwrote
                                                                # (set by backward: runtime/tape_consume.py)
+    variant: str = "forward"                                   # the variant that ran (VariantKey.name)
+    adjoint_variant: str | None = None                         # the adjoint variant the last backward ran
 
     @property
     def inputs(self) -> list:

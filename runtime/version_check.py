@@ -1,6 +1,6 @@
 """Backward's "modified after recording" check, as precise as what each adjoint reads.
 
-A recorded launch's adjoint reads some arrays' forward values (`tape_rules.primal_reads`), often only some rows
+A recorded launch's adjoint reads some arrays' forward values (`KernelFacts.adjoint_reads`), often only some rows
 of them (`x[t - 1, i]`, see ad/accessed_rows.py). When such an array changed since the launch was
 recorded, the change is fine if every write since is a later launch on the same tape that wrote other
 rows; anything else — a write into a needed row, a host write, a write no tape saw (a launch outside
@@ -15,7 +15,7 @@ from ..core.errors import GradientRuleError
 from ..core.ops import WRITES
 from ..core.passes.scalarize import user_params
 from .state import current as state
-from .tape_rules import check_aliasing, check_recoverable, tape_info, written_user_params
+from .tape_rules import check_aliasing, check_recoverable
 
 
 def _lowered_params(kernel) -> int:
@@ -73,7 +73,8 @@ def check_unchanged(tape, index: int, rec) -> None:
     common case, cost one version compare each."""
     if not tape.check_versions:
         return
-    _, reads, _, pairs, lost = tape_info(rec.kernel_obj)
+    facts = rec.kernel_obj.facts()
+    reads, pairs, lost = facts.adjoint_reads, facts.read_write_pairs, facts.lost
     if lost:
         check_recoverable(rec.kernel_obj)
     args, versions = rec.args, rec.versions
@@ -112,7 +113,7 @@ def check_record(tape, index: int, rec, reads: list[int]) -> None:
                 continue
             if not any(same_memory(x, a) for x in later.args):
                 continue
-            wrote = [w for w in written_user_params(later.kernel_obj) if same_memory(later.args[w], a)]
+            wrote = [w for w in later.kernel_obj.facts().written if same_memory(later.args[w], a)]
             after = next(v for x, v in zip(later.args, later.versions) if same_memory(x, a))
             if after - len(wrote) != cur:
                 break                                         # changed by something the tape did not see

@@ -13,7 +13,11 @@ Layout (a folder, or the same files in a .zip):
                     "grad_after/<backward launch>/<array id>" (gradient snapshots); each size-capped by
                     gk.config.snapshot_max_bytes, with a note when capped
 
-A kernel's pass logs (`passes`: {"forward" | "adjoint": [[pass name, IR after it], ...]}, from
+Each launch names the variant that ran (`variant`, and `adjoint_variant` once a backward pass ran it; a
+backward launch its `variant`: "adjoint_gather", "adjoint_consume_shared", ...), and the kernel's generated
+code and pass logs include each such variant, so the debugger shows the code that ran.
+
+A kernel's pass logs (`passes`: {"forward" | "adjoint" | <variant>: [[pass name, IR after it], ...]}, from
 `Kernel.pass_log` on the first device the kernel ran on, named in `passes_device`) hold every step verbatim,
 a pass that changed nothing included, while their text stays under PASS_LOG_MAX_CHARS per kernel. Over it,
 a step whose IR equals the previous step's is folded into that step (its name gains a note, e.g.
@@ -36,7 +40,6 @@ import zipfile
 import numpy as np
 
 from ..runtime.snapshots import array_stats
-from ..runtime.tape_rules import read_user_params, written_user_params
 from .tape_graph import tape_graph
 from .bundle_io import BundleError, BundleLimits, load_arrays, read_folder, read_zip
 from .bundle_schema import (ARRAY_ID, PASS_LOG_MAX_CHARS, PASS_NAME_MAX, PASS_STEPS_MAX, PASS_VARIANTS,
@@ -56,9 +59,12 @@ def _array_meta(aid: str, a, names: dict) -> dict:
             "dtype": a.dtype.name, "requires_grad": bool(a.requires_grad), "device": a.device.name}
 
 
-def _kernel_meta(k, devices: set, first_device: str | None = None, notes: list | None = None) -> dict:
+def _kernel_meta(k, devices: set, first_device: str | None = None, notes: list | None = None,
+                 ran: tuple = ()) -> dict:
     """What a bundle stores of kernel `k`: source, IR, generated code on each of `devices`, and the pass logs
-    on `first_device` (the first device it ran on); trouble building a pass log goes to `notes`."""
+    on `first_device` (the first device it ran on), for the forward and adjoint variants and the variants
+    in `ran` (names of the other variants its launches ran); trouble building a pass log goes to `notes`."""
+    extra = [v for v in dict.fromkeys(ran) if v not in PASS_VARIANTS]
     meta = {"name": k.key}
     try:
         meta["python_source"] = inspect.getsource(k.pyfunc)
@@ -76,20 +82,22 @@ def _kernel_meta(k, devices: set, first_device: str | None = None, notes: list |
     for dev in sorted(devices):
         try:
             meta["code"][dev] = {"forward": k.source(dev), "adjoint": k.source(dev, adjoint=True)}
+            for variant in extra:
+                meta["code"][dev][variant] = k.source(dev, variant=variant)
         except Exception as exc:
             meta["code"][dev] = {"error": str(exc)}
-    meta["passes"] = _pass_logs(k, first_device, notes if notes is not None else [])
+    meta["passes"] = _pass_logs(k, first_device, notes if notes is not None else [], extra)
     meta["passes_device"] = first_device
     return meta
 
 
-def _pass_logs(k, device: str | None, notes: list) -> dict:
+def _pass_logs(k, device: str | None, notes: list, extra: list = ()) -> dict:
     """{variant: [[pass name, printed IR after it], ...]} for the forward and adjoint variants, fitted under
     PASS_LOG_MAX_CHARS. A kernel declared with enable_backward=False has no adjoint entry; a variant whose
     passes fail is left out with a note (the bundle is still written)."""
     logs = {}
-    for variant in PASS_VARIANTS:
-        if variant == "adjoint" and not k.enable_backward:
+    for variant in (*PASS_VARIANTS, *extra):
+        if variant != "forward" and not k.enable_backward:
             continue
         try:
             logs[variant] = [[name, text] for name, text in k.pass_log(variant, device)]
@@ -198,7 +206,7 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
     path = pathlib.Path(path)
     arrays, names, kernels, devices = {}, {}, {}, set()
     launches, blobs, notes, capped = [], {}, [], 0
-    launch_of_record, first_device = {}, {}
+    launch_of_record, first_device, ran = {}, {}, {}
     for index, rec in enumerate(tape.records):
         if getattr(rec, "kind", "") != "launch":
             continue
@@ -219,8 +227,13 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
         entry = {"index": len(launches), "kernel": rec.kernel, "dim": list(rec.dim), "device": rec.device,
                  "scope": list(rec.scope), "ms": rec.ms, "params": params, "n_inputs": len(rec.inputs),
                  "arrays": ids, "scalars": [None if i is not None else _scalar(v) for i, v in zip(ids, rec.args)]}
-        entry["written"] = list(written_user_params(rec.kernel_obj))
-        entry["read"] = list(read_user_params(rec.kernel_obj))
+        entry["variant"] = rec.variant
+        ran.setdefault(rec.kernel, []).append(rec.variant)
+        if rec.adjoint_variant is not None:
+            entry["adjoint_variant"] = rec.adjoint_variant
+            ran[rec.kernel].append(rec.adjoint_variant)
+        facts = rec.kernel_obj.facts()
+        entry["written"], entry["read"] = list(facts.written), list(facts.read)
         if getattr(rec, "site", None):
             entry["site"] = {"file": rec.site[0], "line": int(rec.site[1])}
         if rec.snapshots is not None:
@@ -233,6 +246,9 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
         fwd = launches[launch_of_record[brec.record]]
         aid_of = dict(zip(fwd["params"], fwd["arrays"]))
         entry = {"index": b, "record": fwd["index"], "kernel": brec.kernel, "ms": brec.ms}
+        if brec.variant is not None:
+            entry["variant"] = brec.variant
+            ran.setdefault(brec.kernel, []).append(brec.variant)
         entry["stats"], n = _snapshot_entries(brec.grads, "grad_", b, aid_of, blobs, cap)
         capped += n
         backward.append(entry)
@@ -253,7 +269,8 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
                              f"{cap}-byte cap (gk.config.snapshot_max_bytes)")
                 continue
             blobs[f"{kind}/{aid}"] = data
-    kernel_meta = {n: _kernel_meta(k, devices, first_device.get(n), notes) for n, k in kernels.items()}
+    kernel_meta = {n: _kernel_meta(k, devices, first_device.get(n), notes, tuple(ran.get(n, ())))
+                   for n, k in kernels.items()}
     fold = len(launches) > FOLD_OVER      # a long rollout's graph: launches repeated back to back drawn once
     if fold:
         notes.append(f"the tape graph folds launches repeated back to back ({len(launches)} launches)")

@@ -12,6 +12,7 @@ import math
 import re
 
 from .bundle_io import BundleError
+from ..ad.variants import VariantKey
 
 SCHEMA = 2
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -25,11 +26,22 @@ _ORIGIN_STR = ("op", "file", "text", "grad_of", "array", "call", "description")
 _ORIGIN_INT = ("line", "col")
 _ORIGIN_VALUES = ("operands", "result", "primal_operands", "primal_result")
 
-# A kernel's pass log (`passes`): the printed IR after each pass building a variant (Kernel.pass_log).
+# A kernel's pass log (`passes`): the printed IR after each pass building a variant (Kernel.pass_log): the
+# forward and adjoint variants always, and every other variant a launch of the bundle ran (its `variant` /
+# `adjoint_variant`, a backward launch's `variant`); generated code (`code`) likewise.
 PASS_VARIANTS = ("forward", "adjoint")
 PASS_LOG_MAX_CHARS = 2_000_000   # total IR text of one kernel's pass logs (save_bundle truncates to fit)
 PASS_STEPS_MAX = 64              # steps per variant (the declared pipeline has about ten)
 PASS_NAME_MAX = 200              # characters of a step's name (a pass name, or one with a note appended)
+
+
+def _variant(c: "_Check", name, path: str) -> None:
+    """A kernel variant's declared name (ad/variants.py VariantKey.name)."""
+    c.str(name, path)
+    try:
+        VariantKey.parse(name)
+    except ValueError as exc:
+        c.fail(path, str(exc))
 
 
 def source_sha256(text: str) -> str:
@@ -198,8 +210,10 @@ def _kernels(c: _Check, kernels) -> dict:
         code = k.get("code", {})
         c.obj(code, p + ".code", {}, dict.fromkeys(code))
         for dev, variants in code.items():
-            c.obj(variants, _join(p + ".code", dev), {}, dict.fromkeys(("forward", "adjoint", "error")))
+            c.obj(variants, _join(p + ".code", dev), {}, dict.fromkeys(variants))
             for variant, text in variants.items():
+                if variant != "error":
+                    _variant(c, variant, _join(_join(p + ".code", dev), variant))
                 c.str(text, f"{_join(p + '.code', dev)}.{variant}")
         if "passes" in k:
             _passes(c, k["passes"], p + ".passes")
@@ -210,9 +224,10 @@ def _kernels(c: _Check, kernels) -> dict:
 def _passes(c: _Check, passes, path: str) -> None:
     """{variant: [[pass name, IR text], ...]} with at most PASS_STEPS_MAX steps per variant, names of at most
     PASS_NAME_MAX characters and at most PASS_LOG_MAX_CHARS of text in all."""
-    c.obj(passes, path, {}, dict.fromkeys(PASS_VARIANTS))
+    c.obj(passes, path, {}, dict.fromkeys(passes))
     total = 0
     for variant, steps in passes.items():
+        _variant(c, variant, _join(path, variant))
         q = f"{path}.{variant}"
         for j, step in enumerate(c.list(steps, q, hi=PASS_STEPS_MAX)):
             name, text = c.list(step, f"{q}[{j}]", length=2)
@@ -230,7 +245,11 @@ def _launches(c: _Check, launches: list, arrays: dict, kernels: dict) -> list:
     keys = ("index", "kernel", "dim", "device", "scope", "ms", "params", "n_inputs", "arrays", "scalars")
     for k, la in enumerate(launches):
         p = f"launches[{k}]"
-        c.obj(la, p, dict.fromkeys(keys), {"stats": dict, "site": dict, "written": list, "read": list})
+        c.obj(la, p, dict.fromkeys(keys), {"stats": dict, "site": dict, "written": list, "read": list,
+                                           "variant": str, "adjoint_variant": str})
+        for key in ("variant", "adjoint_variant"):
+            if key in la:
+                _variant(c, la[key], f"{p}.{key}")
         for key in ("written", "read"):
             for j, w in enumerate(c.list(la.get(key, []), f"{p}.{key}")):
                 c.int(w, f"{p}.{key}[{j}]", hi=len(la["params"]) if isinstance(la.get("params"), list) else None)
@@ -288,7 +307,9 @@ def _stats(c: _Check, stats, path: str, params: list) -> None:
 def _backward(c: _Check, backward: list, launches: list) -> None:
     for k, b in enumerate(backward):
         p = f"backward[{k}]"
-        c.obj(b, p, dict.fromkeys(("index", "record", "kernel", "ms")), {"stats": dict})
+        c.obj(b, p, dict.fromkeys(("index", "record", "kernel", "ms")), {"stats": dict, "variant": str})
+        if "variant" in b:
+            _variant(c, b["variant"], p + ".variant")
         c.int(b["index"], p + ".index", lo=k, hi=k + 1)
         c.int(b["record"], p + ".record", hi=len(launches))
         c.str(b["kernel"], p + ".kernel")

@@ -21,12 +21,11 @@ def arrived_norms(tape) -> dict:
     """{id(array): norm} of the gradient that reached each array a launch wrote (NaN when it held a NaN or
     Inf), from the snapshots a snapshotting tape took before the adjoint of its last writer, the first to
     consume it in backward order; empty without snapshots."""
-    from ..runtime.tape_rules import written_user_params
     out: dict[int, float] = {}
     for b in getattr(tape, "backward_records", []):
         rec = tape.records[b.record]
         params = [n for n, _ in rec.kernel_obj.params]
-        for j in written_user_params(rec.kernel_obj):
+        for j in rec.kernel_obj.facts().written:
             snap = b.grads.before.get(params[j])
             if snap is not None and id(rec.args[j]) not in out:
                 out[id(rec.args[j])] = math.nan if snap.stats.get("nonfinite", 0) else snap.stats.get("norm", 0.0)

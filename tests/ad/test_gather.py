@@ -10,7 +10,7 @@ import pytest
 
 import gradkit as gk
 from gradkit.core.ops import Op
-from gradkit.runtime.launch import adjoint_variant
+from gradkit.runtime.variants import choose_variant
 
 
 @gk.kernel
@@ -128,8 +128,8 @@ def test_a_grid_smaller_than_the_array_keeps_the_scatter(device, gather, rng):
     out = gk.zeros(n, device=device, requires_grad=True)
     dev = gk.get_device(device)
     bound = smooth1d.binder()([u, w, out], dev)
-    assert adjoint_variant(smooth1d, bound, (20,), dev) == "adjoint"
-    assert adjoint_variant(smooth1d, bound, (40,), dev) == ("adjoint_gather" if gather else "adjoint")
+    assert choose_variant(smooth1d, bound, (20,), dev, adjoint=True).name == "adjoint"
+    assert choose_variant(smooth1d, bound, (40,), dev, adjoint=True).name == ("adjoint_gather" if gather else "adjoint")
     g = rng.standard_normal(n).astype(np.float32)
     out.grad.assign(gk.array(g, device=device))
     gk.launch(smooth1d, 20, [u, w], [out], device=device, adjoint=True)

@@ -114,7 +114,7 @@ def test_launches_table_and_detail(page, server):
     grid = page.locator('[data-testid="stDataFrame"]').first
     rows = grid.locator('[role="row"]')
     expect(rows).to_have_count(7)                                 # header + 3 forward + 3 backward
-    expect(rows.nth(5)).to_contain_text("backwardpredict16cpu")
+    expect(rows.nth(5)).to_contain_text("backwardpredictadjoint16cpu")       # the variant that ran: adjoint
     expect(rows.nth(3)).to_contain_text("squared_error")
     expect(page.locator("h3", has_text="#0 forward damp [16]")).to_be_visible()
     shoot(page, "launches")

@@ -119,7 +119,7 @@ def _edit(manifest, edit):
 MALFORMED = {
     "a list": (lambda k: k.update(passes=[]), "kernels.wave.passes: expected an object, got a list"),
     "unknown variant": (lambda k: k["passes"].update(tangent=[]),
-                        "kernels.wave.passes.tangent: unknown field"),
+                        "kernels.wave.passes.tangent: unknown kernel variant 'tangent'"),
     "steps not a list": (lambda k: k["passes"].update(forward="input"),
                          "kernels.wave.passes.forward: expected a list, got a string"),
     "a step of three": (lambda k: k["passes"]["forward"][0].append("x"),
