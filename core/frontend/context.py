@@ -121,12 +121,15 @@ class TidCall:
     """The result of `gk.tid()` before it is unpacked into coordinates."""
 
 
-_PACKAGE = pathlib.Path(__file__).resolve().parents[2]
-_LIBRARY = tuple(str(_PACKAGE / d) + os.sep for d in ("core", "runtime", "ad", "backends", "viz", "app"))
+# gradkit's own folders, as imported (a path through a symlink) and resolved: frames show the former
+_ROOTS = tuple(dict.fromkeys((pathlib.Path(__file__).parents[2], pathlib.Path(__file__).resolve().parents[2])))
+_LIBRARY = tuple(str(root / d) + os.sep for root in _ROOTS
+                 for d in ("core", "runtime", "ad", "backends", "viz", "app", "dialects"))
+_INITS = tuple(str(root / "__init__.py") for root in _ROOTS)
 
 
 def _in_library(filename: str) -> bool:
-    return filename.startswith(_LIBRARY) or filename == str(_PACKAGE / "__init__.py")
+    return filename.startswith(_LIBRARY) or filename in _INITS
 
 
 def remember_enclosing_scope(pyfunc) -> None:
