@@ -17,23 +17,23 @@ from .core.lang import NAMES as _LANG_NAMES
 from .core.types import (bool_ as bool, float32, float64, int32, int64, mat22, mat22d, mat33, mat33d, mat44,  # noqa: A001
                          mat44d, matrix, quat, quatd, quaternion, uint32, vec2, vec2d, vec2i, vec3, vec3d, vec3i, vec4,
                          vec4d, vec4i, vector)
-from .runtime.array import array, array1d, array2d, array3d, array4d
-from .runtime.creation import empty, from_dlpack, from_numpy, full, ones, ones_like, zeros, zeros_like
-from .runtime.host_ops import copy
-from .runtime.device import Device, ScopedDevice, get_device, get_devices, set_device, synchronize
-from .runtime.kernel import Kernel, func, kernel
+from .runtime.arrays.array import array, array1d, array2d, array3d, array4d
+from .runtime.arrays.creation import empty, from_dlpack, from_numpy, full, ones, ones_like, zeros, zeros_like
+from .runtime.arrays.host_ops import copy
+from .runtime.launch.device import Device, ScopedDevice, get_device, get_devices, set_device, synchronize
+from .runtime.launch.kernel import Kernel, func, kernel
 from .core.func import func_grad, func_replay
 from .core.struct import struct
 from .core.native import func_native
-from .runtime.launch import launch
-from .runtime.tape import LaunchRecord, ScopedTimer, Tape
-from .runtime.forward_mode import ForwardMode
-from .runtime.checkpoint import checkpoint, grad_for, grad_replaced, no_grad
-from .runtime.interop import from_jax, from_torch, jax_function, to_jax, to_torch, torch_function
+from .runtime.launch.launch import launch
+from .runtime.tape.tape import LaunchRecord, ScopedTimer, Tape
+from .runtime.tape.forward_mode import ForwardMode
+from .runtime.tape.checkpoint import checkpoint, grad_for, grad_replaced, no_grad
+from .runtime.arrays.interop import from_jax, from_torch, jax_function, to_jax, to_torch, torch_function
 from .ad.transforms import grad, jvp
 from . import backends  # noqa: E402  (gk.backends.available())
-from .runtime import autograd  # noqa: E402  (gk.autograd.jacobian, gradcheck, ...)
-from .runtime import optim  # noqa: E402  (gk.optim.SGD, gk.optim.Adam)
+from .runtime.tools import autograd  # noqa: E402  (gk.autograd.jacobian, gradcheck, ...)
+from .runtime.tools import optim  # noqa: E402  (gk.optim.SGD, gk.optim.Adam)
 
 __all__ = [
     "config", "CacheTrustWarning", "CompileError", "DeviceError", "DeviceMemoryError", "GradientCheckError", "GradientRuleError", "GradientRuleWarning", "GradientHazardWarning",

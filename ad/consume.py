@@ -5,7 +5,7 @@ thread and never reads (ad/reverse_facts.py `sole_writes`; `attrs["consumable"]`
 one launch nothing else can take that gradient, the array keeps the gradient that reached it (as in Taichi)
 and the adjoint saves a store per element. On a tape where an earlier launch (or host write) also wrote or
 read that memory, the value this launch overwrote must get none of it: the tape launches this variant
-instead (runtime/tape_consume.py decides where).
+instead (runtime/tape/tape_consume.py decides where).
 """
 
 from __future__ import annotations

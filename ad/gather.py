@@ -9,7 +9,7 @@ so no branch guards the replay.
 
 The gathered kernel is right only when the gathered arrays' shape is the launch grid (then every element a
 thread of the grid adds to is a thread of the grid); `fn.attrs["gather_sources"]` names the user-level
-parameters whose shape the launch must check before choosing it (runtime/launch.py `adjoint_variant`).
+parameters whose shape the launch must check before choosing it (runtime/launch/launch.py `adjoint_variant`).
 Kernels with loops, calls, native code or value stacks keep their scatter adjoint."""
 
 from __future__ import annotations

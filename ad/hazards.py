@@ -1,4 +1,4 @@
-"""Facts about one kernel that the tape's hazard report reads (runtime/hazards.py): where it stores each
+"""Facts about one kernel that the tape's hazard report reads (runtime/tape/hazards.py): where it stores each
 parameter, which stores overwrite a whole launch-grid-sized array, and which array parameters reach its
 outputs only through uses without a derivative (int(), comparisons, stop_gradient, indices, conditions).
 """

@@ -6,7 +6,7 @@
     adjoint          forward_ad → reverse                         (ad/reverse.py)
     adjoint_gather   adjoint → gather → simplify                  (ad/gather.py; only for stencil adjoints)
     adjoint_shared   adjoint → shared: its own-element adds atomic again, for launches where two written
-                     arrays share memory (runtime/launch.py; only when it has such adds)
+                     arrays share memory (runtime/launch/launch.py; only when it has such adds)
     adjoint_consume  forward_ad → consume: reverse mode where every overwriting store resets the gradient
                      it read, for taped launches whose written memory an earlier launch used (ad/consume.py;
                      launched only when the plain adjoint left a reset out), with _shared / _tangent /
@@ -66,7 +66,7 @@ VARIANTS: dict[str, Variant] = {
     "forward": Variant("forward_ad", (INLINE_KEPT, SIMPLIFY), when=_keeps_calls),
     "adjoint": Variant("forward_ad", (REVERSE,)),
     # the adjoint with shifted atomic adds (stencils) as gathers; launched only where the gathered arrays'
-    # shape is the launch grid (fn.attrs["gather_sources"]; runtime/launch.py adjoint_variant)
+    # shape is the launch grid (fn.attrs["gather_sources"]; runtime/launch/launch.py adjoint_variant)
     "adjoint_gather": Variant("adjoint", (GATHER, SIMPLIFY), when=lambda fn: gather_plan(fn) is not None),
     "adjoint_shared": Variant("adjoint", (SHARED,), when=has_exclusive_adds),
     "forward_tangent": Variant("forward", (TANGENT,)),
@@ -81,7 +81,7 @@ VARIANTS: dict[str, Variant] = {
 
 # Variant names are spelled in one place, VariantKey.name (ad/variants.py); "<adjoint variant>@u<k>,<k>" is
 # the adjoint with the gradients at adjoint-parameter positions k taken as one value each (ad/uniform.py;
-# runtime/variants.py picks it for scalar adj_outputs).
+# runtime/launch/variants.py picks it for scalar adj_outputs).
 
 
 def seeded_variant(source: Function, positions: tuple[int, ...], keep_log: bool = False) -> Function:

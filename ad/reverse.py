@@ -248,7 +248,7 @@ class Reverse:
                 else:
                     # nothing else in this kernel takes gradient from the element: whether its earlier
                     # value (written or read by an earlier launch) needs the reset is the tape's call
-                    # (runtime/tape_consume.py launches the consuming adjoint then)
+                    # (runtime/tape/tape_consume.py launches the consuming adjoint then)
                     self.kept.add(ins.args[0].id)
                 self.add_adj(b, value, g)
         elif op == Op.ATOMIC:

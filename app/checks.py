@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..runtime.autograd import mismatches
+from ..runtime.tools.autograd import mismatches
 from ..viz.bundle import Bundle, source_sha256
 from . import stored_kernel
 from .paths import shown_path
@@ -117,7 +117,7 @@ def _jacobians(kernel, bundle: Bundle, index: int, device: str, eps: float) -> _
     |J(eps) - J(eps/2)| (truncation and rounding, Richardson) plus the output's rounding over the step,
     machine-eps * |y| / eps."""
     import gradkit as gk
-    from ..runtime.jacobian_target import make_target
+    from ..runtime.tools.jacobian_target import make_target
     la = bundle.launches[index]
     dim = tuple(la["dim"])
     inputs, outputs = rebuild_arguments(bundle, index, kernel, device)

@@ -80,7 +80,7 @@ def gradient_flow(bundle: Bundle, vanishing: float = VANISHING, exploding: float
 
 
 def hazards(bundle: Bundle) -> list[dict]:
-    """The hazards the tape's analysis found (runtime/hazards.py): steps whose gradient is zero by
+    """The hazards the tape's analysis found (runtime/tape/hazards.py): steps whose gradient is zero by
     construction, each with its kind, message, the arrays it explains and the source lines."""
     return list(bundle.manifest.get("hazards") or [])
 

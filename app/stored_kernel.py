@@ -23,7 +23,7 @@ from ..core.errors import CompileError
 from ..core.frontend.exprs import PY_ALIASES
 from ..core.frontend.source import SourceInfo
 from ..core.lang import LangFunction
-from ..runtime.kernel import Kernel
+from ..runtime.launch.kernel import Kernel
 from ..viz.bundle import source_sha256
 
 

@@ -65,9 +65,9 @@ class CompileOptions:
     debug: bool = False          # bounds checks
     stack_size: int = 4096       # reverse-mode value-stack slots per thread
     fast_math: bool = False      # float math may reassociate / use approximate reciprocals (gk.config.fast_math)
-    cache: Any = None            # a runtime.cache.KernelCache (get(key) -> bytes|None, put(key, bytes)), or None
+    cache: Any = None            # a runtime.launch.cache.KernelCache (get(key) -> bytes|None, put(key, bytes)), or None
     # positions in bounds_sites(fn) of the accesses the runtime proves in bounds before every launch
-    # (runtime/bounds.py): under `debug` their per-access checks are hoisted there, not repeated per thread
+    # (runtime/launch/bounds.py): under `debug` their per-access checks are hoisted there, not repeated per thread
     proven: frozenset = frozenset()
 
     def key(self) -> str:

@@ -189,7 +189,7 @@ def reload() -> None:
 
 def on_change(callback: Callable[[str | None], None]) -> None:
     """Call `callback(name)` when plugin `name` is (un)registered, `callback(None)` on `reload()`
-    (runtime/device.py drops the Devices it cached for that plugin)."""
+    (runtime/launch/device.py drops the Devices it cached for that plugin)."""
     _listeners.append(callback)
 
 

@@ -36,7 +36,7 @@ update no other thread touches (a plain read-modify-write is enough).
 Functions end by yielding their return values (`body.yields`); kernels yield nothing.
 
 Function attrs (`Function.attrs`), each written by one stage and read by later ones; nothing else is kept
-there (the runtime's own derived facts live in runtime/kernel_facts.py, not in the IR):
+there (the runtime's own derived facts live in runtime/launch/kernel_facts.py, not in the IR):
 
     source_name       frontend, ad        the user's kernel name (variants carry it for messages)
     tid_ndim          frontend            how many coordinates gk.tid() unpacks into (1 when unused)

@@ -13,7 +13,7 @@ class _Recording(threading.local):
     tape = None          # the recording gk.Tape of this thread
     forward_mode = None  # the active gk.ForwardMode of this thread
     # while a tape's backward pass runs a Python record (a @gk.grad_for function): the memory the records
-    # before it used, so adjoint launches it makes consume what they overwrite there (runtime/tape_consume.py)
+    # before it used, so adjoint launches it makes consume what they overwrite there (runtime/tape/tape_consume.py)
     consume_seen = None
     adjoint_variant = None   # the VariantKey of this thread's last adjoint launch (its backward record's)
 

@@ -39,7 +39,7 @@ import zipfile
 
 import numpy as np
 
-from ..runtime.snapshots import array_stats
+from ..runtime.tape.snapshots import array_stats
 from .tape_graph import tape_graph
 from .bundle_io import BundleError, BundleLimits, load_arrays, read_folder, read_zip
 from .bundle_schema import (ARRAY_ID, PASS_LOG_MAX_CHARS, PASS_NAME_MAX, PASS_STEPS_MAX, PASS_VARIANTS,
@@ -177,7 +177,7 @@ FOLD_OVER = 24      # launches beyond which a bundle's tape graph folds repeats 
 
 
 def _hazards(tape, arrays: dict, launch_of_record: dict) -> list[dict]:
-    """The tape's hazards (runtime/hazards.py) as bundle data: kind, message, the ids of the arrays they
+    """The tape's hazards (runtime/tape/hazards.py) as bundle data: kind, message, the ids of the arrays they
     explain (bundled ones), the launches involved (None: a host write) and the source lines."""
     try:
         found = tape.hazards()

@@ -21,7 +21,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 ARRAY_ID = re.compile(r"[A-Za-z0-9_]{1,64}")
 _NAN_KEYS = {"message", "kernel", "array", "direction", "index", "value", "file", "line", "launch", "origin",
              "call_site", "backward_site", "iteration"}
-# runtime/op_trace.py's OpOrigin.as_dict(): the op that made the first NaN/Inf
+# runtime/launch/op_trace.py's OpOrigin.as_dict(): the op that made the first NaN/Inf
 _ORIGIN_STR = ("op", "file", "text", "grad_of", "array", "call", "description")
 _ORIGIN_INT = ("line", "col")
 _ORIGIN_VALUES = ("operands", "result", "primal_operands", "primal_result")

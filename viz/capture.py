@@ -101,7 +101,7 @@ class Capture:
 
     def _nan_origin(self, exc: NaNError, tb=None) -> dict:
         """The error as bundle data: the index of the launch (forward or backward) that raised it, the op that
-        made the value (runtime/op_trace.py), where the script called the launch (and backward), and which
+        made the value (runtime/launch/op_trace.py), where the script called the launch (and backward), and which
         of the script's tapes it was (0 for the first: the training-loop iteration, for one tape a step)."""
         origin = {"message": str(exc)}
         for key in ("kernel", "array", "direction", "index", "value", "file", "line", "origin"):

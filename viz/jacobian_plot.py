@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime.jacobian_target import argument_names
+from ..runtime.tools.jacobian_target import argument_names
 
 MISSING = "#303030"     # NaN entries (not evaluated): dark, unlike any value of the diverging colour maps
 

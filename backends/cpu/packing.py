@@ -2,7 +2,7 @@
 `struct.pack_into`: a packer generated per layout writes the dims, the fault pointer and every parameter's
 slots in a single call (~0.3 µs for two arrays, against ~1 µs for one ctypes item assignment per slot).
 
-The launch has already checked and converted every argument (runtime/bind.py): arrays carry `.buffer.ptr`
+The launch has already checked and converted every argument (runtime/launch/bind.py): arrays carry `.buffer.ptr`
 and `.shape`, scalars are NumPy scalars of the parameter's type."""
 
 from __future__ import annotations

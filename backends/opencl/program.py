@@ -1,7 +1,7 @@
 """Building OpenCL programs: an in-memory cache per device and the optional on-disk binary cache.
 
 Built programs are kept per device by sha256(source, build options). With `options.cache` (a
-runtime.cache.KernelCache), the program binary is stored under a key that also hashes the device
+runtime.launch.cache.KernelCache), the program binary is stored under a key that also hashes the device
 name, driver version and platform version, and is loaded with `cl.Program(ctx, [dev], [binary])`;
 an entry the driver rejects is rebuilt from source (warned once per process) and overwritten.
 """

@@ -84,7 +84,7 @@ def _simulate(x0, steps, device, block=None):
 
 
 def test_checkpointing_gradient_and_memory(device, rng):
-    from gradkit.runtime.array import memory
+    from gradkit.runtime.arrays.array import memory
     n, steps = 2_000, 100
     x0_np = rng.uniform(-1, 1, n)
     peaks = {}

@@ -10,7 +10,7 @@ import pytest
 
 import gradkit as gk
 from gradkit.core.ops import Op
-from gradkit.runtime.variants import choose_variant
+from gradkit.runtime.launch.variants import choose_variant
 
 
 @gk.kernel

@@ -99,7 +99,7 @@ def test_reduction_onto_one_element_is_accurate():
 
 SCRIPT = textwrap.dedent("""
     import warnings, numpy as np, gradkit as gk
-    from gradkit.runtime.cache import default_cache
+    from gradkit.runtime.launch.cache import default_cache
     @gk.kernel
     def k(x: gk.array(dtype=float), y: gk.array(dtype=float)):
         i = gk.tid()

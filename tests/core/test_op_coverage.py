@@ -93,7 +93,7 @@ WALKERS = {
                Op.NATIVE: "its compile refuses any op OPS lacks with a CompileError naming it: a NumPy "
                           "interpreter runs no C-like snippet"}),
     "op_trace": Walker(
-        "gradkit.runtime.op_trace", "_Thread.op_*", "method table (getattr(self, 'op_' + op))"),
+        "gradkit.runtime.launch.op_trace", "_Thread.op_*", "method table (getattr(self, 'op_' + op))"),
 }
 
 

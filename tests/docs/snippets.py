@@ -28,10 +28,10 @@ PARSER = doctest.DocTestParser()
 # Modules whose docstrings the API reference renders (docs/api/*.rst); their `>>>` examples run too.
 DOCSTRING_MODULES = [
     "gradkit", "gradkit.core.config", "gradkit.core.errors", "gradkit.core.types", "gradkit.core.func",
-    "gradkit.core.struct", "gradkit.core.native", "gradkit.core.lang", "gradkit.runtime.array",
-    "gradkit.runtime.creation", "gradkit.runtime.host_ops", "gradkit.runtime.device", "gradkit.runtime.kernel",
-    "gradkit.runtime.launch", "gradkit.runtime.tape", "gradkit.runtime.forward_mode", "gradkit.runtime.checkpoint",
-    "gradkit.runtime.interop", "gradkit.runtime.autograd", "gradkit.runtime.optim", "gradkit.ad.transforms",
+    "gradkit.core.struct", "gradkit.core.native", "gradkit.core.lang", "gradkit.runtime.arrays.array",
+    "gradkit.runtime.arrays.creation", "gradkit.runtime.arrays.host_ops", "gradkit.runtime.launch.device", "gradkit.runtime.launch.kernel",
+    "gradkit.runtime.launch.launch", "gradkit.runtime.tape.tape", "gradkit.runtime.tape.forward_mode", "gradkit.runtime.tape.checkpoint",
+    "gradkit.runtime.arrays.interop", "gradkit.runtime.tools.autograd", "gradkit.runtime.tools.optim", "gradkit.ad.transforms",
     "gradkit.backends", "gradkit.backends.base", "gradkit.viz", "gradkit.viz.tape_graph",
     "gradkit.viz.kernel_graph", "gradkit.viz.bundle", "gradkit.viz.capture",
 ]

@@ -54,7 +54,7 @@ import pytest
 from gradkit.ad.pipeline import VARIANTS, backend_passes, build_variant, for_backend, seeded_variant
 from gradkit.core.ir import Function, format_function, verify
 from gradkit.core.passes import LOWER, lower, run_passes
-from gradkit.runtime.kernel import Kernel
+from gradkit.runtime.launch.kernel import Kernel
 
 HERE = pathlib.Path(__file__).resolve().parent
 CASES_DIR = HERE / "cases"

@@ -79,7 +79,7 @@ CHILD = """
             f.write(blob)
         print(name)
     elif sys.argv[1] == "fork":
-        from gradkit.runtime.cache import default_cache
+        from gradkit.runtime.launch.cache import default_cache
         default_cache()._lock.acquire()           # as if another thread were checking the folder
         pid = os.fork()
         if pid == 0:

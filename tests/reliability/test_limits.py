@@ -40,7 +40,7 @@ def test_grids_past_32_bit_thread_ids_are_refused(device, tmp_path):
 
 
 def test_largest_1d_grid_is_accepted_by_validation():
-    assert gk.runtime.launch.normalize_dim(2**31 - 1) == (2**31 - 1,)
+    assert gk.runtime.launch.launch.normalize_dim(2**31 - 1) == (2**31 - 1,)
 
 
 @pytest.mark.parametrize("name, value, error", [

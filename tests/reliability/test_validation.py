@@ -144,7 +144,7 @@ def test_pickle_round_trip(dtype, device):
 
 def test_unpickling_takes_arrays_only():
     """The function pickle calls builds arrays from NumPy data and plain values, nothing else."""
-    from gradkit.runtime.array_copy import rebuild
+    from gradkit.runtime.arrays.array_copy import rebuild
     with pytest.raises(TypeError, match="a pickled gk.array holds NumPy data"):
         rebuild([1.0], ("scalar", "float32"), "cpu", False, None)
     with pytest.raises(ValueError, match="is not a gk.array element type"):

@@ -117,7 +117,7 @@ def test_own_element_adjoint_into_a_gradient_shared_with_a_scatter(device):
 def test_adjoints_with_plain_adds_are_not_chosen_for_shared_gradients(device, kernel):
     """The races above are rare in a run; which adjoint a launch takes is certain: the one whose adds into
     its own elements are atomics again, when two gradients it writes are one array."""
-    from gradkit.runtime.launch import prepare_adjoint
+    from gradkit.runtime.launch.launch import prepare_adjoint
     idx, idx_g = _idx(device, 5)
     x, y = (gk.zeros(N, device=device, requires_grad=True) for _ in range(2))
     out = gk.zeros(N, device=device, requires_grad=True)

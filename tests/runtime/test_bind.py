@@ -7,7 +7,7 @@ import pytest
 
 import gradkit as gk
 from gradkit.core.types import array_type
-from gradkit.runtime.bind import bind_args, make_binder
+from gradkit.runtime.launch.bind import bind_args, make_binder
 
 F32_1D = array_type(gk.float32, 1)
 PARAMS = [("x", F32_1D), ("y", array_type(gk.vec3d, 2)), ("a", gk.float32), ("n", gk.int32),

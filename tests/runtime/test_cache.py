@@ -8,8 +8,8 @@ import warnings
 import pytest
 
 import gradkit as gk
-from gradkit.runtime import cache as cache_mod
-from gradkit.runtime.cache import KernelCache, default_cache
+from gradkit.runtime.launch import cache as cache_mod
+from gradkit.runtime.launch.cache import KernelCache, default_cache
 
 
 def test_round_trip(tmp_path, rng):

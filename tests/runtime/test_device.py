@@ -10,7 +10,7 @@ import pytest
 
 import gradkit as gk
 from gradkit.backends import registry
-from gradkit.runtime import device as device_mod
+from gradkit.runtime.launch import device as device_mod
 
 from tests.conftest import DEVICES, BrokenBackend, NoDeviceBackend
 

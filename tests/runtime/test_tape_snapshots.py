@@ -1,4 +1,4 @@
-"""The tape's snapshot hook (runtime/snapshots.py): who turns it on, what it keeps per forward and adjoint
+"""The tape's snapshot hook (runtime/tape/snapshots.py): who turns it on, what it keeps per forward and adjoint
 launch, and that an adjoint launch that raises still leaves its BackwardRecord (the debugger names it)."""
 
 import types
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import gradkit as gk
-from gradkit.runtime import snapshots
+from gradkit.runtime.tape import snapshots
 
 
 @gk.kernel

@@ -1,5 +1,5 @@
 """Kernel variants as values (issue 38 item 1): one interned VariantKey per set of traits, chosen in one
-place (runtime/variants.py), recorded on every launch record and backward record, and a debug bundle holds
+place (runtime/launch/variants.py), recorded on every launch record and backward record, and a debug bundle holds
 the generated code and pass log of the variant that ran — the gathered stencil adjoint, the consuming
 adjoint — not only the plain adjoint's."""
 

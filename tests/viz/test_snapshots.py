@@ -51,7 +51,7 @@ def _record(device, rng, n=16, snapshots=True):
 
 
 def test_stats_match_numpy(rng):
-    from gradkit.runtime.snapshots import array_stats
+    from gradkit.runtime.tape.snapshots import array_stats
     data = rng.standard_normal(1000)
     data[[3, 7]] = [np.nan, np.inf]
     good = np.delete(data, [3, 7])

@@ -1,0 +1,483 @@
+"""`gk.array`: a typed n-d array (1-4 dims) in a backend's memory, with optional `.grad` and `.dual`.
+
+The same name is the array *type* in kernel annotations: `gk.array(dtype=float, ndim=2)` and
+`gk.array(dtype=gk.vec3)` return `core.types.array_type(...)`, not an array (a call with neither
+`data` nor `shape`, or with `ndim`, is an annotation).
+
+Memory is one buffer from the device's backend (`impl.alloc`, zero-filled), C-contiguous and
+row-major; a vector/matrix element is `ncomp` consecutive scalars. When the backend keeps
+buffers in host memory (`host_view` is not None, e.g. "cpu"), `.numpy()` is a zero-copy view;
+elsewhere it is a copy. Every write made through this class or by a launch bumps `.version`,
+which lets `Tape.backward` detect arrays overwritten after they were recorded.
+"""
+
+from __future__ import annotations
+
+import weakref
+import zlib
+
+import numpy as np
+
+from ...core.errors import DeviceMemoryError, allocation_error
+from ...core.types import ArrayType, Type, array_type, float32
+from . import array_copy, host_ops, views
+from ..state import current as state
+from ..launch.device import get_device
+from .array_input import _as_dtype, _as_shape, _check_fits, _check_grad_dtype, _prepare, _split_dtype
+
+_I32 = np.iinfo(np.int32)
+
+
+def _checksum(data: np.ndarray) -> int:
+    if data.flags.c_contiguous:          # an array's own host view always is: crc32 reads its buffer as is
+        return zlib.crc32(data)
+    return zlib.crc32(memoryview(np.ascontiguousarray(data)).cast("B"))
+
+
+class _MemoryStats:
+    """Bytes held by live gradkit arrays (all devices), and the peak since `reset_peak()`."""
+
+    def __init__(self) -> None:
+        self.live = self.peak = 0
+
+    def allocated(self, a) -> None:
+        n = a.nbytes
+        self.live += n
+        self.peak = max(self.peak, self.live)
+        weakref.finalize(a, self._freed, n)
+
+    def _freed(self, n: int) -> None:
+        self.live -= n
+
+    def reset_peak(self) -> None:
+        self.peak = self.live
+
+
+memory = _MemoryStats()
+
+
+class array:
+    """A gradkit array. `gk.array(data, dtype=None, shape=None, device=None, requires_grad=False,
+    requires_dual=False, label=None)` copies `data`; in annotations `gk.array(dtype=T, ndim=N)` is a type."""
+
+    __slots__ = ("shape", "ndim", "size", "dtype", "device", "buffer", "nbytes", "version", "label",
+                 "_host", "_grad", "_dual", "_held", "_exposed", "_crc", "_family", "__weakref__")
+
+    def __new__(cls, data=None, dtype=None, shape=None, device=None, requires_grad=False, requires_dual=False,
+                ndim=None, label=None):
+        data, dtype = _split_dtype(data, dtype)
+        if data is None and shape is None:
+            return array_type(_as_dtype(float32 if dtype is None else dtype), 1 if ndim is None else ndim)
+        if dtype is not None and _as_dtype(dtype).is_struct:      # stored field by field
+            from .struct_array import StructArray
+            return StructArray.create(_as_dtype(dtype), (len(data),) if shape is None else shape, device,
+                                      requires_grad, data)
+        return object.__new__(cls)
+
+    def __init__(self, data=None, dtype=None, shape=None, device=None, requires_grad=False,
+                 requires_dual=False, ndim=None, label=None):
+        data, dtype = _split_dtype(data, dtype)
+        if data is None:
+            dev = get_device(device)
+            dims = _as_shape(shape)
+            self._setup(dims, _as_dtype(float32 if dtype is None else dtype), dev)
+        else:
+            host, dt, dims = _prepare(data, dtype, shape)
+            dev = get_device(data.device if device is None and isinstance(data, array) else device)
+            self._setup(dims, dt, dev)
+            self._write_host(host)
+        if ndim is not None and ndim != self.ndim:
+            raise ValueError(f"ndim={ndim} does not match the data's {self.ndim} dimensions")
+        self.label = label
+        if requires_grad:
+            self.requires_grad = True
+        if requires_dual:
+            self.requires_dual = True
+
+    # Construction -------------------------------------------------------------
+    def _setup(self, dims: tuple[int, ...], dt: Type, dev, buffer=None) -> None:
+        size = 1
+        for d in dims:
+            size *= d
+        npdt = dt.scalar.np_dtype
+        self.shape, self.ndim, self.size, self.dtype, self.device = dims, len(dims), size, dt, dev
+        self.nbytes = size * dt.ncomp * npdt.itemsize
+        self.version, self.label, self._grad, self._dual = 0, None, None, None
+        # Recorded on a tape / a writable host view handed out / checksum of the data at a version: together
+        # they let Tape.backward see writes made through NumPy or DLPack views (`modified_since`).
+        self._held = self._exposed = False
+        self._crc = None
+        self._family = None       # a WeakSet of this array and its views (runtime/arrays/views.py), once it has one
+        # OpenCL cannot allocate 0 bytes; an empty array keeps a tiny buffer nothing reads.
+        try:
+            self.buffer = buffer if buffer is not None else dev.impl.alloc(dev.info, self.nbytes or 8)
+        except DeviceMemoryError:
+            raise
+        except (MemoryError, ValueError, OverflowError) as exc:     # a plugin passing on NumPy's error
+            raise allocation_error(self.nbytes, dev.name, f"the '{dev.backend}' backend said: {exc}") \
+                from None
+        memory.allocated(self)
+        raw = dev.impl.host_view(dev.info, self.buffer)
+        self._host = None if raw is None else raw[:self.nbytes].view(npdt).reshape(dims + dt.shape)
+
+    @classmethod
+    def _adopt(cls, host: np.ndarray, dt: Type, dev) -> "array | None":
+        """An array over `host`'s memory (shape (*dims, *dt.shape), element type dt) without a copy, when
+        the device can share it (`Backend.adopt_host`); else None."""
+        buffer = dev.impl.adopt_host(dev.info, host)
+        if buffer is None:
+            return None
+        a = object.__new__(cls)
+        a._setup(host.shape[:host.ndim - len(dt.shape)], dt, dev, buffer)
+        return a
+
+    @classmethod
+    def _alloc(cls, dims: tuple[int, ...], dt: Type, dev) -> "array":
+        """A zero-filled array without argument parsing (internal fast path)."""
+        a = object.__new__(cls)
+        a._setup(dims, dt, dev)
+        return a
+
+    @property
+    def _host_shape(self) -> tuple[int, ...]:
+        return self.shape + self.dtype.shape
+
+    def _write_host(self, host: np.ndarray) -> None:
+        """Copy host data of shape (*shape, *dtype.shape) into the buffer (casting to the element type)."""
+        if self.nbytes == 0:
+            return
+        if self._host is not None:
+            self._host[...] = host
+        else:
+            src = np.ascontiguousarray(host, dtype=self.dtype.scalar.np_dtype)
+            self.device.impl.copy_from_host(self.device.info, self.buffer, src)
+
+    def _check_value(self, value, arg: str) -> None:
+        """Refuse (ValueError naming `arg`) a value that would overflow this array's element type."""
+        try:
+            host = np.asarray(value)
+        except (ValueError, TypeError):
+            return                    # not numbers: the write itself reports it
+        _check_fits(host, self.dtype.scalar, arg)
+
+    def _bump(self) -> None:
+        """Record a write (launch output, assign, fill_, zero_, element write); with views, to all of them."""
+        if self._family is None:
+            self.version += 1
+        else:
+            for a in self._family:
+                a.version += 1
+
+    # Views ------------------------------------------------------------------------
+    def reshape(self, shape) -> "array":
+        """The same memory with another shape (one dimension may be -1); no copy (Warp's reshape)."""
+        return views.reshape(self, shape)
+
+    def flatten(self) -> "array":
+        """The same memory as a 1-D array; no copy."""
+        return views.reshape(self, (self.size,))
+
+    def view(self, dtype) -> "array":
+        """The same memory read as `dtype` elements of the same size (float32 <-> int32 ...); no copy."""
+        return views.view(self, dtype)
+
+    # Gradients and duals --------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        return self.grad is not None
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if value:
+            _check_grad_dtype(self.dtype, "requires_grad")
+            if self.grad is None:           # a view's family may have one already
+                self._grad = array._alloc(self.shape, self.dtype, self.device)
+                self._grad.label = f"{self.label}.grad" if self.label else None
+                views.spread_part(self, "_grad")
+        else:
+            self._grad = None
+
+    @property
+    def grad(self) -> "array | None":
+        """The gradient array (same shape/dtype/device) when `requires_grad`, else None; a view's is the
+        same view of its family's gradient."""
+        if self._grad is None and self._family is not None:
+            self._grad = views.family_part(self, "_grad")
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: "array | None") -> None:
+        if value is not None:
+            _check_grad_dtype(self.dtype, "requires_grad")
+            self._check_like(value, "grad")
+        self._grad = value
+
+    @property
+    def requires_dual(self) -> bool:
+        return self.dual is not None
+
+    @requires_dual.setter
+    def requires_dual(self, value: bool) -> None:
+        if value:
+            _check_grad_dtype(self.dtype, "requires_dual")
+            if self._dual is None:
+                self._dual = array._alloc(self.shape, self.dtype, self.device)
+        else:
+            self._dual = None
+
+    @property
+    def dual(self) -> "array | None":
+        """The forward-mode tangent array when `requires_dual`, else None (a view: its family's, viewed)."""
+        if self._dual is None and self._family is not None:
+            self._dual = views.family_part(self, "_dual")
+        return self._dual
+
+    @dual.setter
+    def dual(self, value: "array | None") -> None:
+        self._set_dual(value)
+
+    def _set_dual(self, value: "array | None") -> None:
+        if value is not None:
+            self._check_like(value, "dual")
+        self._dual = value
+
+    def _check_like(self, other, arg: str) -> None:
+        if not isinstance(other, array) or other.shape != self.shape or other.dtype is not self.dtype \
+                or other.device is not self.device:
+            got = (f"{other.dtype.name}{list(other.shape)} on {other.device.name}" if isinstance(other, array)
+                   else type(other).__name__)
+            raise ValueError(f"{arg} must be a gk.array of dtype {self.dtype.name}, shape {self.shape} on "
+                             f"{self.device.name}; got {got}")
+
+    # Host access -----------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """The data as NumPy, shaped (*shape, *dtype.shape): a zero-copy view on host-memory devices, a
+        fresh copy elsewhere. Writes through a view into an array a tape recorded are caught at backward."""
+        if self._host is not None:
+            self._exposed = True
+            if self._held:
+                self._fingerprint()
+            return self._host.view()
+        return self._read()
+
+    def _fingerprint(self, now: bool = False) -> int:
+        """Remember (and return) a checksum of the data at this version before handing out a writable view,
+        so that `Tape.backward` can tell whether the recorded values were changed through it (see
+        `modified`). `now` recomputes it: a view handed out earlier may have changed the data since."""
+        if now or self._crc is None or self._crc[0] != self.version:
+            self._crc = (self.version, _checksum(self._host))
+        return self._crc[1]
+
+    def modified_since(self, version: int, crc: int | None = None) -> bool:
+        """True when the data may differ from what it was at `version`: written through gradkit (the
+        version moved) or through a NumPy/DLPack view (the checksum moved from `crc`, the one a tape took
+        when it recorded the array, else the one taken when a view was handed out at that version)."""
+        if self.version != version:
+            return True
+        if crc is None:
+            held = self._crc
+            crc = held[1] if held is not None and held[0] == version else None
+        return crc is not None and _checksum(self._host) != crc
+
+    def _read(self) -> np.ndarray:
+        """The data for gradkit's own reads (no fingerprint: nothing is handed to the user)."""
+        if self._host is not None:
+            return self._host.view()
+        out = np.empty(self._host_shape, dtype=self.dtype.scalar.np_dtype)
+        if self.nbytes:
+            self.device.impl.copy_to_host(self.device.info, self.buffer, out)
+        return out
+
+    def _key(self, key):
+        if key is None:           # Taichi's x[None]: the one element of a one-element array
+            if self.size != 1:
+                raise IndexError(f"a[None] needs a one-element array; this one has shape {self.shape}")
+            return (0,) * self.ndim
+        return key
+
+    def __getitem__(self, key):
+        value = self._read()[self._key(key)]
+        return value.copy() if isinstance(value, np.ndarray) else value
+
+    def __setitem__(self, key, value) -> None:
+        key = self._key(key)
+        if isinstance(value, array):
+            value = value.numpy()
+        self._check_value(value, "value")
+        if self._host is not None:
+            self._host[key] = value
+        else:
+            host = self._read()
+            host[key] = value
+            self._write_host(host)
+        self._bump()
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __iter__(self):
+        return iter([self[k] for k in range(self.shape[0])])
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        host = self._read()
+        if dtype is not None and np.dtype(dtype) != host.dtype:
+            if copy is False:
+                raise ValueError("np.asarray(gk.array, dtype=..., copy=False): a dtype change needs a copy")
+            return host.astype(dtype)
+        if self._host is None:
+            if copy is False:
+                raise ValueError(f"a gk.array on {self.device.name} cannot be viewed without a copy "
+                                 "(copy=False); use .numpy()")
+            return host
+        return host.copy() if copy else self.numpy()
+
+    # DLPack (host-memory devices only) ---------------------------------------------
+    def _dlpack_source(self) -> np.ndarray:
+        if self._host is None:
+            raise BufferError(f"DLPack export needs a host-memory array (device 'cpu'); this one is on "
+                              f"{self.device.name}: use a.to('cpu') or a.numpy()")
+        return self.numpy()
+
+    def __dlpack__(self, stream=None, **kwargs):
+        return self._dlpack_source().__dlpack__(**{k: v for k, v in kwargs.items() if v is not None})
+
+    def __dlpack_device__(self):
+        return self._dlpack_source().__dlpack_device__()
+
+    # Writes ------------------------------------------------------------------------
+    def assign(self, values) -> "array":
+        """Copy `values` (gk.array, NumPy array, nested list, or a scalar) into this array; same shape."""
+        if isinstance(values, array):
+            if values.shape != self.shape or values.dtype.shape != self.dtype.shape:
+                raise ValueError(f"values: shape {values.shape} ({values.dtype.name}) does not match this "
+                                 f"array's {self.shape} ({self.dtype.name})")
+            if state.tape is not None or state.forward_mode is not None:
+                return host_ops.copy(self, values)
+            if values.dtype is self.dtype and values.device is self.device:
+                if values is not self and self.nbytes:
+                    self.device.impl.copy(self.device.info, self.buffer, values.buffer, self.nbytes)
+                self._bump()
+                return self
+            values = values.numpy()
+        try:
+            host = np.asarray(values)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"values: cannot convert to an array ({exc})") from None
+        npdt = self.dtype.scalar.np_dtype
+        if host.dtype.kind == "O" and any(isinstance(v, int) and not -2**63 <= v < 2**64 for v in host.flat):
+            raise ValueError(f"values: integers past 64 bits do not fit a {self.dtype.name} array")
+        if host.dtype.kind not in "biuf" or not np.can_cast(host.dtype, npdt, "same_kind"):
+            raise TypeError(f"values: cannot assign {host.dtype} data to a {self.dtype.name} array without "
+                            "losing information (convert it first)")
+        _check_fits(host, self.dtype.scalar, "values")
+        if host.ndim == 0:
+            self._fill(host[()])
+            host_ops.record("assign", self)
+            return self
+        if host.shape != self._host_shape:
+            raise ValueError(f"values: shape {host.shape} does not match this array's "
+                             f"{self._host_shape} (shape {self.shape}, dtype {self.dtype.name})")
+        self._write_host(host)
+        self._bump()
+        host_ops.record("assign", self)
+        return self
+
+    def fill_(self, value) -> "array":
+        """Set every element to `value` (a scalar, or one vector/matrix value for vec/mat dtypes)."""
+        self._fill(value)
+        host_ops.record("fill_", self)
+        return self
+
+    def _fill(self, value) -> None:
+        self._check_value(value, "value")
+        try:
+            if self._host is not None:
+                self._host[...] = value
+            elif np.all(np.asarray(value) == 0) and self.nbytes:
+                self.device.impl.fill_zero(self.device.info, self.buffer, self.nbytes)
+            else:
+                host = np.empty(self._host_shape, dtype=self.dtype.scalar.np_dtype)
+                host[...] = value
+                self._write_host(host)
+        except (ValueError, TypeError, OverflowError) as exc:      # an int too big even for NumPy: ValueError too
+            kind = TypeError if isinstance(exc, TypeError) else ValueError
+            raise kind(f"value: cannot fill a {self.dtype.name} array with {value!r} ({exc})") from None
+        self._bump()
+
+    def zero_(self) -> "array":
+        """Set every element to zero."""
+        if self.nbytes:
+            self.device.impl.fill_zero(self.device.info, self.buffer, self.nbytes)
+        self._bump()
+        host_ops.record("zero_", self)
+        return self
+
+    # Copies --------------------------------------------------------------------------
+    def _copy_to(self, dev) -> "array":
+        out = array._alloc(self.shape, self.dtype, dev)
+        if self.nbytes:
+            if dev is self.device:
+                dev.impl.copy(dev.info, out.buffer, self.buffer, self.nbytes)
+            else:
+                out._write_host(self._read())
+        if self.grad is not None:           # a view's gradient is its family's (views.family_part)
+            out.requires_grad = True
+        host_ops.record("copy", out, self)
+        return out
+
+    def _saved_copy(self) -> "array":
+        """A private copy of the data (no gradient, nothing recorded): what a tape keeps for a backward pass."""
+        out = array._alloc(self.shape, self.dtype, self.device)
+        if self.nbytes:
+            self.device.impl.copy(self.device.info, out.buffer, self.buffer, self.nbytes)
+        out.label = self.label
+        return out
+
+    def copy(self) -> "array":
+        """A new array with the same data on the same device (fresh zero `.grad` if `requires_grad`)."""
+        return self._copy_to(self.device)
+
+    def __copy__(self) -> "array":
+        """`copy.copy(a)`: `a.copy()` (see runtime/arrays/array_copy.py for deepcopy and pickle)."""
+        return self.copy()
+
+    def __deepcopy__(self, memo) -> "array":
+        """`copy.deepcopy(a)`: a copy of the data, `.grad` and `.dual`, nothing recorded."""
+        return array_copy.deepcopy(self, memo)
+
+    def __reduce__(self):
+        """`pickle`: the data as NumPy, dtype, device name, requires_grad and label (not `.grad`)."""
+        return array_copy.reduce(self)
+
+    def to(self, device) -> "array":
+        """This array on `device`: itself if already there, else a copy."""
+        dev = get_device(device)
+        return self if dev is self.device else self._copy_to(dev)
+
+    def __repr__(self) -> str:
+        body = np.array2string(self._read(), separator=", ", threshold=64, edgeitems=3, prefix="gk.array(")
+        extra = ", requires_grad=True" if self._grad is not None else ""
+        extra += f", label={self.label!r}" if self.label else ""
+        return f"gk.array({body}, dtype={self.dtype.name}, device={self.device.name!r}{extra})"
+
+
+# --------------------------------------------------------------------------- type aliases
+
+def array1d(dtype=float32) -> ArrayType:
+    """The 1-d array type of `dtype` (same as `gk.array(dtype=dtype)`)."""
+    return array_type(_as_dtype(dtype), 1)
+
+
+def array2d(dtype=float32) -> ArrayType:
+    """The 2-d array type of `dtype` (same as `gk.array(dtype=dtype, ndim=2)`)."""
+    return array_type(_as_dtype(dtype), 2)
+
+
+def array3d(dtype=float32) -> ArrayType:
+    """The 3-d array type of `dtype` (same as `gk.array(dtype=dtype, ndim=3)`)."""
+    return array_type(_as_dtype(dtype), 3)
+
+
+def array4d(dtype=float32) -> ArrayType:
+    """The 4-d array type of `dtype` (same as `gk.array(dtype=dtype, ndim=4)`)."""
+    return array_type(_as_dtype(dtype), 4)

@@ -1,0 +1,206 @@
+"""`gk.launch`: validate arguments, pick the compiled specialisation, run it, record it on a tape.
+
+This is the launch hot path: it does only what every launch needs and leaves
+the rest (compilation, binder construction) to cached per-kernel objects.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ...ad.variants import FORWARD
+from ...backends.analysis import shared_writes
+from ...core.config import config
+from ..state import current as state
+from ..arrays.array_input import _as_shape
+from .bounds import check as check_bounds
+from .adjoint_args import adjoint_arguments, given_adjoints, tangent_arguments
+from .device import get_device
+from .nan_check import check_after_launch, snapshot
+from ..tape.tape_consume import consumes_in_context
+from .struct_args import flatten_struct_args
+from .variants import choose_variant
+
+MAX_THREADS = 2**31 - 1    # thread ids are 32-bit in generated code: a larger grid would wrap them
+
+
+def normalize_dim(dim) -> tuple[int, ...]:
+    """`dim` as a tuple of 1-4 non-negative ints with at most MAX_THREADS threads in all: an int, a NumPy
+    integer or a tuple/list of them, by `gk.array`'s shape rule (bools, floats and strings refused: a
+    TypeError/ValueError naming `dim`)."""
+    if type(dim) is int:
+        if not 0 <= dim <= MAX_THREADS:
+            raise ValueError(f"launch dim must be between 0 and {MAX_THREADS} (2**31 - 1 threads), got {dim}")
+        return (dim,)
+    dims = _as_shape(dim, "launch dim")
+    total = 1
+    for d in dims:
+        total *= d
+    if total > MAX_THREADS:
+        raise ValueError(f"launch dim {dims} has {total} threads; the limit is {MAX_THREADS} (2**31 - 1)")
+    return dims
+
+
+def _pick_device(device, args):
+    if device is not None:
+        return get_device(device)
+    for a in args:
+        buf = getattr(a, "buffer", None)
+        if buf is not None:
+            return a.device
+    return get_device(None)
+
+
+def _flatten(spec, bound):
+    if not spec.has_split:
+        return bound
+    out = []
+    for value, (_, n) in zip(bound, spec.split):
+        if n == 1:
+            out.append(value)
+        else:
+            out.extend(value)
+    return out
+
+
+def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = False, adj_inputs=None,
+           adj_outputs=None, record_tape: bool = True, tangent: bool = False, consume: bool = False):
+    """Run `kernel` over the grid `dim` with `inputs` then `outputs` matched to its parameters in order.
+    `consume` (a tape's backward pass sets it): the adjoint resets the gradient of every element it
+    overwrote, also where the kernel alone would not need it (ad/consume.py)."""
+    # The hot path of every launch (W5: ~2 µs in all on cpu): each step is inlined here or cached on the
+    # kernel; every check still runs (the binder's per-parameter checks, dim, tid arity, device).
+    if not getattr(kernel, "_gk_kernel", False):
+        raise TypeError(f"gk.launch needs a @gk.kernel, got {type(kernel).__name__}")
+    if dim.__class__ is int and 0 <= dim <= MAX_THREADS:
+        dims, n = (dim,), dim
+    else:
+        dims = normalize_dim(dim)
+        n = 1
+        for d in dims:
+            n *= d
+    binder = kernel._binder or kernel.binder()
+    if kernel.struct_params:
+        inputs, outputs, adj_inputs, adj_outputs = flatten_struct_args(
+            kernel.struct_params, len(kernel.params), inputs, outputs, adj_inputs, adj_outputs)
+    args = [*inputs, *outputs]
+    dev = get_device(device) if device is not None else _pick_device(None, args)
+    bound = binder(args, dev)
+    given = given_adjoints(kernel, len(args), len(inputs), adj_inputs, adj_outputs) if adjoint else None
+    if adjoint or tangent or state.forward_mode is not None:
+        tangent = tangent or state.forward_mode is not None
+        if adjoint and not consume and state.consume_seen is not None:
+            consume = consumes_in_context(kernel, bound)     # kernel.grad() in a @gk.grad_for function
+        variant = choose_variant(kernel, bound, dims, dev, adjoint=adjoint, tangent=tangent, consume=consume,
+                                 given=given)
+    else:
+        variant = FORWARD
+    spec = kernel.specialization(dev, variant)
+    if spec.tid_ndim != len(dims) and spec.tid_ndim > 1:
+        _check_tid(kernel, spec, dims)
+    call_args = _call_arguments(kernel, spec, variant, bound, given, adjoint, dev)
+    if adjoint and spec.exclusive and shared_writes(call_args, spec.written):
+        # the adjoint adds into its own elements without atomics, which another gradient sharing that
+        # memory would race with: the adjoint with atomics there instead
+        variant = choose_variant(kernel, bound, dims, dev, adjoint=True, tangent=tangent, consume=consume,
+                                 shared=True, given=given)
+        spec = kernel.specialization(dev, variant)
+        call_args = _call_arguments(kernel, spec, variant, bound, given, adjoint, dev)
+    if adjoint:
+        state.adjoint_variant = variant        # what ran, for the tape's backward records (runtime/tape/snapshots.py)
+    if spec.bounds_fast is not None and n:          # forward launches only (runtime/launch/bounds.py)
+        grid = dims if spec.tid_ndim == len(dims) else (n,)     # a 1-D gk.tid() counts every thread
+        for p, d, axis, extra in spec.bounds_fast:     # `x[i + c]`: extent >= grid + c
+            if call_args[p].shape[d] < grid[axis] + extra:
+                check_bounds(kernel.key, spec.fn, spec.bounds, grid, call_args)
+        if spec.bounds_rest:
+            check_bounds(kernel.key, spec.fn, spec.bounds_rest, grid, call_args)
+    tape = state.tape if record_tape and not adjoint and kernel.recorded else None
+    if tape is None and not config.check_nan:
+        try:
+            if n:
+                spec.launch(spec.compiled, dims, call_args)
+        finally:         # a launch stopped by a fault or Ctrl-C may have written part of its outputs
+            for k in spec.written:
+                call_args[k]._bump()
+        return None
+    prepared = tape.before_launch(kernel, bound) if tape is not None else None
+    t0 = time.perf_counter() if tape is not None else 0.0
+    if config.check_nan:
+        before = snapshot(spec, call_args)
+    try:
+        if n:
+            spec.launch(spec.compiled, dims, call_args)
+    finally:             # a launch stopped by a fault or Ctrl-C may have written part of its outputs
+        for k in spec.written:
+            call_args[k]._bump()
+    if tape is not None:
+        tape.record_launch(kernel, dims, dev, bound, len(inputs), variant, (time.perf_counter() - t0) * 1e3, prepared)
+    if config.check_nan:
+        check_after_launch(kernel, spec, call_args, variant, before, dims)
+    return None
+
+
+def _call_arguments(kernel, spec, variant, bound, given, adjoint: bool, dev) -> list:
+    """The arguments `spec` is called with: the bound ones, then adjoint arrays, then tangent arrays."""
+    call_args = _flatten(spec, bound) if spec.has_split else bound
+    if adjoint:
+        call_args = call_args + adjoint_arguments(kernel, spec, bound, given)
+    if variant.tangent:
+        call_args = call_args + tangent_arguments(kernel, spec, call_args, dev)
+    return call_args
+
+
+class PreparedAdjoint:
+    """A recorded launch's adjoint, bound once and replayed by later backward passes while its gradient
+    arrays stay the same objects and the settings it was compiled for hold (Tape.backward's fast path:
+    no argument parsing, no specialisation lookup per launch)."""
+
+    __slots__ = ("key", "spec", "dims", "call_args", "grads", "sources")
+
+    def __init__(self, key, spec, dims, call_args, grads, sources):
+        self.key, self.spec, self.dims, self.call_args = key, spec, dims, call_args
+        self.grads, self.sources = grads, sources
+
+    def valid(self) -> bool:
+        if self.key != config.codegen_key() or config.check_nan or state.forward_mode:
+            return False          # other settings, NaN checks and forward-over-reverse take `launch`
+        for a, g in zip(self.sources, self.grads):
+            if a.grad is not g:
+                return False
+        return True
+
+    def run(self) -> None:
+        spec, call_args = self.spec, self.call_args
+        if self.dims and all(self.dims):
+            spec.launch(spec.compiled, self.dims, call_args)
+        for k in spec.written:
+            call_args[k]._bump()
+
+
+def prepare_adjoint(kernel, dims, inputs, outputs, device, originals=None, consume: bool = False
+                    ) -> PreparedAdjoint | None:
+    """Bind the adjoint launch of a recorded launch; None when an array lacks `.grad` (its adjoint is a
+    scratch array that must start at zero each time, so the launch goes through `launch`). `originals`:
+    the recorded arguments whose gradients to use when saved copies stand in for some inputs; `consume`
+    as for `launch`."""
+    dev = get_device(device)
+    bound = kernel.binder()([*inputs, *outputs], dev)
+    for shared in (False, True):
+        spec = kernel.specialization(dev, choose_variant(kernel, bound, tuple(dims), dev, adjoint=True,
+                                                         consume=consume, shared=shared))
+        sources = [(bound if originals is None else originals)[j] for j in spec.adjoint_sources]
+        grads = [a.grad for a in sources]
+        if any(g is None for g in grads):
+            return None
+        call_args = list(_flatten(spec, bound)) + grads
+        if not (spec.exclusive and shared_writes(call_args, spec.written)):     # as in `launch`
+            break
+    return PreparedAdjoint(config.codegen_key(), spec, tuple(dims), call_args, grads, sources)
+
+
+def _check_tid(kernel, spec, dims) -> None:
+    want = spec.fn.attrs.get("tid_ndim", 1)
+    if want != len(dims) and want > 1:
+        raise ValueError(f"kernel '{kernel.key}' unpacks gk.tid() into {want} indices but was launched with "
+                         f"dim={dims} ({len(dims)} dimensions)")

@@ -1,0 +1,1 @@
+"""The tape: launch records, the gradient rules and version checks, consumption, hazards, checkpoints, snapshots and forward mode."""

@@ -1,0 +1,467 @@
+"""`gk.Tape`: records launches and runs their adjoints in reverse (Warp's Tape, Taichi's `Tape(loss)`)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import numpy as np
+
+from ...core.config import config
+from . import snapshots as snapshot
+from ..call_site import user_site
+from ..state import current as state, process
+from ..tools.grad_check import GradCheck
+from .hazards import find_hazards, warn_hazards
+from .tape_records import FuncRecord, LaunchRecord
+from .tape_consume import MemorySeen, consuming_after, mark, memory_before
+from .tape_rules import check_launch
+from .version_check import check_unchanged, copies_for_backward
+
+
+class Tape:
+    """Records launches inside `with tape:`; `backward()` runs their adjoints in reverse order."""
+
+    def __init__(self, loss=None, clear_gradients: bool = True, check: bool | None = None,
+                 snapshots: bool | None = None, check_versions: bool = True, validation: bool | None = None,
+                 grad_check=None):
+        """Taichi's spellings: `validation=True` is `check=True`; `grad_check=[x, ...]` (with `loss`)
+        compares each array's gradient with central differences after the backward pass (runtime/tools/grad_check.py)."""
+        self.loss, self.clear_gradients = loss, clear_gradients
+        self.check = check if validation is None else bool(validation)
+        self.grad_check = None
+        if grad_check:
+            if loss is None:
+                raise ValueError("grad_check needs the tape's loss: gk.Tape(loss=l, grad_check=[x])")
+            self.grad_check = GradCheck(grad_check)
+        self.check_versions = bool(check_versions)   # False: experts vouch that recorded inputs are unchanged
+        self._last_pass: dict[int, tuple] = {}       # id -> (array, grad, grad version) after the last backward
+        self.snapshotting = config.snapshot_launches if snapshots is None else bool(snapshots)
+        self.records: list = []
+        self.backward_records: list = []      # BackwardRecord per adjoint launch, when snapshotting
+        self.loss_history: list[float] = []   # loss value at each backward(loss=...)
+        self._scopes: list[str] = []
+        self._touched: dict[int, object] = {}
+        self.scope_events: list[tuple] = []   # (record index, "begin"/"end", name) for viz
+        self._prior: MemorySeen | None = None  # memory used before this tape's records (a checkpoint's block)
+        self._seen = MemorySeen()             # memory used by records[:_marked] (runtime/tape/tape_consume.py)
+        self._marked = 0
+        self._may_raise = False               # records[:_marked] hold something that may raise midway
+        self._adjoints_running = 0            # _run_adjoints in progress (reset() refuses meanwhile)
+
+    # Recording -----------------------------------------------------------------
+    def __enter__(self) -> "Tape":
+        if state.tape is not None:
+            raise RuntimeError("a gk.Tape is already recording: tapes do not nest (as in Warp); record on the "
+                               "outer tape, or use gk.checkpoint / tape.record_func for nested work")
+        if self.loss is not None:
+            self.loss.zero_()
+            if self.loss.grad is not None:
+                self.loss.grad.zero_()
+        state.tape = self
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        state.tape = None
+        if exc_type is None and self.loss is not None:
+            self.backward(loss=self.loss)
+            if self.grad_check is not None:
+                self.grad_check.run(self, self.loss)
+
+    def _touch(self, a) -> None:
+        if id(a) not in self._touched:
+            self._touched[id(a)] = a
+            if self.loss is not None and self.clear_gradients and a.grad is not None and a is not self.loss:
+                a.grad.zero_()
+
+    def _checking(self) -> bool:
+        return config.check_ad if self.check is None else bool(self.check)
+
+    def before_launch(self, kernel, bound) -> tuple:
+        """The recording hook `gk.launch` calls before a launch it will record: checks the gradient rules (with
+        checks on; nothing is overwritten when they fail), copies the arrays the backward pass needs from
+        before the launch and snapshots the arguments (when snapshotting). Returns what `record_launch` needs:
+        the snapshots, the copies and the parameters whose recorded values the adjoint reads."""
+        if config.check_ad if self.check is None else self.check:
+            check_launch(self.launches, kernel, bound)
+        if self.grad_check is not None:
+            self.grad_check.before_launch(bound)
+        facts = kernel.facts()
+        saved = copies_for_backward(kernel, bound, facts.copies) if facts.copies else None
+        snaps = snapshot.before_launch(kernel, bound) if self.snapshotting else None
+        return snaps, saved, facts.adjoint_reads
+
+    def record_launch(self, kernel, dims, device, bound, n_inputs, variant, ms, prepared) -> None:
+        """The recording hook `gk.launch` calls after the launch: one LaunchRecord (`prepared` is what
+        `before_launch` returned)."""
+        snaps, saved, reads = prepared
+        touched = self._touched
+        exposed = False
+        arrays = kernel._array_args              # the array parameters' positions (the rest are scalars)
+        for j in arrays:
+            a = bound[j]
+            a._held = True
+            exposed |= a._exposed
+            if id(a) not in touched:
+                self._touch(a)          # zeroes gradients, which may be arguments too: versions after this
+        versions = [a.version for a in bound] if len(arrays) == len(bound) else \
+            [a.version if hasattr(a, "buffer") else None for a in bound]     # scalars have none
+        crcs = None
+        if exposed:       # a NumPy view of an input is out: checksum the values recorded now, not at handout
+            crcs = {}
+            for j in reads:
+                if bound[j]._exposed:
+                    crcs[id(bound[j])] = bound[j]._fingerprint(now=True)
+        if snaps is not None:
+            snapshot.after_launch(snaps, kernel, bound)
+        if not kernel.rules_warned:
+            kernel.warn_rules()
+        rec = LaunchRecord(kernel=kernel.key, dim=dims, device=device.name, args=bound, n_inputs=n_inputs,
+                           scope=tuple(self._scopes) if self._scopes else (), ms=ms, kernel_obj=kernel,
+                           versions=tuple(versions), snapshots=snaps, saved=saved,
+                           site=user_site(2) if snaps is not None else None, crcs=crcs, variant=variant.name)
+        self.records.append(rec)
+        if process.capture is not None:
+            process.capture.recorded(self)
+
+    def record_func(self, backward, arrays) -> None:
+        """Record `backward()` to run at this point of the backward pass; `arrays` are zeroed by `zero()`."""
+        arrays = list(arrays)
+        for a in arrays:
+            self._touch(a)
+        self.records.append(FuncRecord(backward, arrays, tuple(self._scopes)))
+
+    def record_host_write(self, name: str, backward, dst, src=None, whole: bool = True) -> None:
+        """Record a host-side write into `dst` (`assign`, `copy`, `fill_`, ...; see runtime/arrays/host_ops.py);
+        `whole`: it overwrites all of dst."""
+        arrays = [dst] if src is None else [dst, src]
+        for a in arrays:
+            self._touch(a)
+        self.records.append(FuncRecord(backward, arrays, tuple(self._scopes), "host", name, [dst],
+                                       user_site(2), whole))
+
+    def record_scope_begin(self, name: str) -> None:
+        self._scopes.append(str(name))
+        self.scope_events.append((len(self.records), "begin", str(name)))
+
+    def record_scope_end(self) -> None:
+        if not self._scopes:
+            raise RuntimeError("record_scope_end() without a matching record_scope_begin()")
+        name = self._scopes.pop()
+        self.scope_events.append((len(self.records), "end", name))
+
+    @contextlib.contextmanager
+    def scope(self, name: str):
+        self.record_scope_begin(name)
+        try:
+            yield self
+        finally:
+            self.record_scope_end()
+
+    # Backward ------------------------------------------------------------------
+    def backward(self, loss=None, grads: dict | None = None) -> None:
+        """Run every recorded adjoint in reverse, from the gradients set on the outputs (Warp's semantics).
+
+        `loss=l` sets `l.grad = 1`; `grads={y: g}` sets `y.grad = g` (an array without `requires_grad` gets a
+        `.grad` first, as in Warp); with neither, the gradients already on the outputs are the seeds
+        (written by the user or by adjoint launches, e.g. a later checkpoint segment), and a tape with no
+        gradient set anywhere raises instead of giving zeros. Gradients accumulate (`+=`); `zero()` clears
+        them. Running `backward` on the same tape again first zeroes the intermediate gradients its previous
+        pass left (unless changed since), so every pass is fresh while inputs keep accumulating.
+
+        A backward pass that raises leaves every gradient as it was before the call: what can be checked
+        (seeds, recorded values changed since, adjoints that cannot be built) is checked before anything is
+        written, and gradients are copied first when a later step may still raise (NaN checks, Python
+        records, checkpoint recomputes, value stacks, forward-over-reverse, snapshots)."""
+        self._check_seeds(loss, grads)
+        risky = self._check_records()
+        if self._checking():
+            warn_hazards(self)
+        restore = self._restore_point(loss, grads) if risky else None
+        try:
+            self._backward(loss, grads)
+        except BaseException:
+            if restore is not None:
+                if process.capture is not None:
+                    process.capture.backward_stopped(self)     # the debugger shows where the pass stopped
+                restore()
+            raise
+
+    def _backward(self, loss, grads) -> None:
+        self._zero_previous_pass()
+        seeds = set()
+        if loss is not None:
+            loss.grad.fill_(1.0)
+            seeds.add(id(loss))
+        for arr, seed in (grads or {}).items():
+            if arr.grad is None:
+                from ..arrays.creation import zeros_like
+                arr.grad = zeros_like(arr, requires_grad=False)
+            if seed is not arr.grad:
+                arr.grad.assign(seed)
+            seeds.add(id(arr))
+        if loss is not None:
+            self.loss_history.append(float(loss._read().reshape(-1)[0]))
+        if process.capture is not None:
+            process.capture.recorded(self)
+            if loss is not None:
+                process.capture.backward_started(self.loss_history[-1])
+        self._run_adjoints(checked=True)
+        self._last_pass = {k: (a, a.grad, a.grad.version) for k, a in self._written().items()
+                           if k not in seeds and a.grad is not None}
+        if process.capture is not None:
+            process.capture.backward_finished(self)
+
+    def _check_seeds(self, loss, grads) -> None:
+        """The seeds are usable, and there is one (ValueError naming what to pass otherwise)."""
+        if loss is not None:
+            if getattr(loss, "grad", None) is None:
+                raise ValueError("backward(loss=...): the loss array needs requires_grad=True")
+            if loss.size != 1:
+                raise ValueError(f"backward(loss=...): the loss must have one element, it has {loss.size}")
+        for arr, seed in (grads or {}).items():
+            if not hasattr(arr, "buffer"):
+                raise TypeError(f"backward(grads=...): keys must be gk.arrays, got {type(arr).__name__}")
+            if hasattr(seed, "buffer"):
+                if seed.shape != arr.shape or seed.dtype.shape != arr.dtype.shape:
+                    raise ValueError(f"backward(grads=...): the gradient for an array of shape {arr.shape} "
+                                     f"({arr.dtype.name}) has shape {seed.shape} ({seed.dtype.name})")
+            else:
+                shape = np.shape(seed)
+                if shape and shape != arr._host_shape:
+                    raise ValueError(f"backward(grads=...): the gradient for an array of shape {arr.shape} "
+                                     f"({arr.dtype.name}) has shape {shape}")
+        if loss is None and not grads and not self._has_seed():
+            raise ValueError(
+                "tape.backward(): nothing to differentiate from: no gradient is set on any array the tape "
+                "wrote. Pass loss=<a one-element array> (its gradient becomes 1) or grads={array: gradient}, "
+                "or set the outputs' .grad before calling backward().")
+
+    def _has_seed(self) -> bool:
+        """Whether some array the tape wrote (or a Python record names) holds a nonzero gradient that this
+        pass will not clear as the previous pass's."""
+        stale = {id(grad) for a, grad, version in self._last_pass.values() if a.grad is grad and
+                 grad.version == version}
+        for a in self._with_python_records(self._written()).values():
+            g = a.grad
+            if g is not None and id(g) not in stale and g.size and np.any(g._read()):
+                return True
+        return False
+
+    def _check_records(self) -> bool:
+        """Before anything is written: decide which adjoints consume (runtime/tape/tape_consume.py), build every
+        adjoint (a kernel without one raises here) and check that the values they read are unchanged.
+        Returns True when a later step may still raise midway (the caller keeps a restore point)."""
+        records = self.records
+        if self._marked < len(records):             # what the new records need is settled once
+            if self._marked == 0 and self._prior is not None:
+                self._seen = self._prior.copy()
+            kernels = {id(r.kernel_obj): r.kernel_obj for r in records[self._marked:] if r.kind == "launch"}
+            for kernel in kernels.values():
+                kernel._require_backward()
+                # a value stack may overflow (StackOverflowError); Python code (a recompute, a user's
+                # backward function) may raise anything
+                self._may_raise |= bool(kernel.lowered("adjoint").attrs.get("uses_stack"))
+            self._may_raise |= any(r.kind != "launch" for r in records[self._marked:])
+            mark(records, self._marked, self._seen)
+            self._marked = len(records)
+        for index, rec in enumerate(records):
+            if rec.kind == "launch":
+                check_unchanged(self, index, rec)
+        return self._may_raise or bool(config.check_nan or state.forward_mode is not None or self.snapshotting)
+
+    def _with_python_records(self, arrays: dict) -> dict:
+        """`arrays` (by id) and the arrays the Python records name (their backward may write gradients)."""
+        out = dict(arrays)
+        for rec in self.records:
+            if not isinstance(rec, LaunchRecord):
+                out.update((id(a), a) for a in rec.arrays if hasattr(a, "buffer"))
+        return out
+
+    def _restore_point(self, loss, grads):
+        """A function putting back every gradient this pass may write (data, and which array is `.grad`)."""
+        arrays = self._with_python_records(self._touched)
+        for a in [loss, *(grads or {})]:
+            if a is not None:
+                arrays[id(a)] = a
+        kept = []
+        for a in arrays.values():
+            g = a._grad if a._family is None else a.grad
+            dual = g.dual if g is not None else None
+            kept.append((a, g, None if g is None else g._saved_copy(), dual,
+                         None if dual is None else dual._saved_copy()))
+        last_pass, history = dict(self._last_pass), len(self.loss_history)
+
+        def restore() -> None:
+            for a, g, data, dual, dual_data in kept:
+                a.grad = g
+                for target, saved in ((g, data), (dual, dual_data)):
+                    if target is not None and target.nbytes:
+                        target.device.impl.copy(target.device.info, target.buffer, saved.buffer, target.nbytes)
+                        target._bump()
+            self._last_pass = last_pass
+            del self.loss_history[history:]
+        return restore
+
+    def _zero_previous_pass(self) -> None:
+        """Zero the gradients the previous backward pass of this tape left in intermediates and outputs,
+        where nobody changed them since (a changed one is a new seed)."""
+        for a, grad, version in self._last_pass.values():
+            if a.grad is grad and grad.version == version:
+                grad.zero_()
+        self._last_pass = {}
+
+    def _written(self) -> dict:
+        """Arrays the recorded launches and host writes wrote, by id."""
+        written, per_kernel = {}, {}
+        for rec in self.records:
+            if isinstance(rec, FuncRecord):
+                written.update((id(a), a) for a in rec.writes)
+                continue
+            kernel = rec.kernel_obj
+            params = per_kernel.get(id(kernel))
+            if params is None:
+                params = per_kernel[id(kernel)] = kernel.facts().written
+            args = rec.args
+            for j in params:
+                written[id(args[j])] = args[j]
+        return written
+
+    def _run_adjoints(self, checked: bool = False) -> None:
+        self._adjoints_running += 1
+        try:
+            self._adjoints(checked)
+        finally:
+            self._adjoints_running -= 1
+
+    def _adjoints(self, checked: bool) -> None:
+        """Run every recorded adjoint in reverse order, accumulating into the arrays' current `.grad`
+        (`checked`: `_check_records` already ran for this pass)."""
+        from ..launch.launch import launch, prepare_adjoint
+        if not checked:
+            self._check_records()
+        self.backward_records.clear()
+        shared: dict = {}
+        fast = not config.check_nan and state.forward_mode is None   # else every adjoint takes `launch`
+        for index in range(len(self.records) - 1, -1, -1):
+            rec = self.records[index]
+            if isinstance(rec, FuncRecord):
+                with consuming_after(rec.seen_before):
+                    rec.backward()
+                continue
+            if self.snapshotting:
+                snapshot.around_adjoint(index, rec, functools.partial(self._launch_adjoint, rec, launch),
+                                        self.backward_records)
+                continue
+            prepared = rec.prepared
+            ready = prepared is not None and prepared.valid()
+            if not ready and fast:
+                # records of the same kernel on the same argument objects share one binding
+                ins, outs = rec.adjoint_arguments()
+                key = (id(rec.kernel_obj), rec.device, rec.dim, rec.consume, *map(id, ins), *map(id, outs))
+                prepared = shared.get(key)
+                if prepared is None or not prepared.valid():
+                    prepared = shared[key] = prepare_adjoint(rec.kernel_obj, rec.dim, ins, outs, rec.device,
+                                                             rec.args, rec.consume)
+                rec.prepared = prepared
+                ready = prepared is not None and prepared.valid()
+            if ready:
+                prepared.run()
+                rec.adjoint_variant = prepared.spec.variant.name
+            else:       # scratch adjoints or NaN checks: the full launch path
+                self._launch_adjoint(rec, launch)
+
+    @staticmethod
+    def _launch_adjoint(rec: LaunchRecord, launch) -> None:
+        ins, outs = rec.adjoint_arguments()
+        adj_ins, adj_outs = rec.adjoint_grads()
+        state.adjoint_variant = None
+        launch(rec.kernel_obj, rec.dim, ins, outs, device=rec.device, adjoint=True, adj_inputs=adj_ins,
+               adj_outputs=adj_outs, record_tape=False, consume=rec.consume)
+        if state.adjoint_variant is not None:
+            rec.adjoint_variant = state.adjoint_variant.name
+
+    # Housekeeping --------------------------------------------------------------
+    def zero(self) -> None:
+        """Zero the gradients of every array the tape touched (the record is kept)."""
+        for a in self._touched.values():
+            if a.grad is not None:
+                a.grad.zero_()
+        for rec in self.records:
+            if isinstance(rec, FuncRecord):
+                for a in rec.arrays:
+                    if getattr(a, "grad", None) is not None:
+                        a.grad.zero_()
+
+    def reset(self) -> None:
+        """Forget every record and zero the gradients (not while the backward pass runs: RuntimeError)."""
+        if self._adjoints_running:
+            raise RuntimeError("the tape cannot be reset while its backward pass runs (a record_func callback "
+                               "called tape.reset()); reset it after backward() returns")
+        self.zero()
+        self.records.clear()
+        self._last_pass = {}
+        self.backward_records.clear()
+        self._touched.clear()
+        self._seen, self._marked, self._may_raise = MemorySeen(), 0, False
+        self.scope_events.clear()
+        self._scopes.clear()
+
+    def hazards(self) -> list:
+        """Steps whose gradient is zero by construction (runtime/tape/hazards.py): a write overwritten before
+        anything read it, a parameter used only through int(), comparisons or stop_gradient."""
+        return find_hazards(self)
+
+    def memory_before(self, index: int) -> MemorySeen:
+        """The memory records[:index] used (what a checkpoint block's recompute must not hand gradient to)."""
+        return memory_before(self.records, index, self._prior)
+
+    @property
+    def gradients(self) -> dict:
+        return {a: a.grad for a in self._touched.values() if a.grad is not None}
+
+    @property
+    def launches(self) -> list[LaunchRecord]:
+        return [r for r in self.records if isinstance(r, LaunchRecord)]
+
+    def visualize(self, filename=None, array_labels=None, graph_direction: str = "LR",
+                  hide_readonly_arrays: bool = False, show_gradients: bool = False,
+                  simplify_graph: bool = False) -> str:
+        """GraphViz dot source of the recorded launches (viz/tape_graph.py); `simplify_graph` draws launches
+        repeated back to back once, with their count."""
+        from ...viz.tape_graph import tape_graph
+        return tape_graph(self, filename=filename, array_labels=array_labels, graph_direction=graph_direction,
+                          hide_readonly_arrays=hide_readonly_arrays, show_gradients=show_gradients,
+                          simplify_graph=simplify_graph)
+
+    def save(self, path) -> None:
+        from ...viz.bundle import save_bundle
+        save_bundle(self, path)
+
+
+class ScopedTimer:
+    """Times a block (prints when `print=True`) and, inside a recording tape, opens a scope named after it."""
+
+    def __init__(self, name: str, print: bool = True, synchronize: bool = False):
+        self.name, self.print, self.synchronize = name, print, synchronize
+        self.elapsed = 0.0
+        self._tape = None
+
+    def __enter__(self) -> "ScopedTimer":
+        import time
+        self._tape = state.tape
+        if self._tape is not None:
+            self._tape.record_scope_begin(self.name)
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import time
+        if self.synchronize:
+            from ..launch.device import synchronize
+            synchronize()
+        self.elapsed = (time.perf_counter() - self._t0) * 1e3
+        if self._tape is not None:
+            self._tape.record_scope_end()
+        if self.print:
+            print(f"{self.name} took {self.elapsed:.2f} ms")

@@ -1,0 +1,1 @@
+"""Tools over kernels and tapes: Jacobians and gradient checks, optimisers."""
