@@ -104,7 +104,7 @@ class CallLowering:
             self.call_args(node, 0, "tid")
             return TidCall()
         if fn.kind == "macro":
-            return self.call_macro(fn.name, node)
+            return self.call_macro(fn.name, node, macro=fn.macro)
         if fn.kind == "library":
             return self.call_library(fn, node)
         if fn.kind == "atomic":
@@ -136,12 +136,13 @@ class CallLowering:
             args = [args[0], args[2], args[1]]
         return self.call_prim(fn.prim, args, node)
 
-    def call_macro(self, name: str, node, args=None):
-        """A core/library macro: its result built from primitives right here."""
+    def call_macro(self, name: str, node, args=None, macro=None):
+        """A core/library macro: its result built from primitives right here. `macro`: the LangFunction's
+        own (a dialect's macros are LangFunctions that are not names of gk, so not in NAMES)."""
         if args is None:
             args = self.call_args(node, None, name)
         kwargs = {k.arg: self.expr(k.value) for k in node.keywords} if isinstance(node, ast.Call) else {}
-        fn = NAMES[name].macro
+        fn = macro or NAMES[name].macro
         try:
             inspect.signature(fn).bind(None, *args, **kwargs)
         except TypeError:
