@@ -101,21 +101,21 @@ def _floats(partials):
 # --------------------------------------------------------------------------- declarations
 
 def elementwise(name, np_fn, partials=None, *, arity=2, float_only=False, public=False, cmath=None, expand=None,
-                doc="", **kw):
+                doc="", domain=None, **kw):
     return register(Builtin(
         name, _elementwise(name, float_only=float_only, **kw), eval=np_fn,
         partials=_floats(partials) if partials else None, decompose=_decomposer(name), arity=arity,
         differentiable=partials is not None, doc=doc, public=public, float_only=float_only, cmath=cmath,
-        expand=expand))
+        expand=expand, domain=domain))
 
 
-def unary_math(name, np_fn, deriv, doc="", cmath=None):
+def unary_math(name, np_fn, deriv, doc="", cmath=None, domain=(-3, 3)):
     """A public float → float function with derivative deriv(b, x, y) = dy/dx, computed by the C / OpenCL C
-    math function `cmath` (default: its own name)."""
+    math function `cmath` (default: its own name), finite and smooth on `domain`."""
     return register(Builtin(
         name, _elementwise(name, float_only=True), eval=np_fn, arity=1,
         partials=lambda b, a, out, at: [deriv(b, a[0], out)], decompose=_decomposer(name), doc=doc,
-        public=True, float_only=True, cmath=cmath or name))
+        public=True, float_only=True, cmath=cmath or name, domain=(domain,)))
 
 
 def _py_floordiv(a, b):
@@ -227,13 +227,14 @@ elementwise("pow", np.power,
             lambda b, a, o, at: [
                 b.mul(a[1], b.prim("pow", a[0], b.sub(a[1], _c(b, a[1], 1)))),
                 b.select(b.prim("gt", a[0], _c(b, a[0], 0)), b.mul(b.prim("log", a[0]), o), _c(b, o, 0))],
-            float_only=True, public=True, cmath="pow", doc="a ** b")
+            float_only=True, public=True, cmath="pow", doc="a ** b",
+            domain=((0.2, 3), (-2, 2)))
 elementwise("min", np.minimum,
             lambda b, a, o, at: [_ind(b, b.prim("le", a[0], a[1]), o), _ind(b, b.prim("gt", a[0], a[1]), o)],
-            public=True, doc="smaller of a, b (ties: gradient to a)")
+            public=True, doc="smaller of a, b (ties: gradient to a)", domain=((-2, 2), (-2, 2)))
 elementwise("max", np.maximum,
             lambda b, a, o, at: [_ind(b, b.prim("ge", a[0], a[1]), o), _ind(b, b.prim("lt", a[0], a[1]), o)],
-            public=True, doc="larger of a, b (ties: gradient to a)")
+            public=True, doc="larger of a, b (ties: gradient to a)", domain=((-2, 2), (-2, 2)))
 def _d_atan2(b, a, o, at):
     """∂atan2(y, x) = (x, -y) / (x² + y²); at the origin, where it is undefined, 0 (Warp's choice) not NaN."""
     r2 = b.add(b.mul(a[0], a[0]), b.mul(a[1], a[1]))
@@ -243,16 +244,18 @@ def _d_atan2(b, a, o, at):
 
 
 elementwise("atan2", np.arctan2, _d_atan2, float_only=True, public=True, cmath="atan2",
-            doc="atan2(y, x) (gradient 0 at the origin)")
+            doc="atan2(y, x) (gradient 0 at the origin)", domain=((-2, 2), (0.2, 2)))
 elementwise("neg", np.negative, lambda b, a, o, at: [_c(b, a[0], -1)], arity=1, doc="-a")
 elementwise("abs", np.abs, lambda b, a, o, at: [b.prim("sign", a[0])], arity=1, public=True, expand=_expand_abs, cmath="fabs",
-            doc="|a|")
+            doc="|a|", domain=((-3, 3),))
 elementwise("sign", lambda x: np.sign(x).astype(np.asarray(x).dtype), lambda b, a, o, at: [None],
-            arity=1, public=True, expand=_expand_sign, doc="-1, 0 or 1")
-elementwise("floor", np.floor, lambda b, a, o, at: [None], arity=1, float_only=True, public=True, cmath="floor")
-elementwise("ceil", np.ceil, lambda b, a, o, at: [None], arity=1, float_only=True, public=True, cmath="ceil")
+            arity=1, public=True, expand=_expand_sign, doc="-1, 0 or 1", domain=((-3, 3),))
+elementwise("floor", np.floor, lambda b, a, o, at: [None], arity=1, float_only=True, public=True, cmath="floor",
+            domain=((-3, 3),))
+elementwise("ceil", np.ceil, lambda b, a, o, at: [None], arity=1, float_only=True, public=True, cmath="ceil",
+            domain=((-3, 3),))
 elementwise("round", _round_half_away, lambda b, a, o, at: [None], arity=1, float_only=True, public=True, cmath="round",
-            doc="round half away from zero (C round)")
+            doc="round half away from zero (C round)", domain=((-3, 3),))
 elementwise("clamp", lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi),
             lambda b, a, o, at: [
                 _ind(b, b.prim("and", b.prim("ge", a[0], a[1]), b.prim("le", a[0], a[2])), o),
@@ -272,24 +275,27 @@ def _d_sqrt(b, x, y, attrs):
 
 register(Builtin("sqrt", _elementwise("sqrt", float_only=True), eval=lambda x, subgrad=False: np.sqrt(x), arity=1,
                  partials=lambda b, a, out, at: [_d_sqrt(b, a[0], out, at)], decompose=_decomposer("sqrt"),
-                 public=True, float_only=True, cmath="sqrt",
+                 public=True, float_only=True, cmath="sqrt", domain=((0.1, 10),),
                  doc="square root (gradient at 0 is inf; with subgrad=True it is 0)"))
 register(Builtin("rsqrt", _elementwise("rsqrt", float_only=True), eval=lambda x: 1 / np.sqrt(x), arity=1,
                  partials=lambda b, a, out, at: [b.mul(_c(b, out, -0.5), b.mul(out, b.mul(out, out)))],
                  decompose=_decomposer("rsqrt"), public=True, float_only=True,
                  expand=lambda b, a, at: b.div(_c(b, a[0], 1), b.prim("sqrt", a[0])),
-                 doc="1 / sqrt(x) (Warp's rsqrt; d/dx = -y³/2)"))
-unary_math("exp", np.exp, lambda b, x, y: y)
-unary_math("log", np.log, lambda b, x, y: b.div(_c(b, x, 1), x))
-unary_math("log2", np.log2, lambda b, x, y: b.div(_c(b, x, 1), b.mul(x, _c(b, x, LN2))))
-unary_math("log10", np.log10, lambda b, x, y: b.div(_c(b, x, 1), b.mul(x, _c(b, x, LN10))))
+                 doc="1 / sqrt(x) (Warp's rsqrt; d/dx = -y³/2)", domain=((0.1, 10),)))
+unary_math("exp", np.exp, lambda b, x, y: y, domain=(-5, 5))
+unary_math("log", np.log, lambda b, x, y: b.div(_c(b, x, 1), x), domain=(0.1, 10))
+unary_math("log2", np.log2, lambda b, x, y: b.div(_c(b, x, 1), b.mul(x, _c(b, x, LN2))), domain=(0.1, 10))
+unary_math("log10", np.log10, lambda b, x, y: b.div(_c(b, x, 1), b.mul(x, _c(b, x, LN10))),
+           domain=(0.1, 10))
 unary_math("sin", np.sin, lambda b, x, y: b.prim("cos", x))
 unary_math("cos", np.cos, lambda b, x, y: b.neg(b.prim("sin", x)))
-unary_math("tan", np.tan, lambda b, x, y: b.add(_c(b, x, 1), b.mul(y, y)))
-unary_math("asin", np.arcsin, lambda b, x, y: b.div(_c(b, x, 1), b.prim("sqrt", b.sub(_c(b, x, 1), b.mul(x, x)))))
+unary_math("tan", np.tan, lambda b, x, y: b.add(_c(b, x, 1), b.mul(y, y)), domain=(-1.2, 1.2))
+unary_math("asin", np.arcsin, lambda b, x, y: b.div(_c(b, x, 1), b.prim("sqrt", b.sub(_c(b, x, 1), b.mul(x, x)))),
+           domain=(-0.9, 0.9))
 unary_math("acos", np.arccos,
-           lambda b, x, y: b.neg(b.div(_c(b, x, 1), b.prim("sqrt", b.sub(_c(b, x, 1), b.mul(x, x))))))
-unary_math("atan", np.arctan, lambda b, x, y: b.div(_c(b, x, 1), b.add(_c(b, x, 1), b.mul(x, x))))
+           lambda b, x, y: b.neg(b.div(_c(b, x, 1), b.prim("sqrt", b.sub(_c(b, x, 1), b.mul(x, x))))),
+           domain=(-0.9, 0.9))
+unary_math("atan", np.arctan, lambda b, x, y: b.div(_c(b, x, 1), b.add(_c(b, x, 1), b.mul(x, x))), domain=(-4, 4))
 unary_math("sinh", np.sinh, lambda b, x, y: b.prim("cosh", x))
 unary_math("cosh", np.cosh, lambda b, x, y: b.prim("sinh", x))
 unary_math("tanh", np.tanh, lambda b, x, y: b.sub(_c(b, x, 1), b.mul(y, y)))
@@ -300,7 +306,7 @@ def _np_erf(x):
 
 unary_math("erf", _np_erf,
            lambda b, x, y: b.mul(_c(b, x, 2 / math.sqrt(math.pi)), b.prim("exp", b.neg(b.mul(x, x)))),
-           doc="the error function, 2/√π ∫₀ˣ e^(-t²) dt")
+           doc="the error function, 2/√π ∫₀ˣ e^(-t²) dt", domain=(-2.5, 2.5))
 
 
 # where(cond, a, b): a where cond holds, else b. Elementwise over vectors with a scalar condition.

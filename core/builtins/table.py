@@ -34,6 +34,8 @@ class Builtin:
         cmath: the C / OpenCL C math function computing it on float operands (None: none does).
         expand: (builder, args, attrs) -> the result written in other primitives, or None to keep the
             call for these operand types; run by the expand pass on scalar IR, after differentiation.
+        domain: per float argument, the interval (lo, hi) where the function is finite and smooth: the
+            tests, the conformance suite and the fuzz grammar sample arguments there (None: anywhere).
     """
 
     name: str
@@ -50,6 +52,7 @@ class Builtin:
     float_only: bool = False
     cmath: str | None = None
     expand: Callable | None = None
+    domain: tuple | None = None
 
     def result_type(self, arg_types: list[Type], attrs: dict | None = None) -> Type:
         if self.arity is not None and len(arg_types) != self.arity:
