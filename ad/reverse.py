@@ -272,6 +272,8 @@ class Reverse:
             self.reverse_call(ins, b)
         elif op == Op.NATIVE:
             self.reverse_native(ins, b)
+        elif op not in (Op.CONST, Op.TID, Op.SHAPE):     # these take no float operand: nothing flows back
+            raise CompileError(f"reverse mode has no rule for the '{op}' op (ad/reverse.py Reverse.reverse)")
 
     def take_if_winner(self, b: Builder, ins: Instr, arr: Value, idx: list[Value], comp) -> Value:
         """Adjoint of atomic_min/max for this thread: the element's whole adjoint if the thread's value is

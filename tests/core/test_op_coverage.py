@@ -72,7 +72,7 @@ WALKERS = {
         generic={op: "a value the reverse sweep reads: replayed as it is"
                  for op in (Op.CONST, Op.PRIM, Op.TID, Op.SHAPE, Op.LOAD)}),
     "reverse.reverse": Walker(
-        "gradkit.ad.reverse", "Reverse.reverse", "if/elif chain, no else (an unnamed op adds no gradient)",
+        "gradkit.ad.reverse", "Reverse.reverse", "if/elif chain; an op it does not name is a CompileError",
         never={Op.PUSH: NO_STACK, Op.POP: NO_STACK},
         generic={op: "no float operand: no gradient flows back through it"
                  for op in (Op.CONST, Op.TID, Op.SHAPE)}),
