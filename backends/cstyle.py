@@ -184,6 +184,15 @@ class CStyleLanguage:
             return f"gk_floor{want}_{t.name}({x}, {d})"
         return fmt
 
+    def c_rem(self, a, t, at) -> str:
+        """C's truncated `%` (floats: fmod), with x % 0 == x % -1 == 0 on integers (never a trap)."""
+        x, d = a
+        if t.is_float:
+            return f"{self.math_name('fmod', t)}({x}, {d})"
+        zero = self.literal(0, t)
+        bad = f"{d} == {zero}" if t is T.uint32 else f"{d} == {zero} || {d} == {self.literal(-1, t)}"
+        return f"(({bad}) ? {zero} : {x} % {d})"
+
     def sign(self, a, t, at) -> str:
         """-1, 0 or 1 as NumPy's sign: NaN stays NaN, -0.0 gives +0.0."""
         x, one, zero = a[0], self.literal(1, t), self.literal(0, t)
@@ -216,7 +225,7 @@ class CStyleLanguage:
             "bit_not": lambda a, t, at: f"(~{a[0]})",
             "shl": self.shift("<<"), "shr": self.shift(">>"),
             # expandable prims: they arrive only where a backend lists them in native_prims
-            "floordiv": self.floored("div"), "mod": self.floored("mod"),
+            "floordiv": self.floored("div"), "mod": self.floored("mod"), "rem": self.c_rem,
             "clamp": lambda a, t, at: mn([mx(a[:2], t, at), a[2]], t, at),
             "sign": self.sign, "abs": self.abs_,
             "rsqrt": lambda a, t, at: f"({self.literal(1, t)} / {self.math_name('sqrt', t)}({a[0]}))",

@@ -10,7 +10,7 @@ scalar primitives, whose derivatives then apply.
 An entry also says how it reaches machine code, so no backend re-lists names:
 `cmath` names the C99 / OpenCL C math function computing it (the CPU backend
 calls libm, the OpenCL backend the built-in of that name), and `expand` writes
-it in other primitives (Python's floored `//` and `%`, clamp, sign), applied by
+it in other primitives (Python's floored `//` and `%`, C's `rem`, clamp, sign), applied by
 the expand pass (core/passes/expand.py) after differentiation, so its semantics
 live once, in IR. `public` entries are `gk.<name>`; `float_only` ones turn
 integer arguments into float32 first (`gk.sqrt(4)`).
@@ -20,4 +20,5 @@ from .table import BUILTINS, Builtin, BuiltinTypeError, register  # noqa: F401  
 from . import scalar as _scalar  # noqa: F401  (registers entries)
 from . import linalg as _linalg  # noqa: F401
 from . import bits as _bits  # noqa: F401
+from . import remainder as _remainder  # noqa: F401  (C's truncated %, for remainder="truncated" kernels)
 from . import stop_gradient as _stop_gradient  # noqa: F401  (stop_gradient, which core/library's code uses)

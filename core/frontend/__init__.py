@@ -25,12 +25,20 @@ from .source import SourceInfo
 from .stmts import StmtLowering, _contains
 
 
+REMAINDERS = ("floored", "truncated")
+
+
 class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLowering, ComponentWrites):
     """Lowers one kernel or @gk.func to IR."""
 
     def __init__(self, pyfunc, kind: str, building: tuple = (), max_unroll: int | None = None, grad_of=None,
-                 views: tuple = (), default_fp: T.ScalarType = T.float32):
+                 views: tuple = (), default_fp: T.ScalarType = T.float32, remainder: str = "floored"):
         super().__init__(pyfunc, SourceInfo(pyfunc), kind, building, default_fp)
+        if remainder not in REMAINDERS:
+            raise ValueError(f"remainder={remainder!r}: expected one of {', '.join(map(repr, REMAINDERS))}")
+        # what `%` written in this function's source means: "floored" (Python's, gradkit's default) or
+        # "truncated" (C's, the `rem` builtin: Warp's dialect); library macros keep their own `%`
+        self.remainder = remainder
         self.building = building
         self.views = views                      # (param index, base array type): see Func.ir_function
         self.grad_of = grad_of                  # the Func this function is the custom gradient of
@@ -229,10 +237,14 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
 
 
 def lower_function(pyfunc, kind: str = "kernel", building: tuple = (), **options) -> Function:
-    """Parse `pyfunc` and build its typed IR (kind 'kernel' or 'func')."""
+    """Parse `pyfunc` and build its typed IR (kind 'kernel' or 'func').
+
+    Options: max_unroll, grad_of, views, default_fp (the type of float literals), and remainder: "floored"
+    (default: `%` in the source is Python's) or "truncated" (C's `%` and fmod, as Warp's kernels)."""
     lowerer = Lowerer(pyfunc, kind, building, max_unroll=options.get("max_unroll"),
                       grad_of=options.get("grad_of"), views=options.get("views", ()),
-                      default_fp=options.get("default_fp") or T.float32)
+                      default_fp=options.get("default_fp") or T.float32,
+                      remainder=options.get("remainder") or "floored")
     if building:
         return lowerer.run()
     try:

@@ -21,7 +21,17 @@ BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.F
 PY_BINOPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
              "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow, "bit_and": operator.and_,
              "bit_or": operator.or_, "bit_xor": operator.xor, "shl": operator.lshift,
-             "shr": operator.rshift}
+             "shr": operator.rshift, "rem": lambda a, b: _c_rem(a, b)}   # `%` under remainder="truncated"
+
+
+def _c_rem(a, b):
+    """C's `%` of two compile-time numbers (fmod for floats): the sign of a."""
+    if isinstance(a, float) or isinstance(b, float):
+        if b == 0:
+            raise ZeroDivisionError
+        return math.fmod(a, b)
+    r = abs(a) % abs(b)
+    return r if a >= 0 else -r
 CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 PY_CMPOPS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
              "eq": operator.eq, "ne": operator.ne}
@@ -200,8 +210,14 @@ class ExprLowering:
                 b = done.pop()
                 a = done.pop()
                 self.set_node(n)
-                done.append(self.binop(BINOPS[type(n.op)], a, b, n))
+                done.append(self.binop(self.source_op(n.op), a, b, n))
         return done[0]
+
+    def source_op(self, op: ast.operator) -> str | None:
+        """The primitive an operator written in this function's source means (None: unsupported); `%`
+        follows the function's `remainder` option."""
+        name = BINOPS.get(type(op))
+        return "rem" if name == "mod" and self.remainder == "truncated" else name
 
     def binop(self, op: str, a, b, node):
         if isinstance(a, TidCall):

@@ -302,7 +302,7 @@ class StmtLowering:
         self.env[name] = value
 
     def stmt_AugAssign(self, node) -> None:
-        op = BINOPS.get(type(node.op))
+        op = self.source_op(node.op)
         if op is None:
             raise self.error(node, f"operator '{type(node.op).__name__}=' is not supported")
         target = node.target

@@ -91,7 +91,7 @@ class Kernel:
     _gk_kernel = True
 
     def __init__(self, pyfunc, enable_backward: bool = True, max_unroll: int | None = None,
-                 default_fp=None):
+                 default_fp=None, remainder: str = "floored"):
         remember_enclosing_scope(pyfunc)
         capture_source(pyfunc)          # compile the text as it is now, whatever happens to the file later
         # the type of float literals and float(x) in the body; None follows gk.config.default_fp
@@ -106,6 +106,7 @@ class Kernel:
         # to one parameter per field; set with the binder (launches read it right after binder())
         self.struct_params: tuple = ()
         self.max_unroll = max_unroll
+        self.remainder = remainder      # `%` in the body: "floored" (Python's) or "truncated" (C's, Warp's)
         self._typed: Function | None = None
         self._typed_fp = None           # (own, gk.config) default_fp of _typed (None: set by widened())
         self._lowered: dict[str, Function] = {}
@@ -128,7 +129,7 @@ class Kernel:
             with compiling():
                 if self._typed is None or self._typed_fp not in (None, fp):
                     self._typed = lower_function(self.pyfunc, "kernel", max_unroll=self.max_unroll,
-                                                 default_fp=fp[0])
+                                                 default_fp=fp[0], remainder=self.remainder)
                     self._typed_fp = fp
         return self._typed
 
@@ -284,7 +285,8 @@ class Kernel:
     def widened(self) -> Kernel:
         """This kernel with every float32 type made float64 (core/passes/widen.py), for re-checking its
         gradients without float32 rounding; WidenError when it calls a @gk.func or native code."""
-        wide = Kernel(self.pyfunc, enable_backward=self.enable_backward, max_unroll=self.max_unroll)
+        wide = Kernel(self.pyfunc, enable_backward=self.enable_backward, max_unroll=self.max_unroll,
+                      remainder=self.remainder)
         wide._typed = widen_floats(self.typed_ir)
         return wide
 
@@ -303,12 +305,16 @@ class Kernel:
         return f"<gk.kernel {self.key}>"
 
 
-def kernel(fn=None, *, enable_backward: bool = True, max_unroll: int | None = None, default_fp=None):
-    """Decorator: `@gk.kernel` or `@gk.kernel(enable_backward=..., max_unroll=..., default_fp=gk.float64)`."""
+def kernel(fn=None, *, enable_backward: bool = True, max_unroll: int | None = None, default_fp=None,
+           remainder: str = "floored"):
+    """Decorator: `@gk.kernel` or `@gk.kernel(enable_backward=..., max_unroll=..., default_fp=gk.float64)`.
+    `remainder="truncated"` makes `%` in the body C's (the sign of the dividend; floats: fmod), as Warp's
+    kernels compute it; the default "floored" is Python's. `@gk.func(remainder=...)` takes it too."""
     if fn is None:
         return lambda f: Kernel(f, enable_backward=enable_backward, max_unroll=max_unroll,
-                                default_fp=default_fp)
-    return Kernel(fn, enable_backward=enable_backward, max_unroll=max_unroll, default_fp=default_fp)
+                                default_fp=default_fp, remainder=remainder)
+    return Kernel(fn, enable_backward=enable_backward, max_unroll=max_unroll, default_fp=default_fp,
+                  remainder=remainder)
 
 
 def func(fn=None, **options):

@@ -91,6 +91,8 @@ REFERENCE = {
     "add": (np.add, NUMERIC, None), "sub": (np.subtract, NUMERIC, None), "mul": (np.multiply, NUMERIC, None),
     "div": (np.divide, FLOATS, [(-3, 3), (0.5, 3)]),
     "floordiv": (_floor_div, NUMERIC, [(-9, 9), (0.5, 3)]), "mod": (_floor_mod, NUMERIC, [(-9, 9), (0.5, 3)]),
+    "rem": (lambda a, b: np.where(b == 0, 0, np.fmod(a, np.where(b == 0, 1, b))), NUMERIC,   # C's %, x % 0 = 0
+            [(-9, 9), (0.5, 3)]),
     "pow": (np.power, FLOATS, [(0.2, 3), (-2, 2)]),
     "min": (np.minimum, NUMERIC, None), "max": (np.maximum, NUMERIC, None),
     "atan2": (np.arctan2, FLOATS, None), "neg": (np.negative, NUMERIC, None),
