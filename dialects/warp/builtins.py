@@ -1,0 +1,158 @@
+"""Warp's kernel builtins: gradkit's own where it has them (the same objects, so kernels lower them as
+gradkit does), a few of Warp's written here as macros over gradkit's primitives, and the list of those
+gradkit lacks (`MISSING`), each a named error when a kernel or Python calls it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import core as _core  # noqa: F401
+from ..core import lang as _lang
+from ..core.frontend.macros import Sym
+from ..core.lang import LangFunction
+from .errors import WarpFeatureMissing
+
+# gradkit's language names that are Warp's too, with Warp's meaning (select's argument order included)
+SHARED = {name: fn for name, fn in _lang.NAMES.items() if name != "adjoint"}
+
+
+def _lift(E, x, t):
+    return E.scalar(x, t)
+
+
+def _float_type(E, x):
+    t = E.type_of(x)
+    if not t.scalar.is_float:
+        E.fail(f"needs a float scalar or vector, got {t.name}")
+    return t
+
+
+def _lerp(E, a, b, t):
+    ta = _float_type(E, a)
+    A, B = _lift(E, a, ta), _lift(E, b, ta)
+    return A + (B - A) * E.scalar(t, ta.scalar)
+
+
+def _smoothstep(E, edge0, edge1, x):
+    t = _float_type(E, x)
+    e0, e1, X = E.scalar(edge0, t), E.scalar(edge1, t), E.scalar(x, t)
+    s = (X - e0) / (e1 - e0)
+    s = Sym(E.lw.prim("clamp", s.v, E.const(0.0, t).v, E.const(1.0, t).v, node=E.node), E)
+    return s * s * (E.const(3.0, t) - s * 2.0)
+
+
+def _mod(E, a, b):
+    """wp.mod(a, b): C's % (fmod on floats), as `%` in Warp's kernels."""
+    t = E.type_of(a)
+    return Sym(E.lw.prim("rem", E.scalar(a, t).v, E.scalar(b, t).v, node=E.node), E)
+
+
+def _floordiv(E, a, b):
+    t = E.type_of(a)
+    return Sym(E.lw.prim("floordiv", E.scalar(a, t).v, E.scalar(b, t).v, node=E.node), E)
+
+
+def _unary(prim):
+    def fn(E, x):
+        return E._prim(prim, x)
+    return fn
+
+
+def _trunc(E, x):
+    t = _float_type(E, x)
+    X = E.scalar(x, t)
+    return E.where(E.gt(E.const(0.0, t), X), E._prim("ceil", X), E._prim("floor", X))
+
+
+def _frac(E, x):
+    t = _float_type(E, x)
+    X = E.scalar(x, t)
+    return X - _trunc(E, X)
+
+
+def _degrees(E, x):
+    return E.scalar(x, _float_type(E, x)) * (180.0 / math.pi)
+
+
+def _radians(E, x):
+    return E.scalar(x, _float_type(E, x)) * (math.pi / 180.0)
+
+
+def _step(E, x):
+    t = _float_type(E, x)
+    X = E.scalar(x, t)
+    return E.where(E.gt(E.const(0.0, t), X), E.const(1.0, t), E.const(0.0, t))
+
+
+def _nonzero(E, x):
+    t = E.type_of(x)
+    X = E.scalar(x, t)
+    return E.where(E.lw.prim("ne", X.v, E.const(0, t).v, node=E.node), E.const(1, t), E.const(0, t))
+
+
+def _host_lerp(a, b, t):
+    return np.asarray(a) + (np.asarray(b) - np.asarray(a)) * t
+
+
+def _host_smoothstep(e0, e1, x):
+    s = np.clip((np.asarray(x) - e0) / (e1 - e0), 0.0, 1.0)
+    return s * s * (3.0 - 2.0 * s)
+
+
+def _host_mod(a, b):
+    return np.fmod(a, b)
+
+
+MACROS = {
+    "lerp": (_lerp, _host_lerp), "smoothstep": (_smoothstep, _host_smoothstep), "mod": (_mod, _host_mod),
+    "floordiv": (_floordiv, lambda a, b: np.floor_divide(a, b)), "trunc": (_trunc, np.trunc),
+    "frac": (_frac, lambda x: x - np.trunc(x)), "degrees": (_degrees, np.degrees),
+    "radians": (_radians, np.radians), "step": (_step, lambda x: np.where(x < 0, 1.0, 0.0)),
+    "nonzero": (_nonzero, lambda x: np.where(np.asarray(x) != 0, 1, 0)),
+    "rint": (_unary("round"), np.rint),
+}
+WARP_MACROS = {name: LangFunction(name, "macro", macro=fn, host=host, doc=f"Warp's wp.{name}")
+               for name, (fn, host) in MACROS.items()}
+for _name, _f in WARP_MACROS.items():
+    _f.macro.__name__ = _name
+
+# Warp builtins gradkit does not have yet (kernel code): each raises WarpFeatureMissing when used
+MISSING = (
+    "add", "sub", "div", "neg", "pos", "unot", "invert", "bit_and", "bit_or", "bit_xor", "lshift", "rshift",
+    "cbrt", "copysign", "erfc", "erfinv", "erfcinv", "isfinite", "isinf", "isnan", "cw_mul", "cw_div",
+    "ddot", "diag", "get_diag", "skew", "matrix_from_cols", "matrix_from_rows", "norm_l1", "norm_l2",
+    "norm_huber", "norm_pseudo_huber", "smooth_normalize", "argmin", "argmax", "quat_between_vectors",
+    "quat_from_matrix", "quat_slerp", "quat_to_rpy", "quat_from_euler", "quat_to_euler", "quat_twist",
+    "quat_twist_angle", "transform", "transformf", "transformd", "transform_identity", "transform_point",
+    "transform_vector", "transform_multiply", "transform_inverse", "transform_get_translation",
+    "transform_get_rotation", "spatial_vector", "spatial_matrix", "spatial_dot", "spatial_cross",
+    "spatial_top", "spatial_bottom", "velocity_at_point", "atomic_cas", "atomic_exch", "atomic_and",
+    "atomic_or", "atomic_xor", "randu", "noise", "pnoise", "curlnoise", "poisson", "sample_cdf",
+    "sample_triangle", "sample_unit_ring", "sample_unit_disk", "sample_unit_sphere_surface",
+    "sample_unit_sphere", "sample_unit_hemisphere_surface", "sample_unit_hemisphere", "sample_unit_square",
+    "sample_unit_cube", "printf", "expect_eq", "expect_near", "lower_bound", "bit_count", "block_dim",
+    "tile", "tile_load", "tile_store", "tile_sum", "tile_atomic_add", "tile_fft", "tile_ifft",
+    "tile_transpose", "tile_stack", "launch_tiled", "dense_gemm", "dense_chol", "dense_solve", "dense_subs",
+    "float16", "int8", "int16", "uint8", "uint16", "uint64", "bfloat16", "address", "view", "array_store",
+    "indexedarray", "fabricarray", "fixedarray", "Texture", "Texture1D", "Texture2D", "Texture3D",
+    "volume_sample_f", "volume_lookup_f", "volume_sample_v", "volume_sample_grad_f",
+    "hash_grid_query", "hash_grid_query_next", "hash_grid_point_id", "mesh_query_point",
+    "mesh_query_point_no_sign", "mesh_query_point_sign_normal", "mesh_query_point_sign_winding_number",
+    "mesh_query_ray", "mesh_query_aabb", "mesh_query_aabb_next", "mesh_eval_position", "mesh_eval_velocity",
+    "bvh_query_aabb", "bvh_query_ray", "bvh_query_next",
+)
+
+
+MISSING_SET = frozenset(MISSING)
+
+
+def missing_builtin(name: str):
+    def raise_missing(E, *args, **kwargs):
+        raise WarpFeatureMissing(name, "gradkit has no such builtin yet")
+
+    def host(*args, **kwargs):
+        raise WarpFeatureMissing(name, "gradkit has no such builtin yet")
+    raise_missing.__name__ = name
+    return LangFunction(name, "macro", macro=raise_missing, host=host, doc=f"Warp's wp.{name} (missing)")

@@ -1,0 +1,300 @@
+"""Warp's host API over gradkit's runtime: arrays (`wp.array(...)` and `wp.array[float]`), `wp.launch`
+with Warp's arguments, graph capture replayed from Python, `wp.Tape`, `wp.ScopedTimer`, `wp.config`."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+from .. import core as _core  # noqa: F401
+from ..core import types as T
+from ..core.config import config as _gk_config
+from ..runtime.arrays import array as _array_mod
+from ..runtime.arrays import creation as _creation
+from ..runtime.arrays.host_ops import copy as _gk_copy
+from ..core.func import Func
+from ..runtime.launch.kernel import Kernel
+from ..runtime.launch.launch import launch as _gk_launch
+from ..runtime.tape.tape import Tape as _GkTape
+from .device import to_gk
+from .errors import WarpFeatureMissing
+
+_GkArray = _array_mod.array
+
+
+def _dtype(dtype):
+    return None if dtype is None else T.as_type(dtype)
+
+
+# --------------------------------------------------------------------------- arrays
+
+class _ArrayType(type):
+    """`wp.array` is gradkit's array: called it makes one, subscripted it is a kernel annotation
+    (`wp.array[float]`, `wp.array2d[wp.vec3]`), and isinstance() checks gradkit arrays."""
+
+    def __call__(cls, data=None, dtype=None, shape=None, strides=None, ptr=None, capacity=None, device=None,
+                 pinned=False, copy=True, owner=False, deleter=None, ndim=None, grad=None,
+                 requires_grad=False):
+        if ptr is not None or capacity is not None or strides is not None:
+            raise WarpFeatureMissing("array(ptr=, capacity=, strides=)", "arrays over foreign pointers or with "
+                                     "explicit strides; use wp.from_torch / gradkit's DLPack interop")
+        if cls.ndim_default and ndim is None and data is None and shape is None:
+            ndim = cls.ndim_default
+        a = _GkArray(data, dtype=_dtype(dtype), shape=shape, device=to_gk(device), requires_grad=requires_grad,
+                     ndim=ndim)
+        if grad is not None and isinstance(a, _GkArray):
+            a.requires_grad = True
+            _gk_copy(a.grad, grad)
+        return a
+
+    def __getitem__(cls, item):
+        dtype, ndim = (item, cls.ndim_default or 1) if not isinstance(item, tuple) else item
+        return _GkArray(dtype=T.as_type(dtype), ndim=ndim)
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, _GkArray)
+
+
+class array(metaclass=_ArrayType):
+    ndim_default = None
+
+
+class array1d(metaclass=_ArrayType):
+    ndim_default = 1
+
+
+class array2d(metaclass=_ArrayType):
+    ndim_default = 2
+
+
+class array3d(metaclass=_ArrayType):
+    ndim_default = 3
+
+
+class array4d(metaclass=_ArrayType):
+    ndim_default = 4
+
+
+def zeros(shape=None, dtype=float, device=None, requires_grad=False, pinned=False, **kwargs):
+    return _creation.zeros(shape if shape is not None else 0, dtype=_dtype(dtype), device=to_gk(device),
+                           requires_grad=requires_grad)
+
+
+def ones(shape=None, dtype=float, device=None, requires_grad=False, pinned=False, **kwargs):
+    return _creation.ones(shape if shape is not None else 0, dtype=_dtype(dtype), device=to_gk(device),
+                          requires_grad=requires_grad)
+
+
+def empty(shape=None, dtype=float, device=None, requires_grad=False, pinned=False, **kwargs):
+    return _creation.empty(shape if shape is not None else 0, dtype=_dtype(dtype), device=to_gk(device),
+                           requires_grad=requires_grad)
+
+
+def full(shape=None, value=0, dtype=None, device=None, requires_grad=False, pinned=False, **kwargs):
+    if dtype is None:                   # Warp infers it from the value
+        dtype = float if isinstance(value, float) else int if isinstance(value, int) else None
+    return _creation.full(shape if shape is not None else 0, value, dtype=_dtype(dtype), device=to_gk(device),
+                          requires_grad=requires_grad)
+
+
+def _like(src, device, requires_grad):
+    return (src.shape, src.dtype, to_gk(device) or src.device,
+            src.requires_grad if requires_grad is None else requires_grad)
+
+
+def zeros_like(src, device=None, requires_grad=None, pinned=None):
+    shape, dtype, dev, rg = _like(src, device, requires_grad)
+    return _creation.zeros(shape, dtype=dtype, device=dev, requires_grad=rg)
+
+
+def ones_like(src, device=None, requires_grad=None, pinned=None):
+    shape, dtype, dev, rg = _like(src, device, requires_grad)
+    return _creation.ones(shape, dtype=dtype, device=dev, requires_grad=rg)
+
+
+def empty_like(src, device=None, requires_grad=None, pinned=None):
+    shape, dtype, dev, rg = _like(src, device, requires_grad)
+    return _creation.empty(shape, dtype=dtype, device=dev, requires_grad=rg)
+
+
+def full_like(src, value, device=None, requires_grad=None, pinned=None):
+    shape, dtype, dev, rg = _like(src, device, requires_grad)
+    return _creation.full(shape, value, dtype=dtype, device=dev, requires_grad=rg)
+
+
+def clone(src, device=None, requires_grad=None, pinned=None):
+    shape, dtype, dev, rg = _like(src, device, requires_grad)
+    out = _creation.empty(shape, dtype=dtype, device=dev, requires_grad=rg)
+    _gk_copy(out, src)
+    return out
+
+
+def copy(dest, src, dest_offset: int = 0, src_offset: int = 0, count: int = 0):
+    """Warp's copy: count 0 copies everything from the offsets on."""
+    if _capturing():
+        _CAPTURE[-1].ops.append((copy, (dest, src, dest_offset, src_offset, count), {}))
+        return
+    _gk_copy(dest, src, dest_offset, src_offset, count or None)
+
+
+# --------------------------------------------------------------------------- kernels
+
+def kernel(f=None, *, enable_backward=None, module=None, launch_bounds=None, **options):
+    """`@wp.kernel`: a gradkit kernel whose `%` is Warp's (C's: truncated integer %, float fmod)."""
+    def make(fn):
+        backward = config.enable_backward if enable_backward is None else enable_backward
+        return Kernel(fn, enable_backward=bool(backward), max_unroll=config.max_unroll, remainder="truncated")
+    return make if f is None else make(f)
+
+
+def func(f=None, *, name=None, **options):
+    """`@wp.func`: a gradkit device function with Warp's `%`."""
+    def make(fn):
+        return Func(fn, remainder="truncated")
+    return make if f is None else make(f)
+
+
+def constant(x):
+    """`wp.constant(x)`: module-level values are folded into kernels by gradkit anyway."""
+    return x
+
+
+# --------------------------------------------------------------------------- launch and capture
+
+class Graph:
+    """A captured sequence of launches and copies, replayed by `wp.capture_launch` (from Python)."""
+
+    def __init__(self, device=None):
+        self.device, self.ops = device, []
+
+
+_CAPTURE: list[Graph] = []
+
+
+def _capturing() -> bool:
+    return bool(_CAPTURE)
+
+
+def launch(kernel, dim=None, inputs=(), outputs=(), adj_inputs=(), adj_outputs=(), device=None, stream=None,
+           adjoint=False, record_tape=True, record_cmd=False, max_blocks=0, block_dim=256):
+    if record_cmd:
+        raise WarpFeatureMissing("launch(record_cmd=True)", "replay the launch with wp.launch instead")
+    if isinstance(dim, list):
+        dim = tuple(dim)
+    args = dict(inputs=list(inputs or ()), outputs=list(outputs or ()), device=to_gk(device), adjoint=adjoint,
+                adj_inputs=list(adj_inputs) if adj_inputs else None,
+                adj_outputs=list(adj_outputs) if adj_outputs else None, record_tape=record_tape)
+    if _capturing():
+        _CAPTURE[-1].ops.append((_gk_launch, (kernel, dim), args))
+        return None
+    _gk_launch(kernel, dim, **args)
+    return None
+
+
+class ScopedCapture:
+    """`with wp.ScopedCapture() as capture:` records the block's `wp.launch` and `wp.copy` calls without
+    running them (as Warp's capture does); `wp.capture_launch(capture.graph)` replays them with the same
+    arguments. Other work in the block (array methods, tape calls) runs at once."""
+
+    def __init__(self, device=None, stream=None, force_module_load=None, external=False, apic=False,
+                 capture_mode=None):
+        self.device, self.graph, self.active = device, None, False
+
+    def __enter__(self) -> "ScopedCapture":
+        self.graph = Graph(self.device)
+        _CAPTURE.append(self.graph)
+        self.active = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _CAPTURE.remove(self.graph)
+        self.active = False
+
+
+def capture_begin(device=None, stream=None, force_module_load=None, external=False, **kwargs) -> None:
+    _CAPTURE.append(Graph(device))
+
+
+def capture_end(device=None, stream=None) -> Graph:
+    return _CAPTURE.pop()
+
+
+def capture_launch(graph: Graph, stream=None) -> None:
+    for fn, args, kwargs in graph.ops:
+        fn(*args, **kwargs)
+
+
+# --------------------------------------------------------------------------- tape and timer
+
+class Tape(_GkTape):
+    """`wp.Tape()`: gradkit's tape with Warp's constructor (no arguments) and `record_scope`."""
+
+    def __init__(self):
+        super().__init__()
+
+    @contextlib.contextmanager
+    def record_scope(self, name: str, color=None):
+        with self.scope(name):
+            yield self
+
+
+class ScopedTimer:
+    """Warp's ScopedTimer: prints `name took x ms` when `print`; `active=False` times nothing; `dict`
+    collects the elapsed milliseconds under `name`."""
+
+    def __init__(self, name, active=True, print=True, detailed=False, dict=None, use_nvtx=False,
+                 color="rapids", synchronize=False, cuda_filter=0, report_func=None, skip_tape=False):
+        self.name, self.active, self.print, self.dict = name, active, print, dict
+        self.synchronize, self.report_func = synchronize, report_func
+        self.elapsed = 0.0
+
+    def __enter__(self) -> "ScopedTimer":
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self.active:
+            return
+        if self.synchronize:
+            from .device import synchronize
+            synchronize()
+        self.elapsed = (time.perf_counter() - self._t0) * 1e3
+        if self.dict is not None:
+            self.dict.setdefault(self.name, []).append(self.elapsed)
+        if self.print:
+            print(f"{self.name} took {self.elapsed:.2f} ms")
+
+
+# --------------------------------------------------------------------------- config
+
+class _Config:
+    """`wp.config`: Warp's settings; those with a gradkit meaning write gradkit's (`verify_fp` is
+    `check_nan`, `mode = "debug"` is `debug`, `cache_kernels` is `cache`), the rest are kept and do
+    nothing."""
+
+    _MAP = {"verify_fp": "check_nan", "cache_kernels": "cache"}
+
+    def __init__(self):
+        object.__setattr__(self, "_own", {"enable_backward": True, "max_unroll": None, "quiet": False,
+                                          "verbose": False, "mode": "release", "verify_cuda": False,
+                                          "print_launches": False, "kernel_cache_dir": None,
+                                          "enable_vector_component_overwrites": False, "lineinfo": False})
+
+    def __getattr__(self, name):
+        if name in self._MAP:
+            return getattr(_gk_config, self._MAP[name])
+        if name == "mode":
+            return "debug" if _gk_config.debug else self._own["mode"]
+        if name in self._own:
+            return self._own[name]
+        raise AttributeError(f"wp.config has no setting {name!r}")
+
+    def __setattr__(self, name, value) -> None:
+        if name in self._MAP:
+            setattr(_gk_config, self._MAP[name], value)
+        elif name == "mode":
+            _gk_config.debug = value == "debug"
+        self._own[name] = value
+
+
+config = _Config()
