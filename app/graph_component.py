@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 import re
 
+from ..viz.dot import RenderError, render
+
 READABLE_SCALE = 0.9        # 10-pt labels stay >= 9 px on screen
+RENDER_TIMEOUT = 8.0        # seconds the page waits for `dot` before offering the folded or static view
 HEIGHT = 700                # iframe height in CSS pixels
 # In a tag of the SVG: an element or attribute that runs code or loads something. Text between tags is
 # escaped by GraphViz (a label reading "javascript:" is just text), so only tags are searched.
@@ -21,25 +24,25 @@ _ACTIVE = re.compile(r"^<\s*(?:script|foreignObject|image|iframe|use)\b|\s(?:on\
 
 
 class NoRenderer(RuntimeError):
-    """GraphViz's `dot` program (or the graphviz package) is missing: the caller falls back to
-    st.graphviz_chart."""
+    """GraphViz's `dot` did not render the graph (`kind` as RenderError's; "unsafe" for active SVG content):
+    the caller says why and falls back to st.graphviz_chart, or, for a graph too large or slow to lay out,
+    to the folded view."""
+
+    def __init__(self, message: str, kind: str = "failed"):
+        super().__init__(message)
+        self.kind = kind
 
 
 def render_svg(dot: str) -> str:
-    """SVG text of `dot` from GraphViz's `dot` program; NoRenderer when it is not installed."""
+    """SVG text of `dot` from GraphViz's `dot` program (viz/dot.py `render`: killed past its time, never
+    started on a graph too large to lay out quickly); NoRenderer saying why it did not render."""
     try:
-        import graphviz
-    except ImportError:
-        raise NoRenderer("the graphviz Python package is not installed") from None
-    try:
-        svg = graphviz.Source(dot).pipe(format="svg").decode("utf-8")
-    except graphviz.ExecutableNotFound:
-        raise NoRenderer("GraphViz's 'dot' program is not installed (apt-get install graphviz)") from None
-    except graphviz.CalledProcessError as exc:
-        raise NoRenderer(f"GraphViz's dot failed on this graph (exit {exc.returncode})") from None
+        svg = render(dot, "svg", timeout=RENDER_TIMEOUT).decode("utf-8")
+    except RenderError as exc:
+        raise NoRenderer(str(exc), exc.kind) from None
     svg = svg[svg.find("<svg"):]                       # drop the XML prolog and doctype
     if any(_ACTIVE.search(tag.group()) for tag in _TAG.finditer(svg)):  # GraphViz escapes labels; be sure
-        raise NoRenderer("the rendered SVG holds active content")
+        raise NoRenderer("the rendered SVG holds active content", "unsafe")
     return svg
 
 

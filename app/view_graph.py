@@ -40,8 +40,11 @@ def render(bundle, name: str) -> None:
     try:
         svg = graph_component.render_svg(dot)
     except graph_component.NoRenderer as exc:
-        st.caption(plain(f"Static graph ({exc}): zoom, pan and node facts need GraphViz's dot."))
-        st.graphviz_chart(dot, width="stretch")
+        if exc.kind in ("too_large", "too_slow"):      # the browser's own layout would hang the tab as well
+            st.warning(plain(f"Not drawn: {exc}."))
+        else:
+            st.caption(plain(f"Static graph ({exc}): zoom, pan and node facts need GraphViz's dot."))
+            st.graphviz_chart(dot, width="stretch")
     else:
         focus = [f"l{f['index']}" if f["kind"] == "launch" else None for f in found]
         focus += [f"a{k}" for k, a in graph_data.bundle_model(bundle, gradients=False).arrays.items()

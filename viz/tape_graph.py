@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import flow_states as flow
-from .dot import write
+from .dot import DotSource, write
 from .grad_history import arrived_norms
 from .graph_model import ArrayInfo, LaunchInfo, TapeGraph, to_dot
 
@@ -45,14 +45,21 @@ def _grad_state(a, written: bool, arrived, grads=None) -> tuple[str, float | Non
     return state, norm
 
 
+VISUALIZE_FOLD_OVER = 50     # tape.visualize() folds repeated launches past this many launches
+
+
 def tape_graph(tape, filename=None, array_labels=None, graph_direction: str = "LR", hide_readonly_arrays: bool = False,
-               show_gradients: bool = False, simplify_graph: bool = False, grads: dict | None = None) -> str:
-    """DOT text of the tape's launches (viz/graph_model.py), written or rendered to `filename` when given."""
+               show_gradients: bool = False, simplify_graph: bool | None = False, grads: dict | None = None
+               ) -> DotSource:
+    """DOT text of the tape's launches (viz/graph_model.py), written or rendered to `filename` when given;
+    `simplify_graph=None`: fold past VISUALIZE_FOLD_OVER launches."""
+    if simplify_graph is None:
+        simplify_graph = len(tape.launches) > VISUALIZE_FOLD_OVER
     dot = to_dot(tape_model(tape, array_labels, show_gradients, grads), graph_direction,
                  hide_readonly_arrays=hide_readonly_arrays, show_gradients=show_gradients,
                  simplify_graph=simplify_graph)
     write(dot, filename)
-    return dot
+    return DotSource(dot)
 
 
 def tape_model(tape, array_labels=None, show_gradients: bool = False, grads: dict | None = None) -> TapeGraph:

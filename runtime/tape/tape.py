@@ -426,9 +426,10 @@ class Tape:
 
     def visualize(self, filename=None, array_labels=None, graph_direction: str = "LR",
                   hide_readonly_arrays: bool = False, show_gradients: bool = False,
-                  simplify_graph: bool = False) -> str:
-        """GraphViz dot source of the recorded launches (viz/tape_graph.py); `simplify_graph` draws launches
-        repeated back to back once, with their count."""
+                  simplify_graph: bool | None = None) -> str:
+        """GraphViz dot source of the recorded launches (viz/tape_graph.py), as a str that Jupyter draws
+        inline; `simplify_graph` draws launches repeated back to back once, with their count (default: on
+        past 50 launches, where the full graph stops being readable or quick to lay out)."""
         from ...viz.tape_graph import tape_graph
         return tape_graph(self, filename=filename, array_labels=array_labels, graph_direction=graph_direction,
                           hide_readonly_arrays=hide_readonly_arrays, show_gradients=show_gradients,

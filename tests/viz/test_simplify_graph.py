@@ -123,3 +123,22 @@ def test_folded_graph_renders(tmp_path, device):
     svg = (tmp_path / "folded.svg").read_text()
     assert "step" in svg and "x20" in svg and "(and 18 more of the repeats)" in svg
     assert "x19" not in svg                                          # folded into x1
+
+
+def test_visualize_folds_by_default_past_fifty_launches(device):
+    """Issue 41 item 5: a 60-step rollout's graph folds unless asked not to; 50 steps stay whole."""
+    long_tape, *_ = _simulation(device, steps=60)
+    short_tape, *_ = _simulation(device, steps=49)
+    assert len(_launch_nodes(long_tape.visualize())) == 2                      # step x60, loss
+    assert len(_launch_nodes(long_tape.visualize(simplify_graph=False))) == 61
+    assert len(_launch_nodes(short_tape.visualize())) == 50
+    dot = long_tape.visualize()
+    assert isinstance(dot, str) and dot.startswith("digraph")                  # still the DOT text
+
+
+@pytest.mark.needs_dot
+@pytest.mark.skipif(shutil.which("dot") is None, reason="GraphViz `dot` not installed")
+def test_visualize_draws_inline_in_jupyter(device):
+    tape, *_ = _simulation(device, steps=3)
+    svg = tape.visualize()._repr_svg_()
+    assert svg.startswith("<svg") and "step" in svg and "</svg>" in svg.rstrip()
