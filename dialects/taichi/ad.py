@@ -1,0 +1,99 @@
+"""`ti.ad`: Taichi's autodiff entry points over gradkit's tape.
+
+`ti.ad.Tape(loss)` is a gk.Tape with Taichi's semantics: entering it clears the gradient of EVERY field
+(Taichi's `clear_all_gradients`, not only those the tape later touches, as gk.Tape(loss) does) and sets
+the loss to 0; leaving it seeds `loss.grad = 1` and runs the backward pass over the launches recorded
+inside (the kernels' adjoints in reverse order).
+"""
+
+from __future__ import annotations
+
+import gradkit as gk
+
+from . import runtime
+from .fields import Field
+
+
+def clear_all_gradients(gradient_type=None) -> None:
+    """Zero `.grad` of every field that has one (Taichi's ti.ad.clear_all_gradients)."""
+    for f in runtime.live_fields():
+        a = f._arr
+        if a is not None and a.grad is not None:
+            a.grad.zero_()
+
+
+class Tape:
+    """`with ti.ad.Tape(loss=L): ...` records the kernels called inside; on exit L.grad = 1 and the
+    gradients of every field are accumulated."""
+
+    def __init__(self, loss=None, clear_gradients: bool = True, validation: bool = False, grad_check=None):
+        self.loss = loss
+        self.clear_gradients = clear_gradients
+        self.validation = validation
+        self.tape = gk.Tape(check=True if validation else None)
+        self.entered = False
+
+    def __enter__(self):
+        if self.entered:
+            raise RuntimeError("Tape can be entered only once.")
+        self.entered = True
+        if isinstance(self.loss, Field):
+            if self.loss.shape != ():
+                raise RuntimeError("The loss of `Tape` must be a 0-D field, i.e. scalar")
+            if self.loss.arr.grad is None:
+                raise RuntimeError("Gradients of loss are not allocated, please use ti.field(..., needs_grad=True)"
+                                   " for all fields that are required by autodiff.")
+            if self.clear_gradients:
+                clear_all_gradients()
+            self.loss.arr.zero_()
+        self.tape.__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.tape.__exit__(exc_type, exc, tb)
+        if exc_type is None and self.loss is not None:
+            self.grad()
+
+    def grad(self):
+        self.loss.arr.grad.fill_(1.0)
+        self.tape.backward()
+
+
+class FwdMode:
+    """`with ti.ad.FwdMode(loss=y, param=x, seed=[...]):` forward-mode derivative: afterwards `y.dual`
+    holds dy/dx · seed (gk.ForwardMode over the fields' arrays)."""
+
+    def __init__(self, loss, param, seed=None, clear_gradients: bool = True):
+        self.loss, self.param, self.seed, self.clear = loss, param, seed, clear_gradients
+        self.mode = None
+
+    def __enter__(self):
+        import numpy as np
+        p = self.param
+        for f in (p, self.loss) if isinstance(self.loss, Field) else (p,):
+            f._want("dual")
+        n = int(np.prod(p.shape)) if p.shape else 1
+        if self.seed is None:
+            if n != 1:
+                raise RuntimeError("FwdMode: give seed= for a parameter with more than one element")
+            seed = np.ones(p.arr.shape)
+        else:
+            comps = tuple(p.elem.shape) if not p.elem.is_scalar else ()
+            seed = np.asarray(self.seed, dtype=float).reshape(p.arr.shape + comps)
+        self.mode = gk.ForwardMode(seeds={p.arr: seed}, clear_gradients=self.clear)
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.mode.__exit__(*exc)
+
+
+def grad_replaced(fn):
+    return gk.grad_replaced(fn)
+
+
+def grad_for(primal):
+    return gk.grad_for(primal)
+
+
+no_grad = gk.no_grad

@@ -1,0 +1,17 @@
+"""The dialect's one error for Taichi features it does not have: it names the feature and the porting page."""
+
+from __future__ import annotations
+
+import gradkit as gk
+
+PAGE = "docs/porting/taichi.md"
+
+
+class TaichiUnsupportedError(gk.GradkitError, NotImplementedError):
+    """A Taichi feature gradkit.taichi does not provide; the message names it and what to do instead."""
+
+
+def unsupported(feature: str, instead: str = "") -> TaichiUnsupportedError:
+    tail = f"; {instead}" if instead else ""
+    return TaichiUnsupportedError(f"gradkit.taichi does not support {feature}{tail} (the list of what is and "
+                                  f"is not supported: {PAGE})")

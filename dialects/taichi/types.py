@@ -1,0 +1,28 @@
+"""`ti.types`: vector and matrix types (gradkit's), `template`, and the argument kinds not supported."""
+
+from __future__ import annotations
+
+from gradkit.core import types as _T
+
+from .errors import unsupported
+from .fields import scalar_type
+from .kernel import template  # noqa: F401
+
+
+def vector(n: int, dtype=float):
+    return _T.vector(n, scalar_type(dtype))
+
+
+def matrix(n: int, m: int, dtype=float):
+    return _T.matrix((n, m), scalar_type(dtype))
+
+
+def ndarray(*args, **kwargs):
+    raise unsupported("ti.types.ndarray() kernel arguments", "use fields (ti.field) and ti.template()")
+
+
+def struct(**fields):
+    raise unsupported("ti.types.struct", "use separate fields")
+
+
+f32, f64, i32, i64 = _T.float32, _T.float64, _T.int32, _T.int64
