@@ -153,6 +153,9 @@ class LoweringContext(PrecisionTracking):
                  default_fp: T.ScalarType = T.float32):
         self.pyfunc, self.src, self.kind, self.building = pyfunc, src, kind, building
         self.default_fp = default_fp         # the type of float literals and float() (see precision.py)
+        # int op float converts the int (Taichi's rule, exprs.promote_int_float); set by a dialect on the
+        # function it generates; gradkit's own kernels raise instead
+        self.promote_ints = bool(getattr(pyfunc, "__gk_promote_ints__", False))
         self.weak: dict = {}                 # weak float32 Value -> precision.Weak
         self.name = pyfunc.__name__
         self.static_ns: dict = dict(pyfunc.__globals__)
@@ -282,6 +285,14 @@ class LoweringContext(PrecisionTracking):
             return c
         if isinstance(x, TidCall):
             return self.tid_values(1, node)[0]
+        if getattr(x, "ndim", 0) in (1, 2) and getattr(getattr(x, "dtype", None), "kind", "") in "fiu" \
+                and 2 <= x.shape[-1] and x.size <= 64:
+            # a NumPy vector or matrix the kernel names (a global, a gk.static value): a constant of its values,
+            # as Taichi's Python-scope ti.Vector / ti.Matrix are in kernels; floats follow default_fp
+            s = like.scalar if like is not None and not like.is_array else \
+                self.default_fp if x.dtype.kind == "f" else T.int32
+            t = T.vector(x.shape[0], s) if x.ndim == 1 else T.matrix(tuple(x.shape), s)
+            return self.b.prim("construct", *[self.materialize(v.item(), s, node) for v in x.reshape(-1)], type=t)
         if isinstance(x, tuple):
             raise self.error(node, "a tuple cannot be used as a value here")
         if isinstance(x, (StructArrayRef, StructElement)):

@@ -249,6 +249,9 @@ class ExprLowering:
                 a = self.weak_const(self.b.const(float(a.const_value), tb), a.const_value)
             elif tb.is_int and b.const_value is not None:
                 b = self.weak_const(self.b.const(float(b.const_value), ta), b.const_value)
+        if self.promote_ints and op not in ("shl", "shr"):
+            a, b = self.promote_int_float(a, b, node)
+            ta, tb = a.type, b.type
         if op == "mul" and ta.is_quat and tb.is_quat:          # Warp: q * r is the Hamilton product
             return self.call_macro("quat_mul", node, [a, b])
         if ta.is_quat != tb.is_quat and not (ta.is_scalar or tb.is_scalar):
@@ -259,6 +262,16 @@ class ExprLowering:
             raise self.error(node, "'**' on integers needs a constant non-negative integer exponent; "
                                    "cast to float for a general power")
         return self.prim(op, a, b, node=node)
+
+    def promote_int_float(self, a: Value, b: Value, node):
+        """Taichi's binary promotion, for functions lowered with `promote_ints` (the Taichi dialect): an
+        integer operand meeting a float operand is converted to that float type (gradkit itself raises)."""
+        sa, sb = a.type.scalar, b.type.scalar
+        if sa.is_int and sb.is_float:
+            a = self.prim("cast", a, to=_with_scalar(a.type, sb), node=node)
+        elif sb.is_int and sa.is_float:
+            b = self.prim("cast", b, to=_with_scalar(b.type, sa), node=node)
+        return a, b
 
     def widen(self, a: Value, b: Value, node):
         """float32 meeting float64 is widened to float64 (lossless, as C and NumPy do), unless it is a weak

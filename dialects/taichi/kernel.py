@@ -132,7 +132,11 @@ class TiKernel:
         bound.apply_defaults()
         arg_types, values = {}, {}
         for name, p in params:
-            t = _arg_type(name, p.annotation)
+            ann = p.annotation
+            if isinstance(ann, str):        # `from __future__ import annotations`
+                from .translate import namespace_of
+                ann = eval(ann, namespace_of(self.pyfunc))  # noqa: S307 - the user's own annotation
+            t = _arg_type(name, ann)
             v = bound.arguments[name]
             if t is None:
                 static[name] = v
@@ -144,6 +148,9 @@ class TiKernel:
     def _translation(self, static, arg_types):
         s = runtime.settings
         ret = self._sig.return_annotation
+        if isinstance(ret, str):
+            from .translate import namespace_of
+            ret = eval(ret, namespace_of(self.pyfunc))  # noqa: S307 - the user's own annotation
         ret_type = None if ret in (inspect.Signature.empty, None) else scalar_type(ret) \
             if not (isinstance(ret, T.Type) and not ret.is_scalar) else ret
         key = (s.generation, s.default_fp, s.device.name if s.device else None,
@@ -239,8 +246,27 @@ def ndrange(*dims):
     return itertools.product(*ranges)
 
 
+class IndexVector(tuple):
+    """An index of ti.grouped in Python scope or in `ti.static(ti.grouped(...))`: a tuple (so `I[0]` is a
+    compile-time int in kernels) that kernels also read as a constant int vector (`base + I`), as they read
+    a NumPy vector."""
+
+    ndim = 1
+    dtype = np.dtype(np.int32)
+
+    @property
+    def shape(self):
+        return (len(self),)
+
+    @property
+    def size(self):
+        return len(self)
+
+    def reshape(self, *shape):
+        return np.array(self, dtype=np.int32).reshape(*shape)
+
+
 def grouped(x):
-    """Python scope: index tuples of a field or ti.ndrange."""
-    if isinstance(x, Field):
-        return itertools.product(*[range(s) for s in x.shape])
-    return x
+    """Python scope (and ti.static(ti.grouped(...)) in kernels): the index vectors of a field or ti.ndrange."""
+    it = itertools.product(*[range(s) for s in x.shape]) if isinstance(x, Field) else x
+    return [IndexVector(t) for t in it]

@@ -742,6 +742,7 @@ def build_kernel(tikernel, py, src, fdef, k, kind, stmts, fparams, sparams, arg_
     stub = scope[name]
     stub.__annotations__ = anns
     stub.__gk_source__ = info
+    stub.__gk_promote_ints__ = True         # Taichi's int op float → float
     ker = gk.Kernel(stub, default_fp=runtime.settings.default_fp)
     helpers = {k2: v for k2, v in ns.items() if k2 not in glb or glb[k2] is not v}
     helpers.update(shared.helpers)

@@ -120,3 +120,102 @@ def run(seed):
         forward()
     return (loss[None], x.grad.to_numpy()[0], stiff.grad.to_numpy(), act.grad.to_numpy())
 '''
+
+
+# Language features in one program (written for these tests), float64, with gradients through each:
+# ti.ndrange with start/stop bounds, ti.grouped over a 2-D field, struct-for over a 2-D field, a vector index
+# (grid[base + offset]), serial code before and after loops, a @ti.data_oriented class with a kernel method
+# and a ti.func method, ti.template() arguments, ti.static conditions, matrices (outer_product, transpose,
+# determinant, diag, identity), ti.cast, ti.atomic_add, top-level locals used by a loop.
+FEATURES = '''
+import numpy as np
+import taichi as ti
+
+ti.init(arch=ti.cpu, default_fp=ti.f64)
+
+N = 5
+a = ti.field(ti.f64, shape=(N, N), needs_grad=True)
+b = ti.Vector.field(2, ti.f64, shape=N, needs_grad=True)
+m = ti.Matrix.field(2, 2, ti.f64, shape=N, needs_grad=True)
+grid = ti.field(ti.f64, shape=(N + 2, N + 2), needs_grad=True)
+out = ti.field(ti.f64, shape=(), needs_grad=True)
+c = ti.field(ti.f64)
+ti.root.dense(ti.i, 2).dense(ti.j, 3).place(c)
+ti.root.lazy_grad()
+
+
+@ti.func
+def soft(v):
+    return ti.log(1.0 + ti.exp(v))
+
+
+@ti.kernel
+def scatter(scale: ti.f64):
+    for i, j in ti.ndrange((1, N), (0, N - 1)):
+        base = ti.Vector([i, j])
+        for off in ti.static(ti.grouped(ti.ndrange(2, 2))):
+            grid[base + off] += scale * soft(a[i, j]) * (1 + off[0] + 2 * off[1])
+
+
+@ti.kernel
+def mats():
+    for i in b:
+        u = b[i]
+        w = ti.Vector([u[1], ti.cast(i, ti.f64) + 0.5])
+        M = u.outer_product(w) + ti.Matrix.diag(2, 0.25) + ti.Matrix.identity(ti.f64, 2)
+        m[i] = M.transpose() @ M
+        out[None] += M.determinant() * 0.01 + (M @ u).norm() + u.normalized().sum()
+
+
+@ti.kernel
+def total(f: ti.template(), w: ti.template()):
+    for I in ti.grouped(f):
+        n = f.shape[0]
+        if ti.static(w > 1):
+            ti.atomic_add(out[None], w * f[I] ** 2 / n)
+        else:
+            out[None] += f[I] ** 2 / n
+
+
+@ti.kernel
+def mat_loss():
+    for i in m:
+        out[None] += m[i].sum() * 0.1 + m[i][0, 1] ** 2
+
+
+@ti.data_oriented
+class Cloth:
+    def __init__(self):
+        self.p = ti.field(ti.f64, shape=N, needs_grad=True)
+
+    @ti.func
+    def energy(self, i):
+        return ti.sin(self.p[i]) * ti.max(self.p[i], 0.1, -2.0)
+
+    @ti.kernel
+    def add_energy(self, k: ti.f64):
+        for i in self.p:
+            out[None] += k * self.energy(i)
+
+
+cloth = Cloth()
+ti.root.lazy_grad()
+
+
+def run(seed):
+    rng = np.random.default_rng(seed)
+    a.from_numpy(rng.uniform(-1, 1, (N, N)))
+    b.from_numpy(rng.uniform(-1, 1, (N, 2)))
+    cloth.p.from_numpy(rng.uniform(-1, 1, N))
+    grid.fill(0)
+    with ti.ad.Tape(loss=out):
+        scatter(0.7)
+        mats()
+        total(grid, 3)
+        total(a, 1)
+        mat_loss()
+        cloth.add_energy(1.5)
+    c[1, 2] = 4.0
+    return (out[None], a.grad.to_numpy(), b.grad.to_numpy(), cloth.p.grad.to_numpy(), grid.to_numpy(),
+            m.to_numpy(), c.to_numpy())
+'''
