@@ -39,6 +39,23 @@ class CheckResult:
     float64: CheckResult | None = None     # the float64 re-run made when the recorded precision failed
 
 
+def verdict(result: CheckResult, kernel: str) -> tuple[str, str]:
+    """(level, sentence) the Check view leads with: "success", "warning" or "error". A float32 failure
+    that the float64 re-run clears is float32 noise (a warning about the tolerance, not a red failure)."""
+    where = f"on {result.device}"
+    if result.ok:
+        return "success", f"The gradient of '{kernel}' is right {where}: it passes gradcheck as recorded."
+    wide = result.float64
+    if wide is not None and wide.ok:
+        return "warning", (f"The gradient of '{kernel}' is right: it passes in float64. The {result.failing} "
+                           "entries failing in the recorded precision are float32 finite-difference noise; "
+                           "raise eps or the tolerances to check at float32.")
+    if wide is not None:
+        return "error", (f"The gradient of '{kernel}' is wrong {where}: it still fails in float64, beyond "
+                         "rounding (a wrong gradient, or a kink or discontinuity at these inputs).")
+    return "error", f"The gradient of '{kernel}' fails gradcheck {where}: the worst entries are below."
+
+
 def stored_source(bundle: Bundle, kernel: str) -> dict:
     """What the user must read before approving a compile: {"source", "sha256" (of the stored text),
     "recorded" (the bundle's SHA-256, or None), "file" (shown relative to the bundle), "first_line"}."""

@@ -35,6 +35,11 @@ def pass_steps(bundle: Bundle, kernel: str, variant: str) -> list[dict] | None:
     return steps
 
 
+def first_change(steps: list[dict]) -> int:
+    """The step the Passes tab opens on: the first pass that changed the IR (the input when none did)."""
+    return next((s["index"] for s in steps if s["index"] > 0 and s["changed"]), 0)
+
+
 def pass_diff(before: str, after: str, before_name: str = "before", after_name: str = "after",
               context: int = 3) -> str:
     """The unified diff (difflib) from `before` to `after`; "" when they are equal."""

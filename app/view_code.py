@@ -61,7 +61,7 @@ def _passes(bundle, kernel: str) -> None:
     st.caption(plain(f"The IR after each pass building the {variant} variant from the typed IR{backend}."))
     labels = [f"{s['index']}. {s['name']}" + ("" if s["changed"] or s["index"] == 0 else " — no change")
               for s in steps]
-    index = st.selectbox("Pass", range(len(steps)), index=len(steps) - 1, format_func=labels.__getitem__,
+    index = st.selectbox("Pass", range(len(steps)), index=pass_data.first_change(steps), format_func=labels.__getitem__,
                          key=f"passes_step_{kernel}_{variant}")
     step = pass_data.pass_step(bundle, kernel, variant, index)
     if step["truncated"]:

@@ -352,7 +352,8 @@ def test_check_runs_gradcheck(page, server):
     _settled(page)
     expect(run).to_be_enabled()
     run.click()
-    expect(page.get_by_text("gradcheck passed for 'predict' on cpu")).to_be_visible()
+    expect(page.get_by_text("The gradient of 'predict' is right on cpu")).to_be_visible()    # verdict first
+    expect(page.get_by_text("gradcheck passed for 'predict' on cpu.")).to_be_visible()
     pairs = page.locator('[data-testid="stDataFrame"] [role="row"]')
     expect(pairs).to_have_count(5)                                # header + 4 (pred, input) pairs
     shoot(page, "check")
@@ -470,7 +471,7 @@ def test_check_view_reruns_in_float64(page, examples_server):
     page.get_by_role("button", name="Run gradcheck").click()
     _settled(page)
     expect(page.get_by_text("within twice their finite-difference noise estimate")).to_be_visible(timeout=60_000)
-    expect(page.get_by_text("In float64 the gradient of 'potential_energy' passes")).to_be_visible()
+    expect(page.get_by_text("The gradient of 'potential_energy' is right: it passes in float64")).to_be_visible()
     expect(page.locator('[data-testid="stDataFrame"]').first).to_be_visible()
     page.wait_for_timeout(1000)                                   # let the data grids paint for the screenshot
     shoot(page, "check-float64")

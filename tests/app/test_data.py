@@ -246,6 +246,9 @@ def test_gradcheck_failure_table(tmp_path):
     # a kink is no rounding noise: the float64 re-run fails on the same entry
     assert result.float64 is not None and not result.float64.ok and result.float64.precision == "float64"
     assert (result.float64.worst[0]["row"], result.float64.worst[0]["col"]) == (1, 1)
+    assert checks.verdict(result, "kink") == ("error", "The gradient of 'kink' is wrong on cpu: it still fails "
+                                              "in float64, beyond rounding (a wrong gradient, or a kink or "
+                                              "discontinuity at these inputs).")
 
 
 def test_gradcheck_without_snapshots(bundles):
@@ -383,6 +386,9 @@ def test_check_tells_float32_noise_from_a_wrong_gradient(example_bundles):
     direct = checks.run_gradcheck(b, k, approved=_approved(b, "potential_energy"), float64=True, atol=1e-5,
                                   rtol=1e-5)
     assert direct.ok and direct.float64 is None
+    level, sentence = checks.verdict(result, "potential_energy")                # the view leads with this
+    assert level == "warning" and sentence.startswith("The gradient of 'potential_energy' is right")
+    assert checks.verdict(direct, "potential_energy")[0] == "success"
 
 
 def test_every_graph_node_has_facts(bundles):

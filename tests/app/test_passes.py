@@ -103,6 +103,13 @@ def test_diff_shows_the_lines_a_pass_changed(wave_bundle):
     assert pass_data.pass_diff("a\nb", "a\nc", "x", "y").splitlines()[-2:] == ["-b", "+c"]
 
 
+def test_the_tab_opens_on_the_first_pass_that_changed_something(wave_bundle):
+    steps = pass_data.pass_steps(wave_bundle, "wave", "adjoint")
+    first = pass_data.first_change(steps)
+    assert first > 0 and steps[first]["changed"] and not any(s["changed"] for s in steps[1:first])
+    assert pass_data.first_change(steps[:1]) == 0                 # only the input: open on it
+
+
 def test_unchanged_pass_has_no_diff(wave_bundle):
     steps = pass_data.pass_steps(wave_bundle, "wave", "adjoint")
     same = next(s for s in steps if not s["changed"])           # promote changes nothing in this kernel
