@@ -85,6 +85,21 @@ def new_nonfinite(stats: dict | None) -> dict[str, int]:
     return out
 
 
+def partial_backward(bundle: Bundle) -> str | None:
+    """What every view says first when the backward pass stopped midway (a NaN check, an error); None when
+    it ran to the end (or never ran)."""
+    nan = bundle.nan or {}
+    if nan.get("direction") != "backward":
+        return None
+    ran = len(bundle.backward)
+    total = sum(1 for la in bundle.launches)
+    where = f" in backward launch #{nan['launch']} ({nan.get('kernel') or '?'})" if nan.get("launch") is not None \
+        else ""
+    return (f"The backward pass stopped{where}: {ran} of {total} adjoint launches ran, so the gradients shown "
+            "are partial. Arrays it did not reach are counted as 'not reached'; no zero or vanishing alarm "
+            "comes from this pass.")
+
+
 def launch_rows(bundle: Bundle) -> list[dict]:
     """Every launch in execution order: the forward launches, then the adjoint launches of backward()."""
     rows = []

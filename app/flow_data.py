@@ -9,6 +9,7 @@ import numpy as np
 
 from ..viz import flow_states as flow
 from ..viz.bundle import Bundle
+from . import data
 
 VANISHING = 1e-8     # default |grad| below which a gradient counts as vanishing
 EXPLODING = 1e6      # default |grad| above which a gradient counts as exploding
@@ -49,6 +50,7 @@ def gradient_flow(bundle: Bundle, vanishing: float = VANISHING, exploding: float
         v for v in norms.values() if not math.isnan(v))
     arrived = _arrived(bundle)
     unreached = _unreached(bundle)
+    partial = data.partial_backward(bundle) is not None
     written = _written_arrays(bundle)
     unused = _unused_outputs(bundle)
     explained = _explained(bundle)
@@ -72,7 +74,7 @@ def gradient_flow(bundle: Bundle, vanishing: float = VANISHING, exploding: float
         flag = flow.classify(differentiable=flow.differentiable_dtype(a["dtype"]), requires_grad=a["requires_grad"],
                              ran_backward=ran_backward, reached=aid not in unreached, consumed=consumed,
                              norm=norm, nonfinite=nonfinite, vanishing=vanishing, exploding=exploding,
-                             unused=aid in unused)
+                             unused=aid in unused, partial=partial)
         rows.append({"array": a["label"], "id": aid, "shape": "x".join(map(str, a["shape"])),
                      "requires_grad": a["requires_grad"], "grad norm": norm, "non-finite": nonfinite,
                      "flag": flag, "hazard": " ".join(explained.get(aid, []))})

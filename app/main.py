@@ -101,6 +101,9 @@ def main() -> None:
         view_overview.render_all([(p.name, _try_load(p, shown_root)) for p in bundles])
         return
     st.title(f"{VIEWS[view]} — {plain(name)}")
+    partial = data.partial_backward(bundle)
+    if partial:
+        st.warning(plain(partial))                    # on every view, first
     if view == "compare":
         view_compare.render(bundle, name, {p.name: (lambda p=p: _try_load(p, shown_root)) for p in bundles})
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..viz import flow_states as flow
 from ..viz.bundle import Bundle
-from .data import launch_rows, row_title
+from .data import launch_rows, partial_backward, row_title
 from .flow_data import cut_off_arrays, gradient_flow
 from .nan_data import nan_launch_row, nan_origin, op_diagnosis
 
@@ -25,6 +25,9 @@ def bundle_status(bundle: Bundle) -> dict:
             problems.append({"text": f"the launch: {row_title(launch_rows(bundle)[row])}", "view": "launches",
                              "launch": row})
         status, rank = "NaN/Inf", 0
+    if partial_backward(bundle):
+        problems.append({"text": f"partial backward: {len(bundle.backward)} of {len(bundle.launches)} adjoint "
+                                 "launches ran before it stopped", "view": "flow"})
     alarms = [r for r in gradient_flow(bundle) if r["flag"] in flow.ALARMS and r["flag"] != flow.NONFINITE]
     if alarms:
         names = ", ".join(f"{r['array']} ({r['flag']})" for r in alarms[:4]) + (" ..." if len(alarms) > 4 else "")

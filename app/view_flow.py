@@ -27,7 +27,13 @@ def render(bundle, name: str) -> None:
     _norm_chart(rows)
     for h in flow_data.hazards(bundle):
         st.warning(f"Hazard ({plain(h['kind'])}): {plain(h['message'])}.")
-    flagged = [r for r in rows if r["flag"] not in (flow.OK, flow.CONSUMED, flow.NOT_DIFFERENTIABLE, flow.UNUSED)]
+    flagged = [r for r in rows if r["flag"] not in (flow.OK, flow.CONSUMED, flow.NOT_DIFFERENTIABLE, flow.UNUSED,
+                                                     flow.NOT_REACHED, flow.PARTIAL)]
+    unreached = [r["array"] for r in rows if r["flag"] == flow.NOT_REACHED]
+    if unreached:                                     # one line, not one box per array
+        shown = ", ".join(unreached[:8]) + (f" and {len(unreached) - 8} more" if len(unreached) > 8 else "")
+        st.info(plain(f"{len(unreached)} arrays not reached (backward stopped before the launches using them): "
+                      f"{shown}."))
     for r in flagged:
         text = f"**{plain(r['array'])}** — {r['flag']}: {flow_data.flow_explanation(r['flag'])}"
         if r["hazard"]:

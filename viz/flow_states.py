@@ -23,14 +23,15 @@ NOT_DIFFERENTIABLE = "not differentiable"
 NO_BACKWARD = "no backward"
 NOT_STORED = "not stored"
 UNUSED = "unused output"
+PARTIAL = "partial"
 
 COLORS = {OK: "#4c78a8", CONSUMED: "#72b7b2", ZERO: "#f2b701", VANISHING: "#e45756", EXPLODING: "#b279a2",
           NONFINITE: "#d62728", NOT_REACHED: "#9d755d", CUT_OFF: "#ff9da6", NOT_DIFFERENTIABLE: "#bab0ac",
-          NO_BACKWARD: "#bab0ac", NOT_STORED: "#bab0ac", UNUSED: "#d8d8d8"}
+          NO_BACKWARD: "#bab0ac", NOT_STORED: "#bab0ac", UNUSED: "#d8d8d8", PARTIAL: "#c7b9a8"}
 # graph node fills (lighter, so labels stay readable)
 FILLS = {OK: "#cfe8ff", CONSUMED: "#d4efec", ZERO: "#ffe9a8", VANISHING: "#f8c9c9", EXPLODING: "#ead7f0",
          NONFINITE: "#ff6b6b", NOT_REACHED: "#e8dccf", CUT_OFF: "#ffd6d6", NOT_DIFFERENTIABLE: "#eeeeee",
-         NO_BACKWARD: "#eeeeee", NOT_STORED: "#eeeeee", UNUSED: "#f4f4f4"}
+         NO_BACKWARD: "#eeeeee", NOT_STORED: "#eeeeee", UNUSED: "#f4f4f4", PARTIAL: "#efe8df"}
 ALARMS = (NONFINITE, EXPLODING, VANISHING, ZERO)      # states worth a red flag
 
 EXPLAIN = {
@@ -51,15 +52,18 @@ EXPLAIN = {
     NOT_STORED: "the gradient was over the snapshot size cap and was not stored",
     UNUSED: "written by a launch, but no later launch reads it and no seed was set on it: no gradient can "
             "reach it (expected for an output the loss does not use)",
+    PARTIAL: "backward stopped before every gradient arrived: a zero or small gradient here may be only the "
+             "part that arrived, so no vanishing or zero alarm is raised",
 }
 
 
 def classify(*, differentiable: bool, requires_grad: bool, ran_backward: bool, reached: bool = True,
              consumed: bool = False, norm: float | None = None, nonfinite: int = 0,
-             vanishing: float = 1e-8, exploding: float = 1e6, unused: bool = False) -> str:
+             vanishing: float = 1e-8, exploding: float = 1e6, unused: bool = False, partial: bool = False) -> str:
     """The state of one array's gradient. `norm` is the gradient that arrived (for a consumed intermediate,
     the one before it was cleared; None when unknown); `nonfinite` counts its NaN/Inf entries; `unused` marks
-    an output no later launch reads (a zero gradient there is expected, not an alarm)."""
+    an output no later launch reads (a zero gradient there is expected, not an alarm); `partial`: backward
+    stopped midway, so a zero or vanishing norm is no evidence (PARTIAL instead of an alarm)."""
     if not differentiable:
         return NOT_DIFFERENTIABLE
     if not requires_grad:
@@ -72,6 +76,8 @@ def classify(*, differentiable: bool, requires_grad: bool, ran_backward: bool, r
         return NONFINITE
     if norm is None:
         return CONSUMED if consumed else NOT_STORED
+    if partial and norm < vanishing:
+        return PARTIAL
     if norm == 0.0:
         return UNUSED if unused else ZERO
     if norm < vanishing:

@@ -447,3 +447,49 @@ def test_gradcheck_compiles_a_stored_kernel_declared_with_default_fp(tmp_path):
     b = data.open_bundle(tmp_path / "b")
     result = checks.run_gradcheck(b, 0, approved=_approved(b, "tenth_of"))
     assert result.ok and result.pairs, result
+
+
+@gk.kernel
+def root_of(x: gk.array(dtype=float), y: gk.array(dtype=float)):
+    i = gk.tid()
+    y[i] = gk.sqrt(x[i])
+
+
+@gk.kernel
+def faint_sum(y: gk.array(dtype=float), k: gk.array(dtype=float), loss: gk.array(dtype=float)):
+    i = gk.tid()
+    gk.atomic_add(loss, 0, k[0] * 1e-12 * y[i])
+
+
+def _faint_bundle(tmp_path, x_np):
+    """x -> sqrt -> scaled by k * 1e-12 -> loss: k's gradient is 1e-12 * sum(sqrt(x)), a vanishing one."""
+    x = gk.array(x_np, requires_grad=True, label="x")
+    y = gk.zeros(len(x_np), requires_grad=True, label="y")
+    k = gk.array(np.ones(1, np.float32), requires_grad=True, label="k")
+    loss = gk.zeros(1, requires_grad=True, label="loss")
+    with gk.viz.Capture() as cap:
+        with gk.Tape() as tape:
+            gk.launch(root_of, len(x_np), inputs=[x], outputs=[y])
+            gk.launch(faint_sum, len(x_np), inputs=[y, k], outputs=[loss])
+        tape.backward(loss=loss)
+    return data.open_bundle(cap.save(tmp_path / "faint"))
+
+
+def test_a_partial_backward_is_said_and_raises_no_vanishing_alarm(tmp_path, rng):
+    """Issue 41 item 3: backward stopped by the NaN check (sqrt at 0) after k's gradient arrived: every view
+    leads with the partial pass, k is 'partial' (no vanishing alarm from a pass that stopped), and the same
+    program without the zero does raise the vanishing alarm on k."""
+    from gradkit.app import overview_data
+    x_np = rng.uniform(0.5, 2.0, 6).astype(np.float32)
+    whole = _faint_bundle(tmp_path / "whole", x_np)
+    assert data.partial_backward(whole) is None
+    assert {r["array"]: r["flag"] for r in flow_data.gradient_flow(whole)}["k"] == "vanishing"
+    x_np[2] = 0.0
+    stopped = _faint_bundle(tmp_path / "stopped", x_np)
+    message = data.partial_backward(stopped)
+    assert message.startswith("The backward pass stopped in backward launch #1 (root_of): 2 of 2 adjoint")
+    flags = {r["array"]: r["flag"] for r in flow_data.gradient_flow(stopped)}
+    assert flags["k"] == "partial" and flags["x"] == "NaN/Inf"
+    texts = [p["text"] for p in overview_data.bundle_status(stopped)["problems"]]
+    assert any(t.startswith("partial backward") for t in texts)
+    assert not any("vanishing" in t for t in texts)
