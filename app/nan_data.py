@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..viz.bundle import Bundle
+from ..viz.launch_folding import find_repeats
 from .data import label, new_nonfinite
 from .paths import redact, shown_path
 
@@ -198,3 +199,43 @@ def _cell(v) -> str:
     if isinstance(v, list):
         return "(" + ", ".join(_cell(x) for x in v) + ")"
     return repr(float(v)) if isinstance(v, float) else str(v) if v is not None else "—"
+
+
+def time_step(bundle: Bundle, launch: int | None) -> str | None:
+    """Where forward launch `launch` sits in the program's time loop, as the user counts: "step 49 (of the 50
+    recorded; ...)" when it falls in a run of launches repeated back to back (viz/launch_folding.py finds the loop body),
+    with the scope the user named (`tape.scope`) when there is one; None outside any repeat."""
+    if launch is None or not 0 <= launch < len(bundle.launches):
+        return None
+    signatures = [(la["kernel"], tuple(la.get("scope") or ())) for la in bundle.launches]
+    for r in find_repeats(signatures):
+        if r.start <= launch < r.end:
+            step = (launch - r.start) // r.period
+            scope = "/".join(bundle.launches[launch].get("scope") or ())
+            where = f" in scope '{scope}'" if scope else ""
+            return (f"step {step}{where} (of the {r.count} recorded; launch {(launch - r.start) % r.period + 1} "
+                    f"of the {r.period} the loop body makes)")
+    return None
+
+
+# op -> what to change, for the ops whose NaN/Inf comes from a point outside their domain
+_HINTS = {
+    "sqrt": "sqrt's derivative 0.5/sqrt(x) is infinite at x = 0: use gk.length / gk.normalize (their gradient at "
+            "the zero vector is 0), or keep x away from 0 (gk.sqrt(x + 1e-12)); a negative x is NaN: clamp it",
+    "rsqrt": "rsqrt is infinite at 0: add a small epsilon to its argument",
+    "log": "log is -inf at 0 and NaN below it: guard the argument, gk.log(gk.max(x, 1e-12))",
+    "log2": "log2 is -inf at 0 and NaN below it: guard the argument, gk.log2(gk.max(x, 1e-12))",
+    "log10": "log10 is -inf at 0 and NaN below it: guard the argument, gk.log10(gk.max(x, 1e-12))",
+    "div": "a division by zero: guard the denominator (x / (y + eps), or gk.where(y != 0.0, x / y, 0.0))",
+    "asin": "asin's derivative is infinite at ±1: clamp its argument to (-1 + eps, 1 - eps)",
+    "acos": "acos's derivative is infinite at ±1: clamp its argument to (-1 + eps, 1 - eps)",
+    "pow": "pow of a non-positive base to a non-integer power (or its gradient at 0): keep the base positive",
+    "exp": "exp overflows past about 88 in float32 (709 in float64): clamp its argument or rescale",
+    "length": "a length of the zero vector is fine, but dividing by it is not: guard the division",
+    "normalize": "normalize of the zero vector: guard it (gk.where(gk.length(v) > eps, gk.normalize(v), v))",
+}
+
+
+def fix_hint(op: str | None) -> str | None:
+    """What to change for a NaN/Inf made by `op` (its name in the diagnosis), or None when there is no rule."""
+    return _HINTS.get(op or "")

@@ -62,6 +62,12 @@ def render(bundle, name: str) -> None:
     diagnosis = nan_data.op_diagnosis(origin)
     if diagnosis is not None:
         _diagnosis(diagnosis)
+        hint = nan_data.fix_hint(diagnosis["op"])
+        if hint:
+            st.info(plain(f"Fix: {hint}."))
+    step = nan_data.time_step(bundle, origin.get("launch"))
+    if step:
+        st.markdown(f"**When:** {plain(step)}.")
     st.error(plain(origin.get("message") or "a launch wrote a non-finite value"))
     cols = st.columns(5)
     cols[0].metric("pass", plain(origin.get("direction") or "?"))
@@ -75,6 +81,8 @@ def render(bundle, name: str) -> None:
     if origin.get("backward") is not None:
         order = len(bundle.launches) + origin["backward"]
         where = f"backward launch #{order} (adjoint of forward launch #{launch})"
+    if step:
+        where += f", {step.split(' (')[0]}"
     how = "raised by the NaN check" if origin["source"] == "manifest" else "found in the snapshots"
     st.markdown(f"First non-finite value written by **{where}** ({how}).")
     st.subheader("Source")

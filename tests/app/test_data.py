@@ -493,3 +493,35 @@ def test_a_partial_backward_is_said_and_raises_no_vanishing_alarm(tmp_path, rng)
     texts = [p["text"] for p in overview_data.bundle_status(stopped)["problems"]]
     assert any(t.startswith("partial backward") for t in texts)
     assert not any("vanishing" in t for t in texts)
+
+
+@gk.kernel
+def descend(x: gk.array(dtype=float), x_next: gk.array(dtype=float)):
+    i = gk.tid()
+    x_next[i] = x[i] - 1.0 + 0.0 * gk.sqrt(x[i])
+
+
+@gk.kernel
+def tally(x: gk.array(dtype=float), loss: gk.array(dtype=float)):
+    gk.atomic_add(loss, 0, x[gk.tid()])
+
+
+def test_the_nan_view_names_the_time_step_and_a_fix(tmp_path):
+    """Issue 41 item 4: a rollout whose sqrt meets a negative value at step 5: the NaN view says "step 5"
+    (not only "forward launch #6") and how to fix a sqrt outside its domain; a division has its own hint."""
+    xs = [gk.array(np.full(3, 4.5, np.float32), requires_grad=True, label="x0")]
+    xs += [gk.zeros(3, requires_grad=True, label=f"x{t + 1}") for t in range(8)]
+    with gk.viz.Capture() as cap:
+        with gk.Tape():
+            gk.launch(tally, 3, inputs=[xs[0]], outputs=[gk.zeros(1, requires_grad=True)])
+            for t in range(8):
+                gk.launch(descend, 3, inputs=[xs[t]], outputs=[xs[t + 1]])
+    b = data.open_bundle(cap.save(tmp_path / "descend"))
+    o = nan_data.nan_origin(b)
+    assert o["launch"] == 6 and o["kernel"] == "descend"
+    step = nan_data.time_step(b, o["launch"])
+    assert step.startswith("step 5 (of the 6 recorded; launch 1 of the 1 the loop body makes)")
+    d = nan_data.op_diagnosis(o)
+    assert d["op"] == "sqrt" and "gk.length" in nan_data.fix_hint(d["op"])
+    assert nan_data.fix_hint("div").startswith("a division by zero")
+    assert nan_data.fix_hint("tally") is None and nan_data.time_step(b, 0) is None
