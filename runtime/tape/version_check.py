@@ -9,6 +9,8 @@ the tape, `a[i] = v`, a NumPy view) — raises `GradientRuleError` instead of a 
 
 from __future__ import annotations
 
+import weakref
+
 from ...ad.accessed_rows import evaluate, leading_rows
 from ...backends.analysis import shares_memory
 from ...core.errors import GradientRuleError
@@ -88,6 +90,67 @@ def check_unchanged(tape, index: int, rec) -> None:
             return
 
 
+class _Later:
+    """For one array and one tape: the records that touch its memory, in order, and per position whether
+    everything after it is a consistent chain of tape launches (no host write, no write the tape did not
+    see) and which rows those later launches write. Built once per array and backward (linear), it lets
+    `check_record` accept a record without walking every later record (quadratic in time-stepped
+    programs, which read and write one array at every step); any doubt falls back to the walk."""
+
+    def __init__(self, tape, a):
+        self.n, self.version = len(tape.records), a.version
+        touch = []                                  # (record index, version of a there or None: host write)
+        for i, later in enumerate(tape.records):
+            if getattr(later, "kind", "") != "launch":
+                if any(same_memory(w, a) for w in getattr(later, "writes", ())):
+                    touch.append((i, None, None))
+                continue
+            hit = [k for k, x in enumerate(later.args) if same_memory(x, a)]
+            if hit:
+                touch.append((i, later.versions[hit[0]], later))
+        self.pos = {i: p for p, (i, _, _) in enumerate(touch)}
+        self.after = [v for _, v, _ in touch]
+        n = len(touch)
+        self.ok, self.rows = [False] * n, [None] * n
+        if n == 0 or touch[-1][1] is None:
+            return
+        ok, rows = not a.modified_since(touch[-1][1]), set()
+        for p in range(n - 1, -1, -1):
+            self.ok[p], self.rows[p] = ok, rows
+            if p == 0:
+                break
+            v, later = touch[p][1], touch[p][2]
+            prev = touch[p - 1][1]
+            if v is None or prev is None:
+                ok = False
+                continue
+            wrote = [w for w in later.kernel_obj.facts().written if same_memory(later.args[w], a)]
+            ok = ok and v - len(wrote) == prev
+            for w in wrote:
+                r = written_rows(later.kernel_obj, later.args, w) if later.args[w] is a else None
+                rows = None if rows is None or r is None else rows | r
+
+    def fine(self, index: int, recorded: int, needed) -> bool:
+        p = self.pos.get(index)
+        return p is not None and self.after[p] == recorded and self.ok[p] and not overlap(self.rows[p], needed)
+
+
+_LATER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _later(tape, a) -> _Later:
+    try:
+        cache = _LATER.setdefault(tape, {})
+    except TypeError:                                 # a tape that takes no weak reference: no cache
+        return _Later(tape, a)
+    got = cache.get(id(a))
+    if got is None or got[0] is not a or got[1].n != len(tape.records) or got[1].version != a.version:
+        if got is not None and got[1].n != len(tape.records):
+            cache.clear()
+        got = cache[id(a)] = (a, _Later(tape, a))
+    return got[1]
+
+
 def check_record(tape, index: int, rec, reads: list[int]) -> None:
     """Raise if an array whose recorded values `rec`'s adjoint reads was changed where it matters."""
     names = [n for n, _ in rec.kernel_obj.params]
@@ -99,6 +162,8 @@ def check_record(tape, index: int, rec, reads: list[int]) -> None:
         crc = rec.crcs.get(id(a)) if rec.crcs else None
         if not a.modified_since(recorded, crc):
             continue
+        if crc is None and _later(tape, a).fine(index, recorded, needed_rows(rec.kernel_obj, rec.args, j)):
+            continue                                  # only later tape launches wrote it, other rows
         label = getattr(a, "label", None) or names[j]
         needed = needed_rows(rec.kernel_obj, rec.args, j)
         where = f"array '{label}' (parameter '{names[j]}' of kernel '{rec.kernel}')"
