@@ -14,7 +14,7 @@ import re
 from ..viz.dot import RenderError, render
 
 READABLE_SCALE = 0.9        # 10-pt labels stay >= 9 px on screen
-RENDER_TIMEOUT = 8.0        # seconds the page waits for `dot` before offering the folded or static view
+RENDER_TIMEOUT = 15.0       # seconds the page waits for `dot` before offering the folded or static view
 HEIGHT = 700                # iframe height in CSS pixels
 # In a tag of the SVG: an element or attribute that runs code or loads something. Text between tags is
 # escaped by GraphViz (a label reading "javascript:" is just text), so only tags are searched.

@@ -11,7 +11,7 @@ import pytest
 
 from gradkit.app import cli
 from tests.app.hostile import hostile_copy, literal
-from tests.app.test_browser import _serve, _settled, browser, open_view, page, shoot  # noqa: F401
+from tests.app.test_browser import _serve, _settled, browser, open_view, page, shoot, sync_api  # noqa: F401
 
 SOURCES = ("springs", "rope", "train")        # NaN op origin and history; hazards and notes; cut-off arrays
 VIEWS = ("overview", "launches", "graph", "flow", "nan", "code", "check", "compare")
@@ -106,7 +106,10 @@ def test_hostile_bundle_text_is_shown_as_text(page, hostile_server, leak_host, b
         links[view] = _no_active_links(page.locator("html"))
         if view == "graph":
             frame = page.frame_locator('iframe[title="st.iframe"]')
-            static = frame.locator("#view svg").count() == 0
+            try:                                  # the iframe may still be loading on a busy machine
+                frame.locator("#view svg").wait_for(timeout=30_000)
+            except sync_api.TimeoutError:
+                static = True
             if not static:
                 text += frame.locator("body").inner_text()
                 links[view] += _no_active_links(frame.locator("html"))
