@@ -8,6 +8,7 @@ import functools
 import numpy as np
 
 from ...core.config import config
+from ...ad.variants import FORWARD
 from . import snapshots as snapshot
 from ..call_site import user_site
 from ..state import current as state, process
@@ -116,10 +117,20 @@ class Tape:
             snapshot.after_launch(snaps, kernel, bound)
         if not kernel.rules_warned:
             kernel.warn_rules()
-        rec = LaunchRecord(kernel=kernel.key, dim=dims, device=device.name, args=bound, n_inputs=n_inputs,
-                           scope=tuple(self._scopes) if self._scopes else (), ms=ms, kernel_obj=kernel,
-                           versions=tuple(versions), snapshots=snaps, saved=saved,
-                           site=user_site(2) if snaps is not None else None, crcs=crcs, variant=variant.name)
+        # the five required fields, then by name what every record has; fields that keep their default in
+        # the common case are set only when they do not (a keyword costs ~40 ns here, W5 taped)
+        rec = LaunchRecord(kernel.key, dims, device.name, bound, n_inputs, kernel_obj=kernel,
+                           versions=tuple(versions), ms=ms)
+        if self._scopes:
+            rec.scope = tuple(self._scopes)
+        if variant is not FORWARD:
+            rec.variant = variant.name
+        if snaps is not None:
+            rec.snapshots, rec.site = snaps, user_site(2)
+        if saved is not None:
+            rec.saved = saved
+        if crcs is not None:
+            rec.crcs = crcs
         self.records.append(rec)
         if process.capture is not None:
             process.capture.recorded(self)
