@@ -75,7 +75,8 @@ def gradient_flow(bundle: Bundle, vanishing: float = VANISHING, exploding: float
                              ran_backward=ran_backward, reached=aid not in unreached, consumed=consumed,
                              norm=norm, nonfinite=nonfinite, vanishing=vanishing, exploding=exploding,
                              unused=aid in unused, partial=partial)
-        rows.append({"array": a["label"], "id": aid, "shape": "x".join(map(str, a["shape"])),
+        rows.append({"array": a["label"], "id": aid, "parameter": a.get("param", ""),
+                     "shape": "x".join(map(str, a["shape"])),
                      "requires_grad": a["requires_grad"], "grad norm": norm, "non-finite": nonfinite,
                      "flag": flag, "hazard": " ".join(explained.get(aid, []))})
     return rows

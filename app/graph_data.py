@@ -73,7 +73,12 @@ def node_facts(bundle: Bundle) -> dict[str, list[tuple[str, str]]]:
             ("arguments", ", ".join(args))]
     for row in flow_data.gradient_flow(bundle):
         a = data.array_meta(bundle)[row["id"]]
-        lines = [("array", a["label"]), ("type", f"{a['dtype']}[{'x'.join(map(str, a['shape']))}]"),
+        lines = [("array", a["label"])]
+        if a.get("param") and a["param"] != a["label"]:
+            lines.append(("bound to parameter", a["param"]))
+        if a.get("created"):
+            lines.append(("created at", f"{data.shown_path(bundle, a['created']['file'])}:{a['created']['line']}"))
+        lines += [("type", f"{a['dtype']}[{'x'.join(map(str, a['shape']))}]"),
                  ("requires_grad", str(a["requires_grad"])), ("gradient flow", row["flag"]),
                  ("grad norm", data.fmt(row["grad norm"])), ("non-finite grad entries", str(row["non-finite"]))]
         value = bundle.value(row["id"])

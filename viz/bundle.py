@@ -55,8 +55,15 @@ _MEMBER = re.compile(rf"(?:(?P<kind>{'|'.join(SNAPSHOT_KINDS)})/(?P<number>0|[1-
 
 
 def _array_meta(aid: str, a, names: dict) -> dict:
-    return {"id": aid, "label": getattr(a, "label", None) or names.get(aid, aid), "shape": list(a.shape),
-            "dtype": a.dtype.name, "requires_grad": bool(a.requires_grad), "device": a.device.name}
+    """An array as the debugger names it: its `label`, else the user's variable (`gradkit debug` finds it),
+    else the kernel parameter it was first bound to; where it was created and that parameter beside."""
+    origin = getattr(a, "_origin", None) or [None, None, None]
+    meta = {"id": aid, "label": getattr(a, "label", None) or origin[2] or names.get(aid, aid),
+            "shape": list(a.shape), "dtype": a.dtype.name, "requires_grad": bool(a.requires_grad),
+            "device": a.device.name, "param": names.get(aid, aid)}
+    if origin[0]:
+        meta["created"] = {"file": origin[0], "line": int(origin[1])}
+    return meta
 
 
 def _kernel_meta(k, devices: set, first_device: str | None = None, notes: list | None = None,

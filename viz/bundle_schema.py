@@ -171,7 +171,12 @@ def _arrays(c: _Check, arrays) -> dict:
     seen = {}
     for k, a in enumerate(c.list(arrays, "arrays")):
         p = f"arrays[{k}]"
-        c.obj(a, p, dict.fromkeys(("id", "label", "shape", "dtype", "requires_grad", "device")))
+        c.obj(a, p, dict.fromkeys(("id", "label", "shape", "dtype", "requires_grad", "device")),
+              {"param": str, "created": dict})
+        if "param" in a:
+            c.str(a["param"], p + ".param")
+        if "created" in a:
+            _site(c, a["created"], p + ".created")
         c.str(a["id"], p + ".id")
         if not ARRAY_ID.fullmatch(a["id"]) or a["id"] in seen:
             c.fail(p + ".id", f"{a['id']!r} is not 1 to 64 ASCII letters, digits and '_', or repeats an "

@@ -21,7 +21,8 @@ import numpy as np
 from ...core.errors import DeviceMemoryError, allocation_error
 from ...core.types import ArrayType, Type, array_type, float32
 from . import array_copy, host_ops, views
-from ..state import current as state
+from ..call_site import user_site
+from ..state import current as state, process
 from ..launch.device import get_device
 from .array_input import _as_dtype, _as_shape, _check_fits, _check_grad_dtype, _prepare, _split_dtype
 
@@ -61,7 +62,7 @@ class array:
     requires_dual=False, label=None)` copies `data`; in annotations `gk.array(dtype=T, ndim=N)` is a type."""
 
     __slots__ = ("shape", "ndim", "size", "dtype", "device", "buffer", "nbytes", "version", "label",
-                 "_host", "_grad", "_dual", "_held", "_exposed", "_crc", "_family", "__weakref__")
+                 "_host", "_grad", "_dual", "_held", "_exposed", "_crc", "_family", "_origin", "__weakref__")
 
     def __new__(cls, data=None, dtype=None, shape=None, device=None, requires_grad=False, requires_dual=False,
                 ndim=None, label=None):
@@ -108,6 +109,9 @@ class array:
         self._held = self._exposed = False
         self._crc = None
         self._family = None       # a WeakSet of this array and its views (runtime/arrays/views.py), once it has one
+        # under `gradkit debug` (a Capture): [file, line, user variable or None] where the user's code made it,
+        # for the debugger's names (the variable is found at its first recorded launch: runtime/tape/tape.py)
+        self._origin = None if process.capture is None else [*(user_site(2) or (None, None)), None]
         # OpenCL cannot allocate 0 bytes; an empty array keeps a tiny buffer nothing reads.
         try:
             self.buffer = buffer if buffer is not None else dev.impl.alloc(dev.info, self.nbytes or 8)

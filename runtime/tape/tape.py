@@ -10,7 +10,7 @@ import numpy as np
 from ...core.config import config
 from ...ad.variants import FORWARD
 from . import snapshots as snapshot
-from ..call_site import user_site
+from ..call_site import name_arrays, user_site
 from ..state import current as state, process
 from ..tools.grad_check import GradCheck
 from .hazards import find_hazards, warn_hazards
@@ -133,6 +133,7 @@ class Tape:
             rec.crcs = crcs
         self.records.append(rec)
         if process.capture is not None:
+            name_arrays([bound[j] for j in arrays], 2)          # the debugger names arrays as the user does
             process.capture.recorded(self)
 
     def record_func(self, backward, arrays) -> None:

@@ -525,3 +525,27 @@ def test_the_nan_view_names_the_time_step_and_a_fix(tmp_path):
     assert d["op"] == "sqrt" and "gk.length" in nan_data.fix_hint(d["op"])
     assert nan_data.fix_hint("div").startswith("a division by zero")
     assert nan_data.fix_hint("tally") is None and nan_data.time_step(b, 0) is None
+
+
+def test_arrays_carry_the_names_the_user_gave_them(tmp_path):
+    """Issue 41 item 1: under gradkit debug an unlabeled array is named after the user's variable (an element
+    of a list as `xs[k]`), with the line that created it and the parameter it was bound to; a label wins."""
+    with gk.viz.Capture() as cap:
+        stiffness = gk.array(np.ones(3, np.float32), requires_grad=True)          # line A
+        xs = [gk.zeros(3, requires_grad=True) for _ in range(3)]
+        xs[0].assign(gk.array(np.arange(3, dtype=np.float32) + 5.0))
+        named = gk.zeros(1, requires_grad=True, label="the loss")
+        with gk.Tape():
+            for t in range(2):
+                gk.launch(descend, 3, inputs=[xs[t]], outputs=[xs[t + 1]])
+            gk.launch(faint_sum, 3, inputs=[xs[2], stiffness], outputs=[named])
+    b = data.open_bundle(cap.save(tmp_path / "names"))
+    arrays = {a["label"]: a for a in b.manifest["arrays"]}
+    assert set(arrays) == {"stiffness", "xs[0]", "xs[1]", "xs[2]", "the loss"}
+    assert arrays["stiffness"]["param"] == "k" and arrays["xs[1]"]["param"] == "x_next"
+    created = arrays["stiffness"]["created"]
+    assert created["file"] == __file__ and created["line"] == _line_of("stiffness = gk.array(")
+
+
+def _line_of(text: str) -> int:
+    return next(k for k, line in enumerate(open(__file__), 1) if text in line)
