@@ -20,7 +20,8 @@ else:
 
     from . import ad, lang as _lang, math, types  # noqa: F401
     from .errors import TaichiUnsupportedError, unsupported as _unsupported
-    from .fields import (Field, field, i, ij, ijk, ijkl, j, k, l, root)  # noqa: F401,E741
+    from .fields import (Field, Ndarray, field, i, ij, ijk, ijkl, ijl, ik, ikl, il, j, jk, jkl, jl, k, kl, l,  # noqa: F401,E741
+                         ndarray, root)
     from .kernel import (BoundFunc, TiFunc, TiKernel, data_oriented, func, grouped, kernel, ndrange,  # noqa: F401
                          real_func, template)
     from .lang import (Matrix, Vector, atan2, atomic_add, atomic_max, atomic_min, atomic_sub, cast, ceil, floor, max, min, pow, random, round, rsqrt,  # noqa: F401,A004
@@ -71,7 +72,6 @@ else:
     _UNSUPPORTED = {
         "GUI": "ti.GUI (gradkit.taichi is headless; draw with matplotlib from to_numpy())",
         "ui": "ti.ui (GGUI)",
-        "ndarray": "ti.ndarray",
         "Struct": "ti.Struct / ti.Struct.field",
         "dataclass": "ti.dataclass",
         "SparseMatrixBuilder": "ti.linalg.SparseMatrixBuilder",

@@ -150,9 +150,10 @@ class Field:
         return key if len(key) > 1 else key[0]
 
     def __getitem__(self, key):
-        v = self.arr[self._index(key)]
+        idx = self._index(key)
+        v = self.arr[idx]
         if isinstance(v, np.ndarray):
-            return v.copy()
+            return HostElement.of(v, self, idx)
         return v.item() if hasattr(v, "item") else v
 
     def __setitem__(self, key, value):
@@ -195,6 +196,26 @@ class Field:
         return self.shape[0]
 
 
+class HostElement(np.ndarray):
+    """A vector or matrix element read in Python scope (`x[i]`): its values (a NumPy array) that, like
+    Taichi's host accessors, write an assigned component back into the field (`x[None][0] -= lr * g`).
+    Arrays computed from it are plain values, not tied to the field."""
+
+    @classmethod
+    def of(cls, values: np.ndarray, f: "Field", idx) -> "HostElement":
+        out = np.array(values, copy=True).view(cls)
+        out._ti_field, out._ti_index = f, idx
+        return out
+
+    def __array_finalize__(self, obj) -> None:
+        self._ti_field, self._ti_index = None, None
+
+    def __setitem__(self, key, value) -> None:
+        super().__setitem__(key, value)
+        if self._ti_field is not None:
+            self._ti_field.arr[self._ti_index] = np.asarray(self)
+
+
 class _SNodeOf:
     """`x.snode` (what Taichi programs read of it: shape, parent)."""
 
@@ -225,23 +246,28 @@ def field(dtype, shape=None, name: str = "", offset=None, needs_grad: bool = Fal
 
 class SNode:
     """A dense SNode: `ti.root.dense(ti.i, n)`; nesting multiplies shapes (`dense(ti.i, 4).dense(ti.j, 8)`
-    places fields of shape (4, 8))."""
+    places fields of shape (4, 8)). As in Taichi, a field's indices follow the axis letters (i, j, k, l),
+    not the nesting order: `dense(ti.l, T).dense(ti.i, n)` places fields indexed `[i, t]`, of shape (n, T);
+    nesting on an axis already used multiplies its size."""
 
-    def __init__(self, shape: tuple = ()):
-        self._shape = shape
+    def __init__(self, axes: tuple = ()):
+        self._axes = axes                       # ((axis letter, size), ...) in nesting order
 
     @property
     def shape(self) -> tuple:
-        return self._shape
+        sizes: dict = {}
+        for a, n in self._axes:
+            sizes[a] = sizes.get(a, 1) * n
+        return tuple(sizes[a] for a in sorted(sizes))
 
     def dense(self, axes, dimensions) -> "SNode":
         dims = _shape_tuple(dimensions)
         axes = "".join(axes) if isinstance(axes, (list, tuple)) else axes
         if len(dims) == 1 and len(axes) > 1:
             dims = dims * len(axes)
-        if len(dims) != len(axes):
+        if len(dims) != len(axes) or any(a not in "ijkl" for a in axes):
             raise ValueError(f"dense({axes!r}, {dimensions!r}): {len(axes)} axes but {len(dims)} sizes")
-        return SNode(self._shape + dims)
+        return SNode(self._axes + tuple(zip(axes, dims)))
 
     def place(self, *fields, offset=None) -> "SNode":
         for f in fields:
@@ -250,7 +276,7 @@ class SNode:
                 continue
             if not isinstance(f, Field):
                 raise TypeError(f"place(): {f!r} is not a field")
-            f._place(self._shape)
+            f._place(self.shape)
         return self
 
     def lazy_grad(self) -> None:
@@ -303,3 +329,59 @@ def matrix_field(n: int, m: int, dtype, shape=None, name: str = "", offset=None,
     if offset is not None:
         raise unsupported("field offsets", "index from 0")
     return Field(element_type(dtype, n, m), shape, needs_grad, needs_dual, name)
+
+
+# ------------------------------------------------------------------ ndarrays
+class Ndarray(Field):
+    """`ti.ndarray(dtype, shape, needs_grad=False)`: an array passed to kernels as an argument (a
+    `ti.types.ndarray()` parameter) instead of named as a global; the same storage as a field."""
+
+    def __init__(self, dtype, shape, needs_grad: bool = False):
+        super().__init__(element_type(dtype), shape, needs_grad)
+
+
+def ndarray(dtype, shape, needs_grad: bool = False) -> Ndarray:
+    return Ndarray(dtype, shape, needs_grad)
+
+
+class NdarrayType:
+    """`ti.types.ndarray(dtype=None, ndim=None)`: a kernel parameter taking a NumPy array or a ti.ndarray.
+    The kernel is translated per element type and number of dimensions of what is passed."""
+
+    def __init__(self, dtype=None, ndim=None, element_dim=None, element_shape=None, field_dim=None,
+                 needs_grad=None, boundary=None):
+        self.dtype, self.ndim = dtype, ndim if ndim is not None else field_dim
+
+    def spec(self, value, what: str) -> tuple:
+        """(element type, number of dimensions) of the array passed."""
+        if isinstance(value, Field):
+            return value.elem, len(value.shape)
+        data = np.asarray(value)
+        kinds = {"f": {4: T.float32, 8: T.float64}, "i": {4: T.int32, 8: T.int64}, "u": {4: T.uint32},
+                 "b": {1: T.bool_}}
+        s = kinds.get(data.dtype.kind, {}).get(data.dtype.itemsize)
+        if s is None:
+            raise unsupported(f"NumPy arrays of {data.dtype} as {what}", "pass float32/64 or int32/64 data")
+        elem = s
+        want = self.dtype
+        if isinstance(want, T.Type) and (want.is_vector or want.is_matrix):
+            elem = T.vector(want.length, s) if want.is_vector else T.matrix(want.shape, s)
+        ndim = data.ndim - len(elem.shape if not elem.is_scalar else ())
+        if self.ndim is not None and ndim != self.ndim:
+            raise ValueError(f"{what}: expected a {self.ndim}-d array, got shape {data.shape}")
+        return elem, ndim
+
+
+class NdarrayArg(Field):
+    """A `ti.types.ndarray()` parameter inside a translated kernel: a field whose gk.array is the one
+    passed at each call (`bind`)."""
+
+    def __init__(self, elem, ndim: int, name: str):
+        super().__init__(elem, (0,) * ndim, name=name)
+        self.bound = None
+
+    @property
+    def arr(self):
+        if self.bound is None:
+            raise RuntimeError(f"ndarray argument '{self.name}' is not bound")
+        return self.bound

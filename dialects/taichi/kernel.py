@@ -21,7 +21,7 @@ from gradkit.core.frontend.context import _in_library
 
 from . import runtime
 from .errors import unsupported
-from .fields import Field, scalar_type
+from .fields import Field, NdarrayArg, NdarrayType, scalar_type
 from .translate import translate
 
 
@@ -32,11 +32,6 @@ class Template:
 
 def template():
     return Template()
-
-
-class _NdarrayType:
-    def __init__(self, *a, **kw):
-        raise unsupported("ti.types.ndarray() kernel arguments", "use fields (ti.field) and ti.template()")
 
 
 def _remember_scope(fn) -> None:
@@ -90,6 +85,8 @@ def _arg_type(name, ann):
         return None
     if ann is inspect.Parameter.empty:
         raise TypeError(f"@ti.kernel parameter '{name}' needs a type annotation (ti.f32, ti.i32, ti.template(), ...)")
+    if isinstance(ann, NdarrayType) or ann is NdarrayType:
+        return ann if isinstance(ann, NdarrayType) else NdarrayType()
     if ann is float:
         return runtime.settings.default_fp
     if ann is int:
@@ -130,7 +127,7 @@ class TiKernel:
         except TypeError as exc:
             raise TypeError(f"kernel '{self.__name__}': {exc}") from None
         bound.apply_defaults()
-        arg_types, values = {}, {}
+        arg_types, values, nd = {}, {}, {}
         for name, p in params:
             ann = p.annotation
             if isinstance(ann, str):        # `from __future__ import annotations`
@@ -140,12 +137,14 @@ class TiKernel:
             v = bound.arguments[name]
             if t is None:
                 static[name] = v
+            elif isinstance(t, NdarrayType):
+                nd[name] = (t.spec(v, f"kernel '{self.__name__}' parameter '{name}'"), v)
             else:
                 arg_types[name] = t
                 values[name] = v
-        return static, arg_types, values
+        return static, arg_types, values, nd
 
-    def _translation(self, static, arg_types):
+    def _translation(self, static, arg_types, nd=None):
         s = runtime.settings
         ret = self._sig.return_annotation
         if isinstance(ret, str):
@@ -156,17 +155,31 @@ class TiKernel:
         key = (s.generation, s.default_fp, s.device.name if s.device else None,
                tuple((k, id(v)) if not isinstance(v, (int, float, str, bool)) else (k, v)
                      for k, v in static.items()),
-               tuple((k, v.name) for k, v in arg_types.items()))
+               tuple((k, v.name) for k, v in arg_types.items()),
+               tuple((k, e.name, n) for k, ((e, n), _) in (nd or {}).items()))
         tr = self._cache.get(key)
         if tr is None:
-            tr = self._cache[key] = translate(self, static, arg_types, ret_type)
+            args = {k: NdarrayArg(e, n, k) for k, ((e, n), _) in (nd or {}).items()}
+            tr = self._cache[key] = translate(self, {**static, **args}, arg_types, ret_type)
             tr.keep = list(static.values())        # keep ids valid
+            tr.nd_args = args
         return tr
 
     def _launches(self, args, kwargs):
         runtime.device()
-        static, arg_types, values = self._bind(args, kwargs)
-        tr = self._translation(static, arg_types)
+        static, arg_types, values, nd = self._bind(args, kwargs)
+        tr = self._translation(static, arg_types, nd)
+        back = []
+        for name, (_, v) in nd.items():         # ndarray arguments: bound for this call
+            if isinstance(v, Field):
+                tr.nd_args[name].bound = v.arr
+            else:
+                a = gk.from_numpy(np.asarray(v), device=runtime.device())
+                tr.nd_args[name].bound = a
+                if isinstance(v, np.ndarray):
+                    back.append((v, a))
+            values[name] = v
+        self._copy_back = back
         hostns = None
         out = []
         for launch in tr.launches:
@@ -197,6 +210,8 @@ class TiKernel:
             if 0 in dims:
                 continue
             gk.launch(launch.kernel, dims if len(dims) > 1 else dims[0], inputs=inputs, device=dev)
+        for v, a in self._copy_back:            # Taichi writes NumPy ndarray arguments in place
+            np.copyto(v, a.numpy().reshape(v.shape), casting="unsafe")
         if tr.ret_field is not None:
             return tr.ret_field[None]
         return None
@@ -214,9 +229,9 @@ class TiKernel:
     def source(self, *args, **kwargs) -> str:
         """The generated gradkit kernels (Python text) for these arguments."""
         from .translate import debug_source
-        static, arg_types, _ = self._bind(args, kwargs)
+        static, arg_types, _, nd = self._bind(args, kwargs)
         runtime.device()
-        return debug_source(self._translation(static, arg_types))
+        return debug_source(self._translation(static, arg_types, nd))
 
 
 def _scalar(v, t):

@@ -150,12 +150,20 @@ Vector.field = vector_field
 Matrix.field = matrix_field
 
 
-def _ndarray_unsupported(*a, **kw):
-    from .errors import unsupported
-    raise unsupported("ti.Vector.ndarray / ti.Matrix.ndarray", "use fields")
+def _vector_ndarray(n, dtype, shape, needs_grad=False, **kw):
+    """`ti.Vector.ndarray(n, dtype, shape)`."""
+    from .fields import Ndarray
+    return Ndarray(element_type(dtype, n), shape, needs_grad)
 
 
-Vector.ndarray = Matrix.ndarray = _ndarray_unsupported
+def _matrix_ndarray(n, m, dtype, shape, needs_grad=False, **kw):
+    """`ti.Matrix.ndarray(n, m, dtype, shape)`."""
+    from .fields import Ndarray
+    return Ndarray(element_type(dtype, n, m), shape, needs_grad)
+
+
+Vector.ndarray = _vector_ndarray
+Matrix.ndarray = _matrix_ndarray
 
 
 @macro("Matrix.diag", host=lambda dim, val: np.eye(dim) * val)
@@ -338,11 +346,22 @@ def _norm(E, v, eps=0):
 
 
 def _norm_sqr(E, v):
-    return E.lw.call_prim("length_sq", [v], E.node)
+    if v.type.is_vector:
+        return E.lw.call_prim("length_sq", [v], E.node)
+    return _sum(E, E.lw.binop("mul", v, v, E.node))
+
+
+def _norm_inv(E, v, eps=0):
+    """Taichi's norm_inv(eps): 1 / sqrt(|v|^2 + eps)."""
+    return E.lw.binop("div", 1.0, _norm(E, v, eps), E.node)
 
 
 def _normalized(E, v, eps=0):
-    inv = E.lw.binop("div", 1.0, _norm(E, v, eps), E.node)
+    """Taichi's normalized(eps): v / (|v| + eps) (eps added to the norm, not under the root as in norm)."""
+    n = _norm(E, v)
+    if not (isinstance(eps, (int, float)) and eps == 0):
+        n = E.lw.binop("add", n, eps, E.node)
+    inv = E.lw.binop("div", 1.0, n, E.node)
     return E.lw.binop("mul", inv, v, E.node)
 
 
@@ -368,6 +387,15 @@ def _dot(E, a, b):
     return E.lw.call_prim("dot", [a, b], E.node)
 
 
+def _cross(E, a, b):
+    """Taichi's cross: a vector for 3-d vectors, the scalar a.x * b.y - a.y * b.x for 2-d ones."""
+    if isinstance(a, Value) and a.type.is_vector and a.type.length == 2:
+        ax, ay = _comps(E, a)
+        bx, by = _comps(E, b)
+        return E.lw.binop("sub", E.lw.binop("mul", ax, by, E.node), E.lw.binop("mul", ay, bx, E.node), E.node)
+    return E.lw.call_prim("cross", [a, b], E.node)
+
+
 def _prim1(prim):
     return lambda E, v: E.lw.call_prim(prim, [v], E.node)
 
@@ -389,8 +417,8 @@ def _all(E, v):
 
 
 METHODS = {name: _method(name, impl) for name, impl in {
-    "norm": _norm, "norm_sqr": _norm_sqr, "normalized": _normalized, "sum": _sum,
-    "dot": _dot, "cross": lambda E, a, b: E.lw.call_prim("cross", [a, b], E.node),
+    "norm": _norm, "norm_sqr": _norm_sqr, "norm_inv": _norm_inv, "normalized": _normalized, "sum": _sum,
+    "dot": _dot, "cross": _cross,
     "outer_product": lambda E, a, b: E.lw.call_prim("outer", [a, b], E.node),
     "transpose": _prim1("transpose"), "determinant": _prim1("determinant"), "inverse": _prim1("inverse"),
     "trace": _prim1("trace"), "max": _mreduce("max"), "min": _mreduce("min"),

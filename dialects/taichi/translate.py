@@ -87,6 +87,19 @@ def _call(fname, args, node):
     return _loc(ast.Call(func=_name(fname, node), args=list(args), keywords=[]), node)
 
 
+def _numbers(v) -> bool:
+    """A (nested) list or tuple of numbers."""
+    return all(_numbers(x) if isinstance(x, (list, tuple)) else
+               isinstance(x, (int, float, bool, np.integer, np.floating)) for x in v)
+
+
+def _literal(v, node):
+    """A (nested) list of numbers as a tuple literal (gradkit kernels index tuples at compile time)."""
+    elts = [_literal(x, node) if isinstance(x, (list, tuple)) else
+            _loc(ast.Constant(value=x.item() if hasattr(x, "item") else x), node) for x in v]
+    return _loc(ast.Tuple(elts=elts, ctx=ast.Load()), node)
+
+
 class Shared:
     """What one kernel translation shares across its launches and inlined functions: the field ↔ parameter
     names, the inlined functions, and the namespace entries the generated code needs."""
@@ -153,6 +166,8 @@ class Rewriter(ast.NodeTransformer):
                 return self.field_name(v, node)
             if isinstance(v, np.ndarray):
                 return self.constant_array(v, node)
+            if isinstance(v, list) and _numbers(v):
+                return _literal(v, node)        # a Python list of numbers (goal = [0.9, 0.75]): a constant
         return node
 
     def constant_array(self, v: np.ndarray, node):
@@ -224,6 +239,12 @@ class Rewriter(ast.NodeTransformer):
         if callee is py_builtins.print:
             _note_once("print() inside kernels is ignored")
             return _loc(ast.Constant(value=None), node)
+        if isinstance(node.func, ast.Attribute) and node.func.attr in METHODS and \
+                self.static(node.func.value) in (Vector, Matrix) and node.args:
+            # ti.Vector.normalized(v, eps): a method called through the class, v its first argument
+            new = _call(f"__ti_m_{node.func.attr}", [self.visit(a) for a in node.args], node)
+            new.keywords = [self.visit(k) for k in node.keywords]
+            return new
         if callee is _STATIC and isinstance(node.func, ast.Attribute) and node.func.attr in METHODS:
             base = self.visit(node.func.value)
             args = [self.visit(a) for a in node.args]
@@ -484,6 +505,7 @@ class Inline:
                                    "`return` only as the last statement; assign a result local and return it "
                                    "at the end")
         self.body = body
+        self.ns.update(shared.helpers)          # the functions this one calls, made while rewriting it
         self.uses, self.random = rw.uses, rw.random
         self.src = src
         self.lang = LangFunction(self.name, "macro", macro=self.expand)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from gradkit.core import types as _T
 
 from .errors import unsupported
-from .fields import scalar_type
+from .fields import NdarrayType, scalar_type
 from .kernel import template  # noqa: F401
 
 
@@ -17,8 +17,9 @@ def matrix(n: int, m: int, dtype=float):
     return _T.matrix((n, m), scalar_type(dtype))
 
 
-def ndarray(*args, **kwargs):
-    raise unsupported("ti.types.ndarray() kernel arguments", "use fields (ti.field) and ti.template()")
+def ndarray(dtype=None, ndim=None, **kwargs) -> NdarrayType:
+    """`ti.types.ndarray()`: a kernel parameter taking a NumPy array or a ti.ndarray."""
+    return NdarrayType(dtype, ndim, **kwargs)
 
 
 def struct(**fields):
