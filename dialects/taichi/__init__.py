@@ -20,7 +20,7 @@ else:
 
     from . import ad, lang as _lang, math, types  # noqa: F401
     from .errors import TaichiUnsupportedError, unsupported as _unsupported
-    from .fields import (Field, Ndarray, field, i, ij, ijk, ijkl, ijl, ik, ikl, il, j, jk, jkl, jl, k, kl, l,  # noqa: F401,E741
+    from .fields import (Field, MatrixField, Ndarray, ScalarField, field, i, ij, ijk, ijkl, ijl, ik, ikl, il, j, jk, jkl, jl, k, kl, l,  # noqa: F401,E741
                          ndarray, root)
     from .kernel import (BoundFunc, TiFunc, TiKernel, data_oriented, func, grouped, kernel, ndrange,  # noqa: F401
                          real_func, template)

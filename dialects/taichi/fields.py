@@ -188,6 +188,14 @@ class Field:
     def get_field_members(self):
         return [self]
 
+    def get_scalar_field(self, *indices) -> "_Component":
+        """Component `indices` of a vector or matrix field, to place on its own (Taichi's SOA layouts:
+        `block.dense(...).place(v.get_scalar_field(0))`). gradkit keeps the elements together; placing
+        every component with one shape places the field."""
+        if self.elem.is_scalar:
+            raise TypeError("get_scalar_field() is for vector and matrix fields")
+        return _Component(self, indices)
+
     def __repr__(self) -> str:
         shape = self._shape if self._primal is None else "(of primal)"
         return f"<ti field {self.name or ''} {self.elem.name} shape={shape}>"
@@ -214,6 +222,34 @@ class HostElement(np.ndarray):
         super().__setitem__(key, value)
         if self._ti_field is not None:
             self._ti_field.arr[self._ti_index] = np.asarray(self)
+
+
+class _Component:
+    """One component of a vector or matrix field, as placed by SOA layouts."""
+
+    def __init__(self, parent: Field, indices: tuple):
+        self.parent, self.indices = parent, indices
+
+    def _place(self, shape: tuple) -> None:
+        p = self.parent
+        if p._placed and p._shape == tuple(shape):
+            return                                  # another component, placed alike
+        p._place(shape)
+
+
+class _FieldKind(type):
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, (Field, _Component)) and cls._test(obj)
+
+
+class ScalarField(metaclass=_FieldKind):
+    """`isinstance(x, ti.ScalarField)`: a field of scalars."""
+    _test = staticmethod(lambda f: isinstance(f, _Component) or f.elem.is_scalar)
+
+
+class MatrixField(metaclass=_FieldKind):
+    """`isinstance(x, ti.MatrixField)`: a field of vectors or matrices."""
+    _test = staticmethod(lambda f: isinstance(f, Field) and not f.elem.is_scalar)
 
 
 class _SNodeOf:
@@ -274,7 +310,7 @@ class SNode:
             if isinstance(f, (list, tuple)):
                 self.place(*f)
                 continue
-            if not isinstance(f, Field):
+            if not isinstance(f, (Field, _Component)):
                 raise TypeError(f"place(): {f!r} is not a field")
             f._place(self.shape)
         return self

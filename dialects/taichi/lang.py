@@ -96,6 +96,12 @@ def _common(E, items, dt=None):
     return T.int64 if T.int64 in ints else ints[0] if ints else T.int32
 
 
+def _matrix_type(shape, s):
+    """A matrix type of scalar s; gradkit's matrices are float, so an integer matrix (ti.Matrix.diag(2, 1),
+    [[1, 0], [0, 1]]) is one of default_fp (it meets floats in every program that builds one)."""
+    return T.matrix(shape, s if s.is_float else runtime.settings.default_fp)
+
+
 def _build(E, t, items):
     vals = [_cast(E, x, t.scalar) for x in items]
     return E.lw.prim("construct", *vals, type=t, node=E.node)
@@ -133,7 +139,7 @@ def _matrix_macro(E, data, dt=None):
     if len({len(r) for r in rows}) != 1:
         E.fail("rows of different lengths")
     flat = [x for r in rows for x in r]
-    t = T.matrix((len(rows), len(rows[0])), _common(E, flat, dt))
+    t = _matrix_type((len(rows), len(rows[0])), _common(E, flat, dt))
     return _build(E, t, flat)
 
 
@@ -171,10 +177,9 @@ def _diag(E, dim, val):
     """ti.Matrix.diag(dim, val): val on the diagonal."""
     if not isinstance(dim, int):
         E.fail("the size must be a compile-time integer")
-    s = _common(E, [val])
-    v = _cast(E, val, s)
-    zero = _cast(E, 0, s)
-    return _build(E, T.matrix((dim, dim), s), [v if r == c else zero for r in range(dim) for c in range(dim)])
+    t = _matrix_type((dim, dim), _common(E, [val]))
+    v, zero = _cast(E, val, t.scalar), _cast(E, 0, t.scalar)
+    return _build(E, t, [v if r == c else zero for r in range(dim) for c in range(dim)])
 
 
 def _host_identity(dt, n):
@@ -185,14 +190,14 @@ def _host_identity(dt, n):
 def _identity(E, dt, n):
     """ti.Matrix.identity(dt, n)."""
     s = scalar_type(dt)
-    return _build(E, T.matrix((n, n), s), [1 if r == c else 0 for r in range(n) for c in range(n)])
+    return _build(E, _matrix_type((n, n), s), [1 if r == c else 0 for r in range(n) for c in range(n)])
 
 
 @macro("Matrix.zero", host=lambda dt, n, m=None: np.zeros((n,) if m is None else (n, m)))
 def _zero(E, dt, n, m=None):
     """ti.Matrix.zero(dt, n, m) / ti.Vector.zero(dt, n)."""
     s = scalar_type(dt)
-    t = T.vector(n, s) if m is None else T.matrix((n, m), s)
+    t = T.vector(n, s) if m is None else _matrix_type((n, m), s)
     return _build(E, t, [0] * t.ncomp)
 
 

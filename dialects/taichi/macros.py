@@ -9,7 +9,7 @@ from gradkit.core import types as T
 from gradkit.core.ir import Value
 from gradkit.core.lang import LangFunction
 
-from .lang import _cast, _comps
+from .lang import _cast, _comps, _matrix_macro, _vector_macro
 
 
 def _m(name, fn):
@@ -44,6 +44,8 @@ def _indices(E, arr, e) -> list:
 def _as(E, arr, v):
     """v converted to the element type of field `arr` (Taichi casts a stored value implicitly)."""
     t = arr.type.dtype
+    if isinstance(v, tuple) and not t.is_scalar:     # x[i] = [0, 0], C[i] = [[1, 0], [0, 1]]: a literal
+        v = _matrix_macro(E, v, t.scalar) if t.is_matrix else _vector_macro(E, v, t.scalar)
     if isinstance(v, Value):
         if v.type is t:
             return v

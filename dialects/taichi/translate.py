@@ -314,7 +314,33 @@ class Rewriter(ast.NodeTransformer):
         node.value = v
         return node
 
+    def component_store(self, node, t, value):
+        """`x[i][c] = v` / `x[i][c] += v` on a vector or matrix field element: the element through a local,
+        its component set, the element stored back."""
+        tmp = f"__ti_e{id(node)}"
+        load = _loc(ast.Assign(targets=[_loc(ast.Name(id=tmp, ctx=ast.Store()), node)], value=copy.deepcopy(t.value)),
+                    node)
+        comp = _loc(ast.Subscript(value=_name(tmp, node), slice=t.slice, ctx=ast.Store()), node)
+        if isinstance(node, ast.AugAssign):
+            mid = _loc(ast.AugAssign(target=comp, op=node.op, value=value), node)
+        else:
+            mid = _loc(ast.Assign(targets=[comp], value=value), node)
+        back = _loc(ast.Assign(targets=[copy.deepcopy(t.value)], value=_name(tmp, node)), node)
+        back.targets[0].ctx = ast.Store()
+        self.locals.add(tmp)
+        out = []
+        for st in (load, mid, back):
+            r = self.visit(st)
+            out += r if isinstance(r, list) else [r]
+        return out
+
+    def is_component_target(self, t) -> bool:
+        return isinstance(t, ast.Subscript) and isinstance(t.value, ast.Subscript) and \
+            self.field_of(t.value.value) is not None and not self.field_of(t.value.value).elem.is_scalar
+
     def visit_Assign(self, node):
+        if len(node.targets) == 1 and self.is_component_target(node.targets[0]):
+            return self.component_store(node, node.targets[0], node.value)
         if len(node.targets) == 1:
             t = node.targets[0]
             if isinstance(t, ast.Subscript):
@@ -343,6 +369,8 @@ class Rewriter(ast.NodeTransformer):
 
     def visit_AugAssign(self, node):
         t = node.target
+        if self.is_component_target(t):
+            return self.component_store(node, t, node.value)
         if isinstance(t, ast.Subscript):
             f = self.field_of(t.value)
             if f is not None:

@@ -33,6 +33,21 @@ ti.root.dense(ti.l, T).place(p)
 ti.root.dense(ti.i, n).place(w)
 ti.root.dense(ti.ij, 4).place(img)
 ti.root.place(loss, init)
+u = ti.Vector.field(2, ti.f64)
+M = ti.Matrix.field(2, 2, ti.f64)
+block = ti.root.dense(ti.i, 3)
+
+
+def soa(f):                                           # smoke's layout helper, as written there
+    if isinstance(f, ti.ScalarField):
+        block.dense(ti.j, 4).place(f)
+    else:
+        for c in range(f.n):
+            soa(f.get_scalar_field(c))
+
+
+soa(u)
+ti.root.dense(ti.i, 3).place(M)
 ti.root.lazy_grad()
 
 
@@ -91,6 +106,20 @@ def nd_sum(a: ti.types.ndarray(), b: ti.types.ndarray()):
         b[i] = a[i] * 2.0 + 1.0
 
 
+@ti.kernel
+def components(s: ti.f64):
+    for i, j in u:
+        u[i, j] = [0, 1]                              # list literals stored into vector / matrix fields
+        u[i, j][0] = s * i + j                        # one component of a field element
+        u[i, j][1] += s * u[i, j][0]
+    for i in M:
+        M[i] = [[1, 0], [0, 1]]
+        M[i] = (ti.Matrix.diag(dim=2, val=1) + s * M[i]) @ M[i]
+        M[i][0, 1] = s
+    for i, j in u:
+        loss[None] += u[i, j].dot(M[i] @ u[i, j])
+
+
 def run(seed):
     rng = np.random.default_rng(seed)
     w.from_numpy(rng.uniform(-1, 1, n))
@@ -114,11 +143,15 @@ def run(seed):
     dst = ti.ndarray(ti.f64, shape=4)
     src.from_numpy(np.arange(4.0))
     nd_sum(src, dst)
+    with ti.ad.Tape(loss=loss):
+        components(0.75)
+    out += [loss[None], u.to_numpy(), M.to_numpy()]
     out += [h.to_numpy(), np.array(h.shape), b, dst.to_numpy(), init.to_numpy()]
     return out
 '''
 
 
+@pytest.mark.filterwarnings("ignore::gradkit.GradientRuleWarning")  # the test writes an element twice on purpose
 def test_difftaichi_constructs_match_taichi(tmp_path, capsys):
     pytest.importorskip("taichi")
     got = run_program(CONSTRUCTS, "gradkit.taichi", tmp_path, "dtc")["run"](3)
