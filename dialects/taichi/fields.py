@@ -131,6 +131,8 @@ class Field:
             self._arr = gk.zeros(shape if shape else (1,), dtype=self.elem, device=runtime.device(),
                                  requires_grad=self.needs_grad and self.dtype.is_float,
                                  requires_dual=self.needs_dual and self.dtype.is_float)
+            if self.name:
+                self._arr.label = self.name
         return self._arr
 
     @property

@@ -184,6 +184,11 @@ class Rewriter(ast.NodeTransformer):
         return _call("__ti_Vector" if v.ndim == 1 else "__ti_Matrix", [data], node)
 
     def field_name(self, f: Field, node):
+        if f._primal is None and not f.name:
+            # the field's name in the program (`x`, `self.x`) names its array in errors and the debugger
+            f.name = ast.unparse(node) if isinstance(node, (ast.Name, ast.Attribute)) else ""
+            if f._arr is not None and f._arr.label is None:
+                f._arr.label = f.name or None
         p = self.shared.field_param(f)
         self.uses.add(p)
         return _name(p, node)

@@ -171,7 +171,8 @@ def test_tape_validation_raises_where_taichi_would_use_overwritten_values(tmp_pa
     g["init"][None] = [0.4, 0.6]
     g["w"].fill(0.5)
     g["hidden"](2)
-    g["step"](2)                              # p[2] written: later reads of the tape see new values
+    g["step"](2)
+    assert g["p"].arr.label == "p" and g["w"].arr.label == "w"    # errors and the debugger name fields                              # p[2] written: later reads of the tape see new values
     with pytest.raises(gk.GradientRuleError):
         with ti.ad.Tape(loss=g["loss"], validation=True):
             g["start"]()
