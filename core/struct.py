@@ -130,9 +130,25 @@ def _grad(self):
     return out
 
 
+def instance(value, stype: StructType):
+    """`value` as an instance of the struct: itself, or what an object standing for one gives (a
+    `gk.HashGrid`'s `_gk_struct_value()`, or an id the struct class resolves with `_gk_resolve`, as
+    Warp's `grid.id`); `value` unchanged when it is neither."""
+    if isinstance(value, stype.cls):
+        return value
+    get = getattr(value, "_gk_struct_value", None)
+    if get is not None:
+        out = get()
+    else:
+        resolve = getattr(stype.cls, "_gk_resolve", None)
+        out = resolve(value) if resolve is not None else None
+    return out if isinstance(out, stype.cls) else value
+
+
 def flatten(value, stype: StructType, where: str) -> list:
     """The field values of struct instance `value` in StructType.flat order (what a kernel's flattened
     parameters receive); a TypeError naming `where` when it is not an instance of the struct."""
+    value = instance(value, stype)
     if not isinstance(value, stype.cls):
         raise TypeError(f"{where} must be a {stype.name} instance, got {type(value).__name__}")
     out = []

@@ -52,11 +52,13 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
         self.param_values: list[Value] = []
         self.inferred_returns = False           # a @gk.func without a return annotation: typed by its returns
 
-    def call_func(self, func, node):
+    def call_func(self, func, node, args: list | None = None):
+        """A @gk.func call: its arguments from `node`, or `args` already lowered (a library macro's)."""
         if func in self.building:
             chain = " -> ".join(f.__name__ for f in (*self.building[self.building.index(func):], func))
             raise self.error(node, f"recursion is not supported ({chain})")
-        args = self.call_args(node, None, func.__name__)
+        if args is None:
+            args = self.call_args(node, None, func.__name__)
         views = tuple((k, a.arr.type, len(a.prefix)) for k, a in enumerate(args) if isinstance(a, ArrayView) and a.prefix)
         if views and (not getattr(func, "_gk_func", False) or func.custom_grad or func.custom_replay or func.native):
             raise self.error(node, f"{func.__name__}() cannot take a sub-array view (it has a custom gradient, "

@@ -155,6 +155,10 @@ class CallLowering:
                 raise self.error(node, f"{name}(state, ...) needs a local variable holding the random state "
                                        "(state = gk.rand_init(seed, offset)), which it advances")
             self.assign_out_argument(node.args[0], unwrap(out.state), name, "state", node)
+            for k, value in out.outs.items():   # out-arguments: hash_grid_query_next(query, index)
+                if k >= len(node.args):
+                    raise self.error(node, f"{name}() needs a local variable as argument {k + 1}, which it assigns")
+                self.assign_out_argument(node.args[k], unwrap(value), name, f"argument {k + 1}", node)
             out = out.value
         return unwrap(out)
 
@@ -182,6 +186,13 @@ class CallLowering:
         state): a local name or a struct field of a local, holding nothing yet or a value of the same type."""
         name = self.local_name(target)
         old = self.env.get(name) if name is not None else None
+        if isinstance(value, StructValue):      # a struct local (a query): re-bound field by field
+            if name is None or (old is not None and getattr(old, "type", None) is not value.type):
+                raise self.error(target, f"{fn_name}(): {what} must be a local variable holding a {value.type.name}")
+            self.check_rebind(name, target)
+            self.bind_struct(name, value)
+            self.maybe_undefined.discard(name)
+            return
         if name is None or (isinstance(old, Value) and old.type is not value.type):
             raise self.error(target, f"{fn_name}(): {what} must be a local variable of type {value.type.name}"
                                      + (f", not {old.type.name}" if isinstance(old, Value) else ""))

@@ -18,7 +18,7 @@ from ..errors import CompileError
 from ..ir import Instr, Region, Value
 from ..lang import LangFunction
 from .context import NUMBER, StructSlot
-from .stmts import MISSING, _contains, assigned_names
+from .stmts import MISSING, _contains, assigned_arguments, assigned_names
 
 def _is_array(v) -> bool:
     return isinstance(v, Value) and v.type.is_array
@@ -32,7 +32,7 @@ class LoopLowering:
             raise self.error(node, "for-else is not supported")
         it = node.iter
         if not (isinstance(it, ast.Call)):
-            raise self.error(it, "kernels can only loop over range(...) or gk.static(...)")
+            return self.iterator_for(node)
         callee = self.expr(it.func)
         if isinstance(callee, LangFunction) and callee.kind == "static":
             return self.unrolled_for(node, self.static_eval(it))
@@ -42,7 +42,7 @@ class LoopLowering:
             if callee == "static":
                 return self.unrolled_for(node, self.reversed_items(self.static_eval(it), it))
         if callee is not builtins.range:
-            raise self.error(it, "kernels can only loop over range(...) or gk.static(...)")
+            return self.iterator_for(node)
         if not isinstance(node.target, ast.Name):
             raise self.error(node.target, "the loop variable must be a single name")
         args = self.call_args(it, None, "range")
@@ -158,7 +158,60 @@ class LoopLowering:
     def stmt_While(self, node) -> None:
         if node.orelse:
             raise self.error(node, "while-else is not supported")
+        assigned = self.test_assigns(node.test)
+        if assigned:
+            return self.assigning_while(node, lambda: self.truth(self.expr(node.test), node.test), assigned)
         self.loop(node, "while", [], node.body, cond=lambda env: self.truth(self.expr(node.test), node.test))
+
+    def test_assigns(self, test) -> set:
+        """The locals a loop test re-binds through calls that assign their arguments (a random draw's
+        state, `hash_grid_query_next(query, index)`)."""
+        out = set()
+        for call in ast.walk(test):
+            if isinstance(call, ast.Call):
+                for arg in assigned_arguments(call):
+                    name = self.local_name(arg)
+                    if name is not None:
+                        out.add(name.split(".")[0])
+        return out
+
+    def assigning_while(self, node, test, assigned: set) -> None:
+        """`while f(query, index):` where f re-binds its arguments: the test runs once before the loop and
+        again at the end of each trip (after `continue` too), so what it assigns reaches the body."""
+        flag = self.new_flag("test")
+        self.env[flag] = test()
+
+        def advance():
+            self.env[flag] = test()
+
+        self.loop(node, "while", [], node.body, cond=lambda env: env[flag], iv_flag=flag, advance=advance,
+                  carries=assigned)
+        self.env.pop(flag, None)
+
+    def iterator_for(self, node) -> None:
+        """`for index in query:` over a struct with an iteration function (`_gk_iter_next`, e.g. a
+        hash-grid query): `while next(query, index):` over a hidden copy of the query."""
+        it = node.iter
+        value = self.struct_of(self.expr(it))
+        step = getattr(getattr(getattr(value, "type", None), "cls", None), "_gk_iter_next", None)
+        if step is None:
+            raise self.error(it, "kernels can only loop over range(...), gk.static(...) or a query "
+                                 "(gk.hash_grid_query(...))")
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node.target, "the loop variable must be a single name")
+        hidden = self.new_flag("query")
+        self.bind_struct(hidden, value)
+        call = ast.copy_location(ast.Call(func=ast.Name(id=step.name, ctx=ast.Load()),
+                                          args=[ast.Name(id=hidden, ctx=ast.Load()), node.target], keywords=[]), it)
+        target = node.target.id
+
+        def test():
+            index = self.env.get(target, 0)
+            return self.truth(self.call_macro(step.name, call, [self.lookup(hidden, it), index], macro=step.macro), it)
+
+        self.assigning_while(node, test, {hidden, target})
+        for name in [k for k in self.env if k == hidden or k.startswith(hidden + ".")]:
+            self.env.pop(name)
 
     def stmt_Break(self, node) -> None:
         if not self.loops:
@@ -170,13 +223,15 @@ class LoopLowering:
             raise self.error(node, "'continue' outside a loop")
         self.env[self.loops[-1]["cont"]] = True
 
-    def loop(self, node, kind, bounds, body_stmts, cond=None, iv_name=None, iv_flag=None, advance=None) -> None:
-        """Build a `for`/`while` whose carried values are the pre-existing locals the body assigns."""
+    def loop(self, node, kind, bounds, body_stmts, cond=None, iv_name=None, iv_flag=None, advance=None,
+             carries=frozenset()) -> None:
+        """Build a `for`/`while` whose carried values are the pre-existing locals the body assigns (and
+        `carries`: the locals `advance` assigns)."""
         ctx = {"brk": self.new_flag("brk") if _contains(body_stmts, (ast.Break,), True) else None,
                "cont": self.new_flag("cont") if _contains(body_stmts, (ast.Continue,), True) else None}
         if ctx["brk"]:
             self.env[ctx["brk"]] = False
-        names = assigned_names(body_stmts)
+        names = assigned_names(body_stmts) | set(carries)
         for n in list(names):        # a struct local is carried field by field
             if isinstance(self.env.get(n), StructSlot):
                 names |= {k for k in self.env if k.startswith(n + ".")}

@@ -95,15 +95,20 @@ class IREmit:
     def out(self, x):
         return x
 
+    def call(self, func, *args):
+        """Call the @gk.func `func` here with these values (structs included); its result."""
+        return self.lw.call_func(func, self.node, args=[_raw(a) for a in args])
+
     def fail(self, message: str):
         raise self.lw.error(self.node, f"{self.name}(): {message}")
 
 
 class Advance:
-    """A macro result that also re-binds its first argument's variable (a random state)."""
+    """A macro result that also re-binds its first argument's variable (a random state, a query), and
+    with `outs` ({argument position: value}) the variables of other arguments (Warp's out-arguments)."""
 
-    def __init__(self, value, state):
-        self.value, self.state = value, state
+    def __init__(self, value, state, outs: dict | None = None):
+        self.value, self.state, self.outs = value, state, outs or {}
 
 
 def unwrap(x):

@@ -68,6 +68,9 @@ def assigned_arguments(call: ast.Call) -> list:
     f = call.func
     name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
     lang = NAMES.get(name)
+    assigns = getattr(getattr(lang, "macro", None), "assigns", ())     # hash_grid_query_next(query, index)
+    if assigns:
+        return [call.args[k] for k in assigns if k < len(call.args)]
     if getattr(getattr(lang, "macro", None), "advances_state", False):
         return call.args[:1]
     if getattr(lang, "outputs", ()) and len(call.args) > 1:

@@ -10,7 +10,9 @@ import numpy as np
 
 from .. import core as _core  # noqa: F401
 from ..core import lang as _lang
-from ..core.frontend.macros import Sym
+from ..core import types as _T
+from ..core.frontend.macros import Advance, Sym
+from ..core.library import random as _random
 from ..core.lang import LangFunction
 from .errors import WarpFeatureMissing
 
@@ -92,6 +94,20 @@ def _nonzero(E, x):
     return E.where(E.lw.prim("ne", X.v, E.const(0, t).v, node=E.node), E.const(1, t), E.const(0, t))
 
 
+def _randn(E, state):
+    """Warp's randn: sqrt(-2 log(u1 + 5.96e-8)) cos(2 pi u2) from the next two uniform draws (gradkit's
+    gk.randn uses 1 - u1), so the same seed gives Warp's numbers."""
+    s1 = _random._next(E, state)
+    s2 = _random._hash(E, s1)
+    u1 = _random._uniform(E, s1) + E.const(5.96e-8, _T.float32)
+    u2 = _random._uniform(E, s2)
+    return Advance(E.sqrt(E.log(u1) * -2.0) * E.cos(u2 * (2.0 * math.pi)), s2)
+
+
+def _host_randn(state):
+    raise RuntimeError("wp.randn() can only be called inside a @wp.kernel or @wp.func")
+
+
 def _host_lerp(a, b, t):
     return np.asarray(a) + (np.asarray(b) - np.asarray(a)) * t
 
@@ -111,7 +127,7 @@ MACROS = {
     "frac": (_frac, lambda x: x - np.trunc(x)), "degrees": (_degrees, np.degrees),
     "radians": (_radians, np.radians), "step": (_step, lambda x: np.where(x < 0, 1.0, 0.0)),
     "nonzero": (_nonzero, lambda x: np.where(np.asarray(x) != 0, 1, 0)),
-    "rint": (_unary("round"), np.rint),
+    "rint": (_unary("round"), np.rint), "randn": (_randn, _host_randn),
 }
 WARP_MACROS = {name: LangFunction(name, "macro", macro=fn, host=host, doc=f"Warp's wp.{name}")
                for name, (fn, host) in MACROS.items()}
@@ -135,10 +151,10 @@ MISSING = (
     "sample_unit_cube", "printf", "expect_eq", "expect_near", "lower_bound", "bit_count", "block_dim",
     "tile", "tile_load", "tile_store", "tile_sum", "tile_atomic_add", "tile_fft", "tile_ifft",
     "tile_transpose", "tile_stack", "launch_tiled", "dense_gemm", "dense_chol", "dense_solve", "dense_subs",
-    "float16", "int8", "int16", "uint8", "uint16", "uint64", "bfloat16", "address", "view", "array_store",
+    "float16", "int8", "int16", "uint8", "uint16", "bfloat16", "address", "view", "array_store",
     "indexedarray", "fabricarray", "fixedarray", "Texture", "Texture1D", "Texture2D", "Texture3D",
     "volume_sample_f", "volume_lookup_f", "volume_sample_v", "volume_sample_grad_f",
-    "hash_grid_query", "hash_grid_query_next", "hash_grid_point_id", "mesh_query_point",
+    "mesh_query_point",
     "mesh_query_point_no_sign", "mesh_query_point_sign_normal", "mesh_query_point_sign_winding_number",
     "mesh_query_ray", "mesh_query_aabb", "mesh_query_aabb_next", "mesh_eval_position", "mesh_eval_velocity",
     "bvh_query_aabb", "bvh_query_ray", "bvh_query_next",

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from ..core import types as _T
+from ..core.library.hash_grid import HashGridData as _HashGridData
 from ..core.types import bool_ as bool  # noqa: A001
 from ..core.types import float32, float64, int32, int64, uint32
 
@@ -11,6 +12,14 @@ float_ = float32
 int_ = int32
 Float = float32          # Warp's generic markers, kept as their float32 / int32 instances
 Int = int32
+
+
+class uint64:
+    """Warp's `wp.uint64`, as the type of a geometry id: a kernel parameter annotated `wp.uint64` takes a
+    `wp.HashGrid` or its `.id` (it is gradkit's hash-grid struct, core/library/hash_grid.py). gradkit has
+    no 64-bit unsigned integers otherwise (docs/porting/warp.md)."""
+
+    _gk_struct = _HashGridData._gk_struct
 
 
 def vector(length: int, dtype=float32):
@@ -36,5 +45,5 @@ globals().update(VECTORS)
 globals().update(MATRICES)
 globals().update(QUATS)
 
-__all__ = ["bool", "float32", "float64", "int32", "int64", "uint32", "vector", "matrix", "quaternion",
+__all__ = ["bool", "float32", "float64", "int32", "int64", "uint32", "uint64", "vector", "matrix", "quaternion",
            *VECTORS, *MATRICES, *QUATS]

@@ -4,7 +4,7 @@ by reference, so gradients land in the struct's array fields (`b.forces.grad`, a
 
 from __future__ import annotations
 
-from ...core.struct import flatten
+from ...core.struct import flatten, instance
 from ..arrays.struct_array import StructArray
 
 
@@ -46,7 +46,7 @@ def _whole(v, t) -> bool:
     """v is what a struct (or array of structs) parameter of type t takes, before flattening."""
     if t.is_array:
         return isinstance(v, StructArray) and v.dtype is t.dtype and v.ndim == t.ndim
-    return isinstance(v, t.cls)
+    return isinstance(instance(v, t), t.cls)      # an instance, or an object standing for one (a grid)
 
 
 def _describe(v) -> str:

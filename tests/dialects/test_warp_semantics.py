@@ -208,7 +208,7 @@ def test_torch_round_trip():
     assert np.array_equal(gwp.from_torch(t).numpy(), a.numpy())
 
 
-@pytest.mark.parametrize("name", ["HashGrid", "Mesh", "Bvh", "Volume"])
+@pytest.mark.parametrize("name", ["Mesh", "Bvh", "Volume"])
 def test_geometry_is_a_named_error(name):
     with pytest.raises(gwp.WarpFeatureMissing, match=f"wp.{name} .*docs/porting/warp.md"):
         getattr(gwp, name)(1, 2, 3)

@@ -1,0 +1,26 @@
+"""Warp's geometry over gradkit's (geometry/): `wp.HashGrid(dim_x, dim_y, dim_z, device=, dtype=)` is
+`gk.HashGrid` with Warp's device names; in kernels `wp.hash_grid_query`, `wp.hash_grid_query_next` and
+`wp.hash_grid_point_id` are gradkit's (core/library/hash_grid.py), and a `wp.uint64` parameter takes the
+grid or its `.id`. `wp.Mesh`, `wp.Bvh` and `wp.Volume` are not there yet (WarpFeatureMissing)."""
+
+from __future__ import annotations
+
+from ..core.library.hash_grid import HashGridQuery  # noqa: F401  (Warp's name for the query type)
+from ..geometry.hash_grid import HashGrid as _GkHashGrid
+from .device import to_gk
+
+
+class HashGrid(_GkHashGrid):
+    """`wp.HashGrid`: gradkit's hash grid; `device` takes Warp's names ("cuda" is gradkit's OpenCL)."""
+
+    def __init__(self, dim_x: int, dim_y: int, dim_z: int, device=None, dtype=None):
+        super().__init__(dim_x, dim_y, dim_z, device=to_gk(device), dtype=dtype)
+
+    def build(self, points, radius: float, groups=None) -> None:
+        if groups is not None:
+            from .errors import WarpFeatureMissing
+            raise WarpFeatureMissing("HashGrid.build(groups=)", "grouped hash grids are not supported yet")
+        super().build(points, radius)
+
+    def reserve(self, num_points: int, with_groups: bool = False) -> None:
+        super().reserve(num_points)

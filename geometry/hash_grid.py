@@ -1,0 +1,160 @@
+"""`gk.HashGrid`: a uniform hash grid over points for neighbour queries in kernels (Warp's `wp.HashGrid`).
+
+    grid = gk.HashGrid(dim_x, dim_y, dim_z, device=None)
+    grid.build(points, radius)          # points: a gk.array of vec3 (or vec3d); radius: the cell width
+    gk.launch(k, n, inputs=[grid, ...])  # or grid.id, as Warp passes it
+
+A kernel takes the grid as a parameter annotated `gk.HashGrid` (in the Warp dialect `wp.uint64`), which is
+the struct `HashGridData` (core/library/hash_grid.py): at launch the grid object, or its `id`, binds to
+that struct's arrays and sizes, so the kernel is compiled once and the query is ordinary IR.
+
+The build runs on the host with NumPy in O(n + cells): each point's cell (floor(p / width) per axis,
+wrapped modulo the dimensions, computed in the points' precision exactly as the query computes it),
+a stable sort by cell (a two-pass LSD radix sort of 16-bit digits: `argsort(kind="stable")` on uint16 is
+NumPy's radix sort), per-cell counts and their running sum. Within a cell points keep their index order,
+as Warp's radix sort keeps them, so neighbour loops add in Warp's order. The grid's arrays live on its
+device; a build copies the sorted indices and the cell ranges there (`reserve(n)` sizes them ahead).
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+import weakref
+
+import numpy as np
+
+from ..core import types as T
+from ..core.library.hash_grid import _LIMIT, HashGridData
+from ..runtime.arrays.array import array as _array
+from ..runtime.launch.device import get_device
+
+MAX_CELLS = 2 ** 31 - 1
+_ids = itertools.count(1)
+_GRIDS: "weakref.WeakValueDictionary[int, HashGrid]" = weakref.WeakValueDictionary()
+
+
+class HashGrid:
+    """A hash grid of dim_x * dim_y * dim_z cells on `device`; `id` identifies it at launch (Warp's)."""
+
+    _gk_struct = HashGridData._gk_struct        # `grid: gk.HashGrid` annotates a kernel parameter
+
+    def __init__(self, dim_x: int, dim_y: int, dim_z: int, device=None, dtype=None):
+        try:
+            dims = tuple(operator.index(d) for d in (dim_x, dim_y, dim_z))
+        except TypeError:
+            raise TypeError("HashGrid dimensions must be integers") from None
+        if min(dims) <= 0:
+            raise ValueError(f"HashGrid dimensions must be positive, got {dims}")
+        if dims[0] * dims[1] * dims[2] > MAX_CELLS:
+            raise ValueError(f"HashGrid has {dims[0] * dims[1] * dims[2]} cells; the limit is {MAX_CELLS}")
+        self.dtype = T.float32 if dtype is None else T.as_type(dtype)
+        if self.dtype not in (T.float32, T.float64):
+            raise TypeError(f"HashGrid dtype must be float32 or float64, got {self.dtype.name}")
+        self.device = get_device(device)
+        self.dim_x, self.dim_y, self.dim_z = dims
+        self.num_cells = dims[0] * dims[1] * dims[2]
+        self.cell_width = 0.0
+        self.num_points = 0
+        self.reserved = False
+        self.id = next(_ids)
+        _GRIDS[self.id] = self
+        ints = dict(dtype=T.int32, device=self.device)
+        self.cell_starts = _array(np.zeros(self.num_cells, np.int32), **ints)
+        self.cell_ends = _array(np.zeros(self.num_cells, np.int32), **ints)
+        self.point_ids = _array(np.zeros(1, np.int32), **ints)
+        self._data = None
+
+    def reserve(self, num_points: int) -> None:
+        """Size the point arrays for builds of up to `num_points` points (builds grow them as needed)."""
+        num_points = operator.index(num_points)
+        if num_points > self.point_ids.shape[0]:
+            old = self.point_ids._read()
+            host = np.zeros(num_points, np.int32)
+            host[:old.shape[0]] = old
+            self.point_ids = _array(host, dtype=T.int32, device=self.device)
+            self._data = None
+        self.reserved = True
+
+    def build(self, points, radius: float) -> None:
+        """Bucket `points` (a gk.array of vec3, or vec3d for a float64 grid) into cells of width `radius`."""
+        want = T.vector(3, self.dtype)
+        if not isinstance(points, _array) or points.dtype is not want:
+            got = points.dtype.name if isinstance(points, _array) else type(points).__name__
+            raise TypeError(f"HashGrid.build: points must be a gk.array of {want.name}, got {got}")
+        if points.device is not self.device:
+            raise ValueError(f"HashGrid.build: the points are on {points.device.name}, the grid on "
+                             f"{self.device.name}")
+        if not radius > 0.0:
+            raise ValueError(f"HashGrid.build: the cell width (radius) must be positive, got {radius}")
+        p = points._read().reshape(-1, 3)
+        n = p.shape[0]
+        inv = np.float32(1.0) / np.float32(radius)      # the kernel reads it as float32 (HashGridData)
+        cell = self._cells(p, inv)
+        order = _stable_order(cell, self.num_cells)
+        counts = np.bincount(cell, minlength=self.num_cells)
+        ends = np.cumsum(counts, dtype=np.int64).astype(np.int32)
+        self.reserve(max(n, 1))
+        self._write(self.point_ids, order.astype(np.int32), n)
+        self._write(self.cell_starts, ends - counts.astype(np.int32), self.num_cells)
+        self._write(self.cell_ends, ends, self.num_cells)
+        self.cell_width, self._inv, self.num_points = float(np.float32(radius)), inv, n
+        self._data = None
+
+    def _cells(self, p: np.ndarray, inv: np.float32) -> np.ndarray:
+        """Each point's physical cell, as the kernel-side query computes it (core/library/hash_grid.py)."""
+        s = p.dtype.type
+        with np.errstate(invalid="ignore", over="ignore"):
+            c = np.floor(p * s(inv))
+            c = np.where(np.isnan(c), 0, np.clip(c, -_LIMIT, _LIMIT)).astype(np.int64)
+        dims = np.array([self.dim_x, self.dim_y, self.dim_z], np.int64)
+        c %= dims                                   # floored: non-negative, as the kernel's `%`
+        return (c[:, 2] * (self.dim_x * self.dim_y) + c[:, 1] * self.dim_x + c[:, 0]).astype(np.int32)
+
+    @staticmethod
+    def _write(arr, host: np.ndarray, n: int) -> None:
+        """Write the first n elements of device array `arr` from host (the rest keeps its contents)."""
+        if arr._host is not None:                 # host-memory devices: in place
+            arr._host[:n] = host[:n]
+        elif n == arr.shape[0]:
+            arr._write_host(host[:n])
+        else:
+            full = arr._read()
+            full[:n] = host[:n]
+            arr._write_host(full)
+        arr._bump()
+
+    def _gk_struct_value(self) -> HashGridData:
+        """What a kernel's grid parameter receives (built once per build)."""
+        if self._data is None:
+            self._data = HashGridData(cell_starts=self.cell_starts, cell_ends=self.cell_ends,
+                                      point_ids=self.point_ids, num_points=self.num_points, dim_x=self.dim_x,
+                                      dim_y=self.dim_y, dim_z=self.dim_z,
+                                      cell_width_inv=getattr(self, "_inv", np.float32(0.0)))
+        return self._data
+
+    def __repr__(self) -> str:
+        return (f"HashGrid({self.dim_x}, {self.dim_y}, {self.dim_z}, device='{self.device.name}', "
+                f"points={self.num_points}, cell_width={self.cell_width})")
+
+
+def _stable_order(cell: np.ndarray, num_cells: int) -> np.ndarray:
+    """The permutation sorting `cell` stably: LSD radix sort over 16-bit digits (O(n) per digit)."""
+    order = np.argsort((cell & 0xFFFF).astype(np.uint16), kind="stable")
+    if num_cells > 0x10000:
+        high = (cell[order] >> 16).astype(np.uint16)
+        order = order[np.argsort(high, kind="stable")]
+    return order
+
+
+def _resolve(value):
+    """A launch argument standing for a grid: its id (Warp passes `grid.id`); None if it is none."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        grid = _GRIDS.get(int(value))
+        if grid is None:
+            raise ValueError(f"no gk.HashGrid has id {int(value)} (was it garbage-collected?)")
+        return grid._gk_struct_value()
+    return None
+
+
+HashGridData._gk_resolve = staticmethod(_resolve)

@@ -1,0 +1,97 @@
+"""Warp's examples that need wp.HashGrid, taken from the installed warp package at test time and run twice
+in the same test: by Warp 1.19 as written and by gradkit with only the `import warp` lines changed
+(tests/dialects/warp_examples.py) plus the edits named below, a few substeps each (rendering off);
+positions and velocities agree to float32 tolerance."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import numpy as np
+import pytest
+
+from tests.dialects.warp_examples import load
+
+warp = pytest.importorskip("warp")
+warp.config.quiet = True
+warp.init()        # the examples build a wp.HashGrid before their first launch initialises Warp
+
+
+def _quiet(fn):
+    with contextlib.redirect_stdout(io.StringIO()):
+        return fn()
+
+
+def _close(got, want, rtol=1e-4, atol=1e-5):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    scale = max(np.abs(want).max(), 1e-30)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * scale)
+
+
+# gradkit needs a return annotation on a @wp.func that returns from inside a branch (Warp infers it)
+SPH_EDITS = (
+    ("xyz: wp.vec3, pressure: float, neighbor_pressure: float, neighbor_rho: float, smoothing_length: float\n):",
+     "xyz: wp.vec3, pressure: float, neighbor_pressure: float, neighbor_rho: float, smoothing_length: float\n"
+     ") -> wp.vec3:"),
+    ("neighbor_rho: float, smoothing_length: float):", "neighbor_rho: float, smoothing_length: float) -> wp.vec3:"),
+)
+
+
+def test_sph_runs_with_two_annotations():
+    """core/example_sph.py: 62,500 particles, density and pressure/viscosity forces over wp.HashGrid
+    neighbours (`for index in neighbors`), wp.randn jitter; two frames of 2 substeps each."""
+    ex = {}
+    for gk in (False, True):
+        mod = load("core/example_sph.py", gradkit=gk, edits=SPH_EDITS if gk else ())
+        e = mod.Example(stage_path=None)
+        e.sim_step_to_frame_ratio = 2
+        for _ in range(2):
+            _quiet(e.step)
+        ex[gk] = e
+    _close(ex[True].x.numpy(), ex[False].x.numpy(), rtol=1e-5, atol=1e-6)
+    _close(ex[True].v.numpy(), ex[False].v.numpy(), rtol=1e-3, atol=1e-3)
+    _close(ex[True].rho.numpy(), ex[False].rho.numpy(), rtol=1e-5, atol=1e-5)
+    assert np.abs(ex[False].v.numpy()).max() > 1e-2            # the fluid moved
+
+
+def test_dem_runs_unchanged():
+    """core/example_dem.py: particles on a 128^3 wp.HashGrid, contact and friction forces over neighbours,
+    `min` of Python; two frames of 8 substeps. The example's 32x64x32 block of particles (a second per
+    substep in each framework on this CPU) is made 8x16x8 by wrapping its `particle_grid` method, in both
+    runs alike; its source is unchanged."""
+    ex = {}
+    for gk in (False, True):
+        mod = load("core/example_dem.py", gradkit=gk)
+        full = mod.Example.particle_grid
+        mod.Example.particle_grid = lambda self, dx, dy, dz, *rest: full(self, dx // 4, dy // 4, dz // 4, *rest)
+        e = mod.Example(stage_path=None)
+        e.sim_substeps = 8
+        for _ in range(2):
+            _quiet(e.step)
+        ex[gk] = e
+    _close(ex[True].x.numpy(), ex[False].x.numpy(), rtol=1e-5, atol=1e-6)
+    _close(ex[True].v.numpy(), ex[False].v.numpy(), rtol=1e-4, atol=1e-5)
+
+
+# gk.grad takes scalar parameters only: the potential's gradient with respect to the vec3 `d` is written out
+REPULSION_EDITS = (("f_i -= wp.grad(compute_potential)(d)",
+                    "f_i -= -A * d / (wp.length(d) * (wp.length(d) + EPS) * (wp.length(d) + EPS))"),)
+
+
+def test_particle_repulsion_runs_with_the_potential_gradient_written_out():
+    """optim/example_particle_repulsion.py: the NVIDIA logo's particles on a periodic 128x128x1 wp.HashGrid,
+    Coulomb repulsion and damping; two frames of 8 substeps. One edit: `wp.grad(compute_potential)(d)` of
+    a vec3 argument is written out (REPULSION_EDITS)."""
+    pytest.importorskip("PIL")
+    ex = {}
+    for gk in (False, True):
+        mod = load("optim/example_particle_repulsion.py", gradkit=gk, edits=REPULSION_EDITS if gk else ())
+        e = mod.Example()
+        e.sim_substeps = 8
+        for _ in range(2):
+            _quiet(e.step)
+        ex[gk] = e
+    _close(ex[True].positions.numpy(), ex[False].positions.numpy(), rtol=1e-5, atol=1e-6)
+    _close(ex[True].velocities.numpy(), ex[False].velocities.numpy(), rtol=1e-3, atol=1e-4)
+    assert np.abs(ex[False].velocities.numpy()).max() > 1e-3

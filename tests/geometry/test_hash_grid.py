@@ -1,0 +1,276 @@
+"""gk.HashGrid on every device: neighbour sets against a brute-force NumPy reference (points outside the
+grid's nominal range, radii wider than a cell, both loop forms), the cell order against Warp's, an
+SPH-like density/force kernel and the gradients of a neighbour-force loss against Warp 1.19 and central
+differences (float64, reverse and forward mode), and the binding of a grid or its id at launch."""
+
+# (no `from __future__ import annotations`: Warp reads the kernels' annotations from their closures)
+
+import numpy as np
+import pytest
+
+import gradkit as gk
+import gradkit.warp as gwp
+
+try:
+    import warp
+    warp.config.quiet = True
+    warp.init()
+except ImportError:
+    warp = None
+
+needs_warp = pytest.mark.skipif(warp is None, reason="warp-lang (the reference) is not installed")
+
+
+@gk.kernel
+def pairs_while(grid: gk.HashGrid, x: gk.array(dtype=gk.vec3), r: float, seen: gk.array2d(dtype=gk.int32)):
+    i = gk.tid()
+    q = gk.hash_grid_query(grid, x[i], r)
+    j = int(0)
+    while gk.hash_grid_query_next(q, j):
+        gk.atomic_add(seen, i, j, 1)
+
+
+@gk.kernel
+def pairs_for(grid: gk.HashGrid, x: gk.array(dtype=gk.vec3), r: float, seen: gk.array2d(dtype=gk.int32)):
+    tid = gk.tid()
+    i = gk.hash_grid_point_id(grid, tid)
+    for j in gk.hash_grid_query(grid, x[i], r):
+        gk.atomic_add(seen, i, j, 1)
+
+
+@pytest.mark.parametrize("loop", [pairs_while, pairs_for], ids=["while", "for"])
+@pytest.mark.parametrize("dims,width,r", [((4, 5, 3), 0.5, 0.4), ((3, 2, 4), 0.3, 0.75), ((1, 1, 1), 1.0, 0.5)],
+                         ids=["cell>r", "r>cell", "one-cell"])
+def test_neighbours_match_brute_force(device, rng, loop, dims, width, r):
+    """Every point within r is visited exactly once (the query returns a superset of them, each at most
+    once), with points scattered well outside the grid's dim * width box, on both sides."""
+    n = 150
+    pts = rng.uniform(-2.0, 4.0, (n, 3)).astype(np.float32)
+    x = gk.array(pts, dtype=gk.vec3, device=device)
+    grid = gk.HashGrid(*dims, device=device)
+    grid.build(x, width)
+    seen = gk.zeros((n, n), dtype=gk.int32, device=device)
+    gk.launch(loop, n, inputs=[grid, x, r, seen])
+    seen = seen.numpy()
+    near = np.linalg.norm(pts[:, None] - pts[None], axis=-1) <= np.float32(r) * (1 - 1e-6)
+    assert seen.max() <= 1                                  # no point twice
+    assert (seen[near] == 1).all()                          # every neighbour
+    # the candidates are exactly the points in the visited cells: same cell test on the host
+    cells = grid._cells(pts, np.float32(1.0) / np.float32(width))
+    lo = np.floor((pts - np.float32(r)) * (np.float32(1.0) / np.float32(width))).astype(int)
+    hi = np.floor((pts + np.float32(r)) * (np.float32(1.0) / np.float32(width))).astype(int)
+    for i in range(0, n, 17):
+        ranges = [np.arange(lo[i, a], min(hi[i, a], lo[i, a] + dims[a] - 1) + 1) % dims[a] for a in range(3)]
+        visited = {int(z * dims[0] * dims[1] + y * dims[0] + xx) for xx in ranges[0] for y in ranges[1]
+                   for z in ranges[2]}
+        assert set(np.nonzero(seen[i])[0]) == {j for j in range(n) if cells[j] in visited}
+
+
+def test_grid_binds_by_object_or_id_and_rebuilds(device, rng):
+    """A grid, or its id (Warp's `grid.id`), binds at launch; a rebuild with more points grows its
+    arrays; an unbuilt grid's query finds nothing and hash_grid_point_id gives -1."""
+    grid = gk.HashGrid(4, 4, 4, device=device)
+    n = 40
+    seen = gk.zeros((n, n), dtype=gk.int32, device=device)
+    x = gk.array(rng.uniform(0, 2, (n, 3)).astype(np.float32), dtype=gk.vec3, device=device)
+    gk.launch(pairs_while, n, inputs=[grid.id, x, 0.5, seen])
+    assert seen.numpy().sum() == 0
+    for m in (10, n):
+        grid.build(gk.array(x.numpy()[:m], dtype=gk.vec3, device=device), 0.5)
+        seen.zero_()
+        gk.launch(pairs_while, m, inputs=[grid.id, x, 0.5, seen])
+        assert np.diag(seen.numpy())[:m].all() and seen.numpy()[:, m:].sum() == 0
+    assert grid.num_points == n
+    with pytest.raises(ValueError, match="no gk.HashGrid has id"):
+        gk.launch(pairs_while, n, inputs=[10**9, x, 0.5, seen])
+    with pytest.raises(TypeError, match="vec3"):
+        grid.build(gk.zeros(3, dtype=gk.vec2, device=device), 0.5)
+
+
+@needs_warp
+def test_cell_order_matches_warp(rng):
+    """hash_grid_point_id gives Warp's order: points sorted by cell, index order within a cell."""
+    n = 500
+    pts = rng.uniform(-3, 5, (n, 3)).astype(np.float32)
+    out = {}
+    for wp in (warp, gwp):
+        @wp.kernel
+        def order(grid: wp.uint64, ids: wp.array(dtype=int)):
+            tid = wp.tid()
+            ids[tid] = wp.hash_grid_point_id(grid, tid)
+        grid = wp.HashGrid(5, 3, 4, device="cpu")
+        grid.build(wp.array(pts, dtype=wp.vec3, device="cpu"), 0.7)
+        ids = wp.zeros(n, dtype=int, device="cpu")
+        wp.launch(order, n, inputs=[grid.id, ids], device="cpu")
+        out[wp] = ids.numpy()
+    np.testing.assert_array_equal(out[gwp], out[warp])
+
+
+# --------------------------------------------------------------------------- one program, two frameworks
+
+def sph_kernels(wp, dtype):
+    """An SPH-like density pass and a pressure-force pass over grid neighbours, written once in Warp's
+    language, for `wp` = warp or gradkit.warp; `dtype` float32 or float64."""
+    vec3 = wp.types.vector(3, dtype)
+
+    @wp.kernel
+    def density(grid: wp.uint64, x: wp.array(dtype=vec3), h: dtype, rho: wp.array(dtype=dtype)):
+        tid = wp.tid()
+        i = wp.hash_grid_point_id(grid, tid)
+        p = x[i]
+        acc = dtype(0.0)
+        for j in wp.hash_grid_query(grid, p, h):
+            d = x[j] - p
+            acc += wp.max(h * h - wp.dot(d, d), dtype(0.0)) ** dtype(3.0)
+        rho[i] = acc
+
+    @wp.kernel
+    def forces(grid: wp.uint64, x: wp.array(dtype=vec3), rho: wp.array(dtype=dtype), h: dtype,
+               f: wp.array(dtype=vec3), energy: wp.array(dtype=dtype)):
+        i = wp.tid()
+        p = x[i]
+        acc = vec3()
+        e = dtype(0.0)
+        query = wp.hash_grid_query(grid, p, h)
+        j = int(0)
+        while wp.hash_grid_query_next(query, j):
+            if j != i:
+                d = x[j] - p
+                dist = wp.length(d)
+                if dist < h:
+                    w = (h - dist) * (h - dist)
+                    acc += d * (w * (rho[i] + rho[j]) / (dist + dtype(1e-3)))
+                    e += w * rho[j] * wp.dot(d, d)
+        f[i] = acc
+        wp.atomic_add(energy, 0, e + wp.dot(acc, acc))
+
+    return density, forces
+
+
+def pair_kernels(wp, dtype):
+    """The same passes with every neighbour's term added straight into memory (no float carried by the
+    loop): the form whose gradient Warp 1.19 gets right (it gets sph_kernels' wrong, see below)."""
+    vec3 = wp.types.vector(3, dtype)
+
+    @wp.kernel
+    def density(grid: wp.uint64, x: wp.array(dtype=vec3), h: dtype, rho: wp.array(dtype=dtype)):
+        i = wp.tid()
+        p = x[i]
+        for j in wp.hash_grid_query(grid, p, h):
+            d = x[j] - p
+            wp.atomic_add(rho, i, wp.max(h * h - wp.dot(d, d), dtype(0.0)) ** dtype(3.0))
+
+    @wp.kernel
+    def forces(grid: wp.uint64, x: wp.array(dtype=vec3), rho: wp.array(dtype=dtype), h: dtype,
+               f: wp.array(dtype=vec3), energy: wp.array(dtype=dtype)):
+        i = wp.tid()
+        p = x[i]
+        query = wp.hash_grid_query(grid, p, h)
+        j = int(0)
+        while wp.hash_grid_query_next(query, j):
+            if j != i:
+                d = x[j] - p
+                dist = wp.length(d)
+                if dist < h:
+                    w = (h - dist) * (h - dist)
+                    wp.atomic_add(energy, 0, w * (rho[i] + rho[j]) * dist)
+
+    return density, forces
+
+
+def run_sph(wp, dtype, pts, h, device, tape=False, kernels=sph_kernels):
+    vec3 = wp.types.vector(3, dtype)
+    density, forces = kernels(wp, dtype)
+    x = wp.array(pts, dtype=vec3, device=device, requires_grad=True)
+    rho = wp.zeros(len(pts), dtype=dtype, device=device, requires_grad=True)
+    f = wp.zeros(len(pts), dtype=vec3, device=device, requires_grad=True)
+    energy = wp.zeros(1, dtype=dtype, device=device, requires_grad=True)
+    grid = wp.HashGrid(6, 6, 6, device=device, dtype=dtype)
+    grid.build(x, h)
+    t = wp.Tape()
+    with t:
+        wp.launch(density, len(pts), inputs=[grid.id, x, h, rho], device=device)
+        wp.launch(forces, len(pts), inputs=[grid.id, x, rho, h, f, energy], device=device)
+    if tape:
+        t.backward(loss=energy)
+    return dict(rho=rho.numpy(), f=f.numpy(), energy=energy.numpy()[0], grad=x.grad.numpy() if tape else None,
+                grid=grid, kernels=(density, forces), x=x)
+
+
+def _points(rng, n=120, dtype=np.float32):
+    return rng.uniform(-0.5, 2.5, (n, 3)).astype(dtype)
+
+
+@needs_warp
+def test_sph_density_and_forces_match_warp(device, rng):
+    pts = _points(rng)
+    ours = run_sph(gwp, gwp.float32, pts, 0.45, device)
+    ref = run_sph(warp, warp.float32, pts, 0.45, "cpu")
+    for k in ("rho", "f"):
+        scale = np.abs(ref[k]).max()
+        np.testing.assert_allclose(ours[k], ref[k], rtol=1e-5, atol=1e-6 * scale)
+    assert ref["rho"].min() > 0 and np.abs(ref["f"]).max() > 1e-3
+
+
+@needs_warp
+@pytest.mark.parametrize("kernels", [pair_kernels, sph_kernels], ids=["pairs", "accumulated"])
+def test_neighbour_force_gradients_match_warp_and_differences(device, rng, kernels):
+    """d energy / d positions through both neighbour loops (float64): gradkit's reverse mode against
+    central differences of gradkit's forward values and forward mode against reverse mode; for the
+    per-pair form also against Warp's. (For the accumulating form, whose loops carry float sums, one of them
+    into dot(acc, acc), Warp 1.19's reverse mode is wrong — up to 5x off central differences — while
+    gradkit's matches them: docs/porting/warp.md.)"""
+    pts = _points(rng, n=60, dtype=np.float64)
+    h = 0.6
+    ours = run_sph(gwp, gwp.float64, pts, h, device, tape=True, kernels=kernels)
+    scale = np.abs(ours["grad"]).max()
+    assert scale > 1e-3
+    if kernels is pair_kernels:
+        ref = run_sph(warp, warp.float64, pts, h, "cpu", tape=True, kernels=kernels)
+        np.testing.assert_allclose(ours["grad"], ref["grad"], rtol=1e-9, atol=1e-11 * scale)
+
+    density, forces = ours["kernels"]
+    grid = ours["grid"]             # the grid stays as built: moving points by eps keeps the cells valid
+
+    def energy(p, seed=None):
+        x = gk.array(p, dtype=gk.vec3d, device=device)
+        rho = gk.zeros(len(p), dtype=gk.float64, device=device)
+        f = gk.zeros(len(p), dtype=gk.vec3d, device=device)
+        e = gk.zeros(1, dtype=gk.float64, device=device)
+        if seed is None:
+            gk.launch(density, len(p), inputs=[grid, x, h, rho])
+            gk.launch(forces, len(p), inputs=[grid, x, rho, h, f, e])
+            return e.numpy()[0]
+        with gk.ForwardMode(seeds={x: gk.array(seed, dtype=gk.vec3d, device=device)}):
+            gk.launch(density, len(p), inputs=[grid, x, h, rho])
+            gk.launch(forces, len(p), inputs=[grid, x, rho, h, f, e])
+        return e.dual.numpy()[0]
+
+    eps = 1e-6
+    for k in rng.choice(len(pts), 3, replace=False):
+        for c in range(3):
+            a, b = pts.copy(), pts.copy()
+            a[k, c] += eps
+            b[k, c] -= eps
+            fd = (energy(a) - energy(b)) / (2 * eps)
+            assert abs(ours["grad"][k, c] - fd) <= 1e-6 * scale, (k, c)
+    v = rng.standard_normal(pts.shape)
+    np.testing.assert_allclose(energy(pts, v), np.sum(ours["grad"] * v), rtol=1e-9)
+
+
+def test_compile_errors_name_the_grid():
+    @gk.kernel
+    def wrong(x: gk.array(dtype=gk.vec3)):
+        i = gk.tid()
+        q = gk.hash_grid_query(x, x[i], 1.0)  # noqa: F841
+
+    with pytest.raises(gk.CompileError, match="must be a hash grid"):
+        gk.launch(wrong, 1, inputs=[gk.zeros(1, dtype=gk.vec3)])
+
+    @gk.kernel
+    def not_a_query(x: gk.array(dtype=gk.vec3)):
+        for j in x:
+            pass
+
+    with pytest.raises(gk.CompileError, match="hash_grid_query"):
+        gk.launch(not_a_query, 1, inputs=[gk.zeros(1, dtype=gk.vec3)])
