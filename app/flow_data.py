@@ -16,9 +16,33 @@ EXPLODING = 1e6      # default |grad| above which a gradient counts as exploding
 
 
 # Cut off -------------------------------------------------------------------------------------------------
+def role(a: dict) -> str:
+    """An array's role (viz/bundle.py): parameter, intermediate or constant; bundles from before roles
+    were recorded: a parameter when it has requires_grad, else a constant."""
+    return a.get("role") or ("parameter" if a["requires_grad"] else "constant")
+
+
+def _breaks_a_chain(bundle: Bundle, aid: str) -> bool:
+    """A launch that reads an array with requires_grad writes `aid`: without requires_grad there, the
+    gradient stops at it."""
+    needs = {a["id"] for a in bundle.manifest["arrays"] if a["requires_grad"]}
+    for la in bundle.launches:
+        outs = {la["arrays"][j] for j in la.get("written", range(la.get("n_inputs", 0), len(la["arrays"])))}
+        if aid in outs and any(x in needs for x in la["arrays"] if x is not None and x != aid):
+            return True
+    return False
+
+
+def constant_arrays(bundle: Bundle) -> list[str]:
+    """Float arrays that no launch writes and nothing trains: data and constants, listed, never alarmed."""
+    return [a["label"] for a in bundle.manifest["arrays"] if role(a) == "constant" and not a["requires_grad"]
+            and a["dtype"].startswith(("float", "vec", "mat")) and not _breaks_a_chain(bundle, a["id"])]
+
+
 def cut_off_arrays(bundle: Bundle) -> list[dict]:
-    """Float arrays the launches use that lack requires_grad: no gradient is computed for them, and none
-    flows back through them to whatever produced them."""
+    """Float arrays lacking requires_grad where that loses a gradient: a parameter (declared, or trained by
+    an optimiser), or an array a launch computes from arrays with requires_grad (the gradient stops there).
+    Data and constants are not listed here (`constant_arrays`)."""
     written = set()
     for la in bundle.launches:
         n_in = la.get("n_inputs", len(la["params"]))
@@ -26,6 +50,8 @@ def cut_off_arrays(bundle: Bundle) -> list[dict]:
     out = []
     for a in bundle.manifest["arrays"]:
         if a["requires_grad"] or not a["dtype"].startswith(("float", "vec", "mat")):
+            continue
+        if role(a) != "parameter" and not _breaks_a_chain(bundle, a["id"]):
             continue
         users = sorted({la["kernel"] for la in bundle.launches if a["id"] in la["arrays"]})
         why = (f"'{a['label']}' has requires_grad=False, so backward() computes no gradient for it"
@@ -75,11 +101,12 @@ def gradient_flow(bundle: Bundle, vanishing: float = VANISHING, exploding: float
                              ran_backward=ran_backward, reached=aid not in unreached, consumed=consumed,
                              norm=norm, nonfinite=nonfinite, vanishing=vanishing, exploding=exploding,
                              unused=aid in unused, partial=partial)
-        rows.append({"array": a["label"], "id": aid, "parameter": a.get("param", ""),
+        rows.append({"array": a["label"], "id": aid, "role": role(a), "parameter": a.get("param", ""),
                      "shape": "x".join(map(str, a["shape"])),
                      "requires_grad": a["requires_grad"], "grad norm": norm, "non-finite": nonfinite,
                      "flag": flag, "hazard": " ".join(explained.get(aid, []))})
-    return rows
+    order = {"parameter": 0, "intermediate": 1, "constant": 2}
+    return sorted(rows, key=lambda r: order[r["role"]])      # parameters first (stable within a role)
 
 
 def hazards(bundle: Bundle) -> list[dict]:

@@ -39,7 +39,16 @@ def render(bundle, name: str) -> None:
         if r["hazard"]:
             text += f" Why: {plain(r['hazard'])}"
         (st.error if r["flag"] in flow.ALARMS else st.warning)(text)
-    table([{k: v for k, v in r.items() if k != "id"} for r in rows], key="flow_table")
+    params = [r for r in rows if r["role"] == "parameter"]
+    st.markdown(f"**Parameters** ({len(params)}: declared with gk.Tape(params=...) or an optimiser, else the "
+                "arrays with requires_grad that no launch writes)")
+    table([{k: v for k, v in r.items() if k not in ("id", "role")} for r in params], key="flow_table")
+    for role, title in (("intermediate", "Intermediates (written by launches)"), ("constant", "Constants and data")):
+        group = [r for r in rows if r["role"] == role]
+        if group:
+            with st.expander(f"{title}: {len(group)}"):
+                table([{k: v for k, v in r.items() if k not in ("id", "role")} for r in group],
+                      key=f"flow_table_{role}")
     _histogram(bundle, rows)
     _history(bundle)
 

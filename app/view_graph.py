@@ -57,7 +57,12 @@ def render(bundle, name: str) -> None:
     cut = flow_data.cut_off_arrays(bundle)
     st.subheader("Arrays cut off from the gradient")
     if not cut:
-        st.success("Every float array the launches use has requires_grad=True.")
+        st.success("Every parameter has requires_grad=True, and no launch computes an array without it from "
+                   "arrays with it.")
+    constants = flow_data.constant_arrays(bundle)
+    if constants:
+        st.caption(plain("Constants and data (no gradient needed): " + ", ".join(constants[:20])
+                         + (f" and {len(constants) - 20} more" if len(constants) > 20 else "")))
     for c in cut:
         facts = f"({c['dtype']}[{c['shape']}], used by {c['used by']}): {c['explanation']}"
         st.warning(f"**{plain(c['array'])}** {plain(facts)}")

@@ -54,13 +54,24 @@ _MEMBER = re.compile(rf"(?:(?P<kind>{'|'.join(SNAPSHOT_KINDS)})/(?P<number>0|[1-
                      rf"|value/|grad/)(?P<id>{ARRAY_ID.pattern})")
 
 
-def _array_meta(aid: str, a, names: dict) -> dict:
+ROLES = ("parameter", "intermediate", "constant")
+
+
+def _role(aid: str, a, written: set, declared: set) -> str:
+    """"parameter": declared (gk.Tape(params=...), an optimiser's) or, when none are, an array with
+    requires_grad that no recorded launch writes; "intermediate": written by a launch; else "constant"."""
+    if aid in declared or (not declared and a.requires_grad and aid not in written):
+        return "parameter"
+    return "intermediate" if aid in written else "constant"
+
+
+def _array_meta(aid: str, a, names: dict, role: str = "constant") -> dict:
     """An array as the debugger names it: its `label`, else the user's variable (`gradkit debug` finds it),
-    else the kernel parameter it was first bound to; where it was created and that parameter beside."""
+    else the kernel parameter it was first bound to; where it was created, that parameter and its role."""
     origin = getattr(a, "_origin", None) or [None, None, None]
     meta = {"id": aid, "label": getattr(a, "label", None) or origin[2] or names.get(aid, aid),
             "shape": list(a.shape), "dtype": a.dtype.name, "requires_grad": bool(a.requires_grad),
-            "device": a.device.name, "param": names.get(aid, aid)}
+            "device": a.device.name, "param": names.get(aid, aid), "role": role}
     if origin[0]:
         meta["created"] = {"file": origin[0], "line": int(origin[1])}
     return meta
@@ -201,16 +212,18 @@ def _hazards(tape, arrays: dict, launch_of_record: dict) -> list[dict]:
 
 
 def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history=None, grads=None,
-                history=None) -> pathlib.Path:
+                history=None, params=None) -> pathlib.Path:
     """Write the tape's records, snapshots, graph, arrays, gradients and kernel code to a folder (or a .zip).
 
     `nan` is a dict describing a NaN/Inf origin (see `runtime.capture`); `loss_history` a list of floats;
     `grads` {id(array): NumPy gradient} as backward left them (the script may zero them afterwards: the
-    capture keeps them), else the arrays' current `.grad`; `history` per-iteration gradient statistics.
+    capture keeps them), else the arrays' current `.grad`; `history` per-iteration gradient statistics;
+    `params` arrays the script declared as trained (an optimiser's), with the tape's own `params`.
     """
     from ..core.config import config
     cap = config.snapshot_max_bytes if max_bytes is None else max_bytes
     path = pathlib.Path(path)
+    declared = {f"a{id(a)}" for a in [*(params or ()), *getattr(tape, "params", ())]}
     arrays, names, kernels, devices = {}, {}, {}, set()
     launches, blobs, notes, capped = [], {}, [], 0
     launch_of_record, first_device, ran = {}, {}, {}
@@ -276,13 +289,15 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
                              f"{cap}-byte cap (gk.config.snapshot_max_bytes)")
                 continue
             blobs[f"{kind}/{aid}"] = data
+    written = {la["arrays"][j] for la in launches for j in la["written"] if la["arrays"][j] is not None}
     kernel_meta = {n: _kernel_meta(k, devices, first_device.get(n), notes, tuple(ran.get(n, ())))
                    for n, k in kernels.items()}
     fold = len(launches) > FOLD_OVER      # a long rollout's graph: launches repeated back to back drawn once
     if fold:
         notes.append(f"the tape graph folds launches repeated back to back ({len(launches)} launches)")
     manifest = {"schema": SCHEMA, "launches": launches, "backward": backward,
-                "arrays": [_array_meta(aid, a, names) for aid, a in arrays.items()],
+                "arrays": [_array_meta(aid, a, names, _role(aid, a, written, declared))
+                           for aid, a in arrays.items()],
                 "grad_norms": grad_norms,
                 "kernels": kernel_meta,
                 "graph": tape_graph(tape, simplify_graph=fold),

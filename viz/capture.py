@@ -40,6 +40,7 @@ class Capture:
         self.nan: dict | None = None
         self._saved = None
         self._lock = fork_safe(threading.Lock())    # tapes of several threads report here
+        self.declared: dict[int, object] = {}       # arrays declared as parameters (optimisers' params)
 
     def __enter__(self) -> "Capture":
         if process.capture is not None:
@@ -65,6 +66,11 @@ class Capture:
             if tape is not self.tape:
                 self.tapes_seen += 1
                 self.tape, self.grads = tape, {}
+
+    def declare(self, arrays) -> None:
+        """Arrays the script trains (an optimiser's parameters): the debugger leads with them."""
+        with self._lock:
+            self.declared.update((id(a), a) for a in arrays if hasattr(a, "buffer"))
 
     def backward_started(self, loss_value: float) -> None:
         with self._lock:
@@ -130,4 +136,4 @@ class Capture:
             raise ValueError("nothing to save: the script recorded no launches on a gk.Tape "
                              "(the debugger shows what a Tape records)")
         return save_bundle(self.tape, path, nan=self.nan, loss_history=self.loss_history, grads=self.grads,
-                           history=self.history.as_dict())
+                           history=self.history.as_dict(), params=list(self.declared.values()))

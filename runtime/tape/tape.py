@@ -25,10 +25,13 @@ class Tape:
 
     def __init__(self, loss=None, clear_gradients: bool = True, check: bool | None = None,
                  snapshots: bool | None = None, check_versions: bool = True, validation: bool | None = None,
-                 grad_check=None):
+                 grad_check=None, params=None):
         """Taichi's spellings: `validation=True` is `check=True`; `grad_check=[x, ...]` (with `loss`)
-        compares each array's gradient with central differences after the backward pass (runtime/tools/grad_check.py)."""
+        compares each array's gradient with central differences after the backward pass (runtime/tools/grad_check.py).
+        `params`: the arrays being trained, which the debugger leads with (else it infers them: arrays with
+        requires_grad that no recorded launch writes)."""
         self.loss, self.clear_gradients = loss, clear_gradients
+        self.params = list(params) if params is not None else []
         self.check = check if validation is None else bool(validation)
         self.grad_check = None
         if grad_check:

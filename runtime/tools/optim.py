@@ -13,6 +13,7 @@ import numbers
 
 from ...core.types import array_type, float32, float64
 from ..arrays.views import alias
+from ..state import process
 
 
 @functools.lru_cache(maxsize=None)
@@ -80,6 +81,8 @@ class _Optimizer:
     def set_params(self, params) -> None:
         """The arrays to update (a list of gk.arrays); resets the optimizer's state."""
         self.params = list(params)
+        if process.capture is not None:              # `gradkit debug` leads with what the script trains
+            process.capture.declare(self.params)
         self._flat = [_flat(p, f"params[{k}]") for k, p in enumerate(self.params)]
         self.reset_internal_state()
 

@@ -46,7 +46,7 @@ def main(steps: int = 3, n: int = 16) -> None:
         g = gk.zeros(n, requires_grad=True, label="g")
         pred = gk.zeros(n, requires_grad=True, label="pred")
         loss = gk.zeros(1, requires_grad=True, label="loss")
-        tape = gk.Tape()
+        tape = gk.Tape(params=[x, f, w, b])                           # what this loop trains
         with tape:
             with tape.scope("model"):
                 gk.launch(damp, n, inputs=[f, 1e-12], outputs=[g])

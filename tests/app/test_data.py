@@ -109,9 +109,17 @@ def test_an_overwritten_wind_shows_zero_with_the_hazard_named(bundles):
 
 
 def test_cut_off_arrays(bundles):
+    """Issue 41 item 2: only a declared parameter (w, in gk.Tape(params=...)) without requires_grad is cut off;
+    the data array `target` is a constant, listed and not alarmed."""
     cut = {c["array"]: c for c in flow_data.cut_off_arrays(bundles["train"])}
-    assert set(cut) == {"w", "target"}
+    assert set(cut) == {"w"}
     assert cut["w"]["used by"] == "predict" and "requires_grad=False" in cut["w"]["explanation"]
+    assert flow_data.constant_arrays(bundles["train"]) == ["target"]
+    roles = {a["label"]: a["role"] for a in bundles["train"].manifest["arrays"]}
+    assert roles == {"x": "parameter", "feature": "parameter", "w": "parameter", "b": "parameter",
+                     "g": "intermediate", "pred": "intermediate", "loss": "intermediate", "target": "constant"}
+    rows = flow_data.gradient_flow(bundles["train"])
+    assert [r["role"] for r in rows][:4] == ["parameter"] * 4                  # parameters lead
     assert flow_data.cut_off_arrays(bundles["nan"]) == []
 
 
@@ -549,3 +557,23 @@ def test_arrays_carry_the_names_the_user_gave_them(tmp_path):
 
 def _line_of(text: str) -> int:
     return next(k for k, line in enumerate(open(__file__), 1) if text in line)
+
+
+def test_parameters_come_from_optimisers_and_broken_chains_are_cut_off(tmp_path):
+    """Without gk.Tape(params=...): an optimiser's parameters are the parameters; an array a launch computes
+    from an array with requires_grad but which lacks it breaks the chain and is cut off; constants are not."""
+    theta = gk.array(np.full(3, 2.0, np.float32), requires_grad=True, label="theta")
+    data_ = gk.array(np.ones(3, np.float32), label="data")
+    middle = gk.zeros(3, label="middle")                                   # forgot requires_grad
+    loss = gk.zeros(1, requires_grad=True, label="loss")
+    with gk.viz.Capture() as cap:
+        gk.optim.SGD([theta], lr=0.1)
+        with gk.Tape() as tape:
+            gk.launch(descend, 3, inputs=[theta], outputs=[middle])
+            gk.launch(faint_sum, 3, inputs=[middle, data_], outputs=[loss])
+        tape.backward(loss=loss)
+    b = data.open_bundle(cap.save(tmp_path / "roles"))
+    roles = {a["label"]: a["role"] for a in b.manifest["arrays"]}
+    assert roles == {"theta": "parameter", "middle": "intermediate", "data": "constant", "loss": "intermediate"}
+    assert [c["array"] for c in flow_data.cut_off_arrays(b)] == ["middle"]
+    assert flow_data.constant_arrays(b) == ["data"]
