@@ -7,12 +7,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-# Dialects (dialects/<name>/) are subpackages of gradkit under their own names: `import gradkit.taichi`.
-# They are not top-level folders because the repository root is on sys.path in a checkout, where a
-# `taichi/` folder would shadow the real Taichi; the wheel ships them as gradkit/dialects/<name>/.
 import os as _os
-__path__.append(_os.path.join(_os.path.dirname(__file__), "dialects"))
-del _os
 
 from .core.config import config
 from .core.errors import (CacheTrustWarning, CompileError, DeviceError, DeviceMemoryError, GradientCheckError,
@@ -66,3 +61,10 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | {"viz"})
+
+
+# Dialects (dialects/<name>/) are subpackages of gradkit under their own names: `import gradkit.taichi`.
+# They are not top-level folders because the repository root is on sys.path in a checkout, where a
+# `taichi/` folder would shadow the real Taichi; the wheel ships them as gradkit/dialects/<name>/.
+__path__.append(_os.path.join(_os.path.dirname(__file__), "dialects"))
+del _os
