@@ -1,0 +1,128 @@
+"""The kernels of gk.sparse, one set per (block size, scalar type): values are arrays of `gk.matrix((b, b),
+scalar)` blocks (plain scalars for 1x1 blocks), vectors arrays of `gk.vector(b, scalar)` (plain scalars
+for b = 1). Structure (which blocks exist where) is computed on the host; every kernel here only moves
+or combines values, so each is an ordinary differentiable launch on every backend."""
+
+from __future__ import annotations
+
+import functools
+
+import gradkit as gk
+
+
+def block_types(bs: int, scalar) -> tuple:
+    """(block type, vector element type) for square blocks of size `bs`."""
+    if bs == 1:
+        return scalar, scalar
+    return gk.matrix((bs, bs), scalar), gk.vector(bs, scalar)
+
+
+@functools.lru_cache(maxsize=None)
+def kernels(bs: int, scalar) -> dict:
+    """Every gk.sparse kernel for `bs` x `bs` blocks of `scalar`, compiled lazily on first launch."""
+    M, V = block_types(bs, scalar)
+    I = gk.int32
+
+    @gk.func
+    def zero_v() -> V:
+        if gk.static(bs == 1):
+            return scalar(0.0)
+        else:
+            return V()
+
+    @gk.func
+    def zero_m() -> M:
+        if gk.static(bs == 1):
+            return scalar(0.0)
+        else:
+            return M()
+
+    @gk.func
+    def block_mv(a: M, x: V) -> V:
+        if gk.static(bs == 1):
+            return a * x
+        else:
+            return a @ x
+
+    @gk.func
+    def block_t(a: M) -> M:
+        if gk.static(bs == 1):
+            return a
+        else:
+            return gk.transpose(a)
+
+    @gk.func
+    def block_mm(a: M, b: M) -> M:
+        if gk.static(bs == 1):
+            return a * b
+        else:
+            return a @ b
+
+    @gk.func
+    def block_outer(u: V, v: V) -> M:
+        if gk.static(bs == 1):
+            return u * v
+        else:
+            return gk.outer(u, v)
+
+    @gk.kernel
+    def bsr_mv(offsets: gk.array(dtype=I), columns: gk.array(dtype=I), values: gk.array(dtype=M),
+               x: gk.array(dtype=V), alpha: scalar, y: gk.array(dtype=V)):
+        r = gk.tid()
+        s = zero_v()
+        for k in range(offsets[r], offsets[r + 1]):
+            s = s + block_mv(values[k], x[columns[k]])
+        y[r] = alpha * s
+
+    @gk.kernel
+    def bsr_mv_beta(offsets: gk.array(dtype=I), columns: gk.array(dtype=I), values: gk.array(dtype=M),
+                    x: gk.array(dtype=V), alpha: scalar, beta: scalar, y_in: gk.array(dtype=V),
+                    y: gk.array(dtype=V)):
+        r = gk.tid()
+        s = zero_v()
+        for k in range(offsets[r], offsets[r + 1]):
+            s = s + block_mv(values[k], x[columns[k]])
+        y[r] = alpha * s + beta * y_in[r]
+
+    @gk.kernel
+    def scatter_add(src: gk.array(dtype=M), index: gk.array(dtype=I), alpha: scalar, out: gk.array(dtype=M)):
+        k = gk.tid()
+        out[index[k]] += alpha * src[k]
+
+    @gk.kernel
+    def gather_transposed(src: gk.array(dtype=M), perm: gk.array(dtype=I), out: gk.array(dtype=M)):
+        k = gk.tid()
+        out[k] = block_t(src[perm[k]])
+
+    @gk.kernel
+    def scale(values: gk.array(dtype=M), alpha: scalar):
+        k = gk.tid()
+        values[k] = alpha * values[k]
+
+    @gk.kernel
+    def get_diag(offsets: gk.array(dtype=I), columns: gk.array(dtype=I), values: gk.array(dtype=M),
+                 out: gk.array(dtype=M)):
+        r = gk.tid()
+        d = zero_m()
+        for k in range(offsets[r], offsets[r + 1]):
+            if columns[k] == r:
+                d = d + values[k]
+        out[r] = d
+
+    @gk.kernel
+    def mm_pairs(a: gk.array(dtype=M), b: gk.array(dtype=M), a_idx: gk.array(dtype=I), b_idx: gk.array(dtype=I),
+                 c_idx: gk.array(dtype=I), alpha: scalar, c: gk.array(dtype=M)):
+        p = gk.tid()
+        c[c_idx[p]] += alpha * block_mm(a[a_idx[p]], b[b_idx[p]])
+
+    @gk.kernel
+    def add_outer_rows(offsets: gk.array(dtype=I), columns: gk.array(dtype=I), u: gk.array(dtype=V),
+                       v: gk.array(dtype=V), alpha: scalar, out: gk.array(dtype=M)):
+        """out[k] += alpha * outer(u[row(k)], v[col(k)]) over the pattern: a rank-one update restricted to it."""
+        r = gk.tid()
+        for k in range(offsets[r], offsets[r + 1]):
+            out[k] += alpha * block_outer(u[r], v[columns[k]])
+
+    return dict(bsr_mv=bsr_mv, bsr_mv_beta=bsr_mv_beta, scatter_add=scatter_add,
+                gather_transposed=gather_transposed, scale=scale, get_diag=get_diag, mm_pairs=mm_pairs,
+                add_outer_rows=add_outer_rows)

@@ -1,0 +1,172 @@
+"""gk.sparse on every device against SciPy: builds (duplicates summed, empty rows), products, transpose,
+axpy, scale, diagonal and the SciPy round trip, for 1x1, 2x2 and 3x3 blocks in float64 and float32; and
+gradients through bsr_mv (values, x, y for beta) and the triplet build against central differences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import gradkit as gk
+from gradkit import sparse as S
+
+TOL = {gk.float64: dict(rtol=1e-12, atol=1e-12), gk.float32: dict(rtol=2e-5, atol=2e-5)}
+NP = {gk.float64: np.float64, gk.float32: np.float32}
+
+
+def random_triplets(rng, nrow, ncol, n, bs, empty_rows=(1,)):
+    rows = rng.integers(0, nrow, n)
+    for e in empty_rows:
+        rows[rows == e] = (e + 1) % nrow
+    cols = rng.integers(0, ncol, n)
+    rows[-3:], cols[-3:] = rows[0], cols[0]              # duplicates, summed
+    values = rng.standard_normal((n, bs, bs))
+    return rows, cols, values
+
+
+def dense(nrow, ncol, rows, cols, values):
+    bs = values.shape[1]
+    D = np.zeros((nrow * bs, ncol * bs))
+    for r, c, v in zip(rows, cols, values):
+        D[r * bs:(r + 1) * bs, c * bs:(c + 1) * bs] += v
+    return D
+
+
+def vec(data, A, device):
+    bs = A.block_size
+    return gk.array(data.reshape(-1) if bs == 1 else data.reshape(-1, bs), dtype=A.vector_type, device=device)
+
+
+def build(rng, nrow, ncol, n, bs, dtype, device):
+    rows, cols, values = random_triplets(rng, nrow, ncol, n, bs)
+    values = values.astype(NP[dtype])
+    A = S.bsr_from_triplets(nrow, ncol, rows, cols, values.reshape(-1) if bs == 1 else values, device=device)
+    return A, dense(nrow, ncol, rows, cols, values.astype(np.float64))
+
+
+@pytest.mark.parametrize("dtype", [gk.float64, gk.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("bs", [1, 2, 3])
+def test_operations_match_scipy(device, rng, bs, dtype):
+    tol = TOL[dtype]
+    nrow, ncol = int(rng.integers(5, 12)), int(rng.integers(4, 10))
+    A, D = build(rng, nrow, ncol, 3 * nrow, bs, dtype, device)
+    assert A.shape == D.shape and A.block_shape == (bs, bs) and A.dtype is dtype
+    assert A.offsets.numpy()[2] == A.offsets.numpy()[1]                 # row 1 is empty
+    ref = sp.bsr_matrix(sp.csr_matrix(D), blocksize=(bs, bs))
+    ref.eliminate_zeros()
+    np.testing.assert_allclose(A.to_scipy().toarray(), D, **tol)
+    assert A.nnz == len({(r, c) for r, c in zip(A.block_rows(), A.columns.numpy())})
+    # y = alpha A x + beta y
+    xs, ys = rng.standard_normal(ncol * bs), rng.standard_normal(nrow * bs)
+    y = S.bsr_mv(A, vec(xs, A, device))
+    np.testing.assert_allclose(y.numpy().reshape(-1), ref @ xs, **tol)
+    y = S.bsr_mv(A, vec(xs, A, device), vec(ys, A, device), alpha=-0.5, beta=2.0)
+    np.testing.assert_allclose(y.numpy().reshape(-1), -0.5 * (ref @ xs) + 2.0 * ys, **tol)
+    # transpose, axpy (pattern union), product, diagonal, scale, identity, diag
+    T = S.bsr_transposed(A)
+    np.testing.assert_allclose(T.to_scipy().toarray(), D.T, **tol)
+    B, DB = build(rng, nrow, ncol, nrow, bs, dtype, device)
+    S.bsr_axpy(A, B, alpha=2.0, beta=-3.0)
+    np.testing.assert_allclose(B.to_dense(), 2.0 * D - 3.0 * DB, **tol)
+    P = S.bsr_mm(A, T)
+    np.testing.assert_allclose(P.to_scipy().toarray(), (ref @ ref.T).toarray(), rtol=10 * tol["rtol"],
+                               atol=10 * tol["atol"])
+    C, DC = build(rng, nrow, nrow, nrow, bs, dtype, device)
+    S.bsr_mm(A, T, C, alpha=0.5, beta=2.0)
+    np.testing.assert_allclose(C.to_dense(), 0.5 * D @ D.T + 2.0 * DC, rtol=10 * tol["rtol"], atol=10 * tol["atol"])
+    diag = S.bsr_get_diag(P).numpy().reshape(nrow, bs, bs)
+    PD = P.to_dense()
+    for r in range(nrow):
+        np.testing.assert_allclose(diag[r], PD[r * bs:(r + 1) * bs, r * bs:(r + 1) * bs], **tol)
+    S.bsr_scale(A, 3.0)
+    np.testing.assert_allclose(A.to_dense(), 3.0 * D, **tol)
+    np.testing.assert_allclose(S.bsr_identity(4, (bs, bs), dtype, device).to_dense(), np.eye(4 * bs))
+    F = S.from_scipy(ref, device=device, dtype=dtype)
+    np.testing.assert_allclose(F.to_dense(), D, **tol)
+    assert F.block_size == bs and F.device.name == gk.get_device(device).name
+    Z = S.bsr_zeros(3, 4, (bs, bs), dtype, device)
+    assert Z.nnz == 0 and Z.to_scipy().shape == (3 * bs, 4 * bs)
+    np.testing.assert_allclose(S.bsr_mv(Z, gk.zeros(4, dtype=Z.vector_type, device=device)).numpy(), 0.0)
+
+
+def test_builds_and_set_from_triplets(device, rng):
+    E = S.bsr_diag(np.array([1.0, 2.0, 3.0]), device=device)
+    np.testing.assert_allclose(E.to_dense(), np.diag([1.0, 2.0, 3.0]))
+    blocks = rng.standard_normal((4, 2, 2))
+    np.testing.assert_allclose(S.bsr_diag(blocks, device=device).to_dense(), dense(4, 4, range(4), range(4), blocks))
+    A = S.bsr_zeros(5, 5, (2, 2), gk.float64, device)
+    rows, cols, values = random_triplets(rng, 5, 5, 12, 2)
+    assert S.bsr_set_from_triplets(A, rows, cols, values) is A
+    np.testing.assert_allclose(A.to_dense(), dense(5, 5, rows, cols, values), atol=1e-14)
+    np.testing.assert_allclose(S.to_scipy(A).toarray(), A.to_dense())
+    with pytest.raises(ValueError, match="outside"):
+        S.bsr_from_triplets(2, 2, [0, 2], [0, 0], np.ones(2), device=device)
+    with pytest.raises(ValueError, match="block_shape"):
+        S.bsr_zeros(2, 2, (4, 4))
+    with pytest.raises(TypeError, match="dtype"):
+        S.bsr_mv(A, gk.zeros(5 * 2, dtype=gk.float64, device=device))
+
+
+def _central(f, x0: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    g = np.zeros(x0.size)
+    for i in range(x0.size):
+        e = np.zeros(x0.size)
+        e[i] = eps
+        g[i] = (f((x0.ravel() + e).reshape(x0.shape)) - f((x0.ravel() - e).reshape(x0.shape))) / (2 * eps)
+    return g.reshape(x0.shape)
+
+
+@pytest.mark.parametrize("bs", [1, 3])
+def test_bsr_mv_gradients_match_central_differences(device, rng, bs):
+    """loss = w · (alpha A x + beta y): gradients w.r.t. the triplet values (through the build), x and y."""
+    nrow, ncol = 5, 4
+    rows, cols, values = random_triplets(rng, nrow, ncol, 9, bs)
+    values = values.reshape(-1) if bs == 1 else values
+    xs, ys, ws = (rng.standard_normal(n * bs) for n in (ncol, nrow, nrow))
+    V = S.bsr_from_triplets(1, 1, [0], [0], values[:1], device=device).vector_type
+    M = S.bsr_from_triplets(1, 1, [0], [0], values[:1], device=device).block_type
+    shape = (lambda n: (n,)) if bs == 1 else (lambda n: (n, bs))
+
+    def forward(vals, x, y, grad=False):
+        tv = gk.array(vals, dtype=M, device=device, requires_grad=grad)
+        tx = gk.array(x.reshape(shape(ncol)), dtype=V, device=device, requires_grad=grad)
+        ty = gk.array(y.reshape(shape(nrow)), dtype=V, device=device, requires_grad=grad)
+        tape = gk.Tape()
+        with tape:
+            A = S.bsr_from_triplets(nrow, ncol, rows, cols, tv)
+            out = S.bsr_mv(A, tx, ty, alpha=1.5, beta=-0.7)
+        loss = float(out.numpy().reshape(-1) @ ws)
+        if grad:
+            tape.backward(grads={out: gk.array(ws.reshape(shape(nrow)), dtype=V, device=device)})
+            return loss, tv.grad.numpy(), tx.grad.numpy().reshape(-1), ty.grad.numpy().reshape(-1), A
+        return loss
+
+    _, gv, gx, gy, A = forward(values, xs, ys, grad=True)
+    assert A.values.requires_grad
+    np.testing.assert_allclose(gv, _central(lambda v: forward(v, xs, ys), values), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(gx, _central(lambda x: forward(values, x, ys), xs), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(gy, _central(lambda y: forward(values, xs, y), ys), rtol=1e-6, atol=1e-8)
+
+
+def test_transpose_axpy_mm_gradients(rng):
+    """Value ops are launches: a loss through transpose, axpy and mm has the values' gradient of its dense
+    counterpart (cpu, float64)."""
+    n = 4
+    rows, cols, values = random_triplets(rng, n, n, 7, 2)
+    w = rng.standard_normal((n * 2, n * 2))
+
+    def loss(vals, grad=False):
+        tv = gk.array(vals, dtype=gk.mat22d, requires_grad=grad)
+        tape = gk.Tape()
+        with tape:
+            A = S.bsr_from_triplets(n, n, rows, cols, tv)
+            C = S.bsr_axpy(S.bsr_transposed(A), S.bsr_mm(A, A), alpha=2.0, beta=0.5)
+        D = C.to_dense()
+        if not grad:
+            return float((D * w).sum())
+        seed = np.array([w[r * 2:r * 2 + 2, c * 2:c * 2 + 2] for r, c in zip(C.block_rows(), C.columns.numpy())])
+        tape.backward(grads={C.values: gk.array(seed, dtype=gk.mat22d)})
+        return tv.grad.numpy()
+
+    np.testing.assert_allclose(loss(values, grad=True), _central(loss, values), rtol=1e-6, atol=1e-8)
