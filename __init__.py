@@ -36,7 +36,7 @@ from .ad.transforms import grad, jvp
 from . import backends  # noqa: E402  (gk.backends.available())
 from .runtime.tools import autograd  # noqa: E402  (gk.autograd.jacobian, gradcheck, ...)
 from .runtime.tools import optim  # noqa: E402  (gk.optim.SGD, gk.optim.Adam)
-from .geometry import HashGrid  # noqa: E402  (geometry/: hash-grid builds over core/library's queries)
+from .geometry import Bvh, HashGrid, Mesh  # noqa: E402  (geometry/: host builds over core/library's queries)
 from . import sparse  # noqa: E402  (gk.sparse: BSR matrices, kernels over the language)
 from . import linalg  # noqa: E402  (gk.linalg: cg, bicgstab, gmres, differentiable through the solve)
 
@@ -48,7 +48,7 @@ __all__ = [
     "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "copy", "from_numpy", "from_dlpack",
     "to_torch", "from_torch", "torch_function", "to_jax", "from_jax", "jax_function", "Device",
     "ScopedDevice", "get_device", "get_devices", "set_device", "synchronize", "Kernel", "kernel", "func",
-    "func_grad", "func_replay", "struct", "func_native", "launch", "Tape", "LaunchRecord", "ScopedTimer", "ForwardMode", "checkpoint", "grad_replaced", "grad_for", "no_grad", "grad", "jvp", "backends", "autograd", "optim", "viz", "HashGrid", "sparse", "linalg", *_LANG_NAMES,
+    "func_grad", "func_replay", "struct", "func_native", "launch", "Tape", "LaunchRecord", "ScopedTimer", "ForwardMode", "checkpoint", "grad_replaced", "grad_for", "no_grad", "grad", "jvp", "backends", "autograd", "optim", "viz", "HashGrid", "Bvh", "Mesh", "sparse", "linalg", *_LANG_NAMES,
 ]
 
 

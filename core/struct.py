@@ -84,6 +84,7 @@ def _checked(stype, name, t, value):
     """`value` as field `name` of type `t` holds it (a copy for NumPy data), or a TypeError/ValueError."""
     where = f"{stype.name}.{name}"
     if t.is_struct:
+        value = instance(value, t)          # an object standing for the struct (a geometry id, say)
         if not isinstance(value, t.cls):
             raise TypeError(f"{where} must be a {t.name} instance, got {type(value).__name__}")
         return value
@@ -133,13 +134,13 @@ def _grad(self):
 def instance(value, stype: StructType):
     """`value` as an instance of the struct: itself, or what an object standing for one gives (a
     `gk.HashGrid`'s `_gk_struct_value()`, or an id the struct class resolves with `_gk_resolve`, as
-    Warp's `grid.id`); `value` unchanged when it is neither."""
+    Warp's `grid.id`, or an object the struct class resolves); `value` unchanged when it is neither."""
     if isinstance(value, stype.cls):
         return value
     get = getattr(value, "_gk_struct_value", None)
-    if get is not None:
-        out = get()
-    else:
+    out = get() if get is not None else None
+    if not isinstance(out, stype.cls):
+        # an id, or an object whose own struct is another one (a mesh where a geometry handle goes)
         resolve = getattr(stype.cls, "_gk_resolve", None)
         out = resolve(value) if resolve is not None else None
     return out if isinstance(out, stype.cls) else value

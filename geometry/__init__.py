@@ -6,3 +6,6 @@ arrays, and whose queries are library code in core/library (so every backend and
 """
 
 from .hash_grid import HashGrid  # noqa: F401
+from .bvh import Bvh  # noqa: F401
+from .mesh import Mesh  # noqa: F401
+from . import handle as _handle  # noqa: F401  (binds wp.uint64 geometry handles)

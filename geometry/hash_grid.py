@@ -18,9 +18,7 @@ device; a build copies the sorted indices and the cell ranges there (`reserve(n)
 
 from __future__ import annotations
 
-import itertools
 import operator
-import weakref
 
 import numpy as np
 
@@ -28,10 +26,9 @@ from ..core import types as T
 from ..core.library.hash_grid import _LIMIT, HashGridData
 from ..runtime.arrays.array import array as _array
 from ..runtime.launch.device import get_device
+from . import registry
 
 MAX_CELLS = 2 ** 31 - 1
-_ids = itertools.count(1)
-_GRIDS: "weakref.WeakValueDictionary[int, HashGrid]" = weakref.WeakValueDictionary()
 
 
 class HashGrid:
@@ -57,8 +54,7 @@ class HashGrid:
         self.cell_width = 0.0
         self.num_points = 0
         self.reserved = False
-        self.id = next(_ids)
-        _GRIDS[self.id] = self
+        self.id = registry.register(self)        # one id space with gk.Bvh and gk.Mesh (geometry/registry.py)
         ints = dict(dtype=T.int32, device=self.device)
         self.cell_starts = _array(np.zeros(self.num_cells, np.int32), **ints)
         self.cell_ends = _array(np.zeros(self.num_cells, np.int32), **ints)
@@ -150,8 +146,8 @@ def _stable_order(cell: np.ndarray, num_cells: int) -> np.ndarray:
 def _resolve(value):
     """A launch argument standing for a grid: its id (Warp passes `grid.id`); None if it is none."""
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        grid = _GRIDS.get(int(value))
-        if grid is None:
+        grid = registry.OBJECTS.get(int(value))
+        if not isinstance(grid, HashGrid):
             raise ValueError(f"no gk.HashGrid has id {int(value)} (was it garbage-collected?)")
         return grid._gk_struct_value()
     return None

@@ -163,14 +163,17 @@ def _lib(s: T.ScalarType) -> SimpleNamespace:
 # --------------------------------------------------------------------------- the language functions
 
 def _grid_arg(E, grid, what: str):
-    if getattr(grid, "type", None) is not HashGridData._gk_struct:
+    t = getattr(grid, "type", None)
+    if t is not None and t.is_struct and t.fields.get("grid") is HashGridData._gk_struct:
+        return grid.fields["grid"]          # a geometry handle (Warp's wp.uint64, core/library/handle.py)
+    if t is not HashGridData._gk_struct:
         E.fail(f"{what} must be a hash grid (a kernel parameter annotated gk.HashGrid, given a gk.HashGrid "
                f"or its .id at launch), got {getattr(grid, 'type', type(grid).__name__)}")
     return grid
 
 
 def hash_grid_query(E, grid, point, max_dist):
-    _grid_arg(E, grid, "grid")
+    grid = _grid_arg(E, grid, "grid")
     t = E.type_of(point)
     if not (t.is_vector and t.length == 3 and t.scalar.is_float):
         E.fail(f"point must be a vec3 or vec3d, got {t.name}")
@@ -185,7 +188,7 @@ def hash_grid_query_next(E, query, index):
 
 
 def hash_grid_point_id(E, grid, index):
-    _grid_arg(E, grid, "grid")
+    grid = _grid_arg(E, grid, "grid")
     return E.call(_point_id, grid, E.scalar(index, I32))
 
 

@@ -4,9 +4,9 @@ A frontend over gradkit's IR, passes, backends, tape and debugger: it translates
 has no code generator or tape of its own. Kernels and functions defined with `@wp.kernel` / `@wp.func`
 compute `%` as Warp does (C's: truncated integer `%`, float `fmod`); `//` floors in both. Warp's devices
 "cuda" / "cuda:N" are gradkit's OpenCL devices (the cpu where there is none, said once). Names gradkit does
-not have yet (geometry: `wp.Mesh`, `wp.Bvh`, `wp.Volume`; tiles; the builtins in `builtins.MISSING`) raise
-`WarpFeatureMissing`, never AttributeError. `wp.HashGrid` is gradkit's (geometry.py); `wp.uint64` is the
-type of a grid id as a kernel parameter. Submodules: `gradkit.warp.optim`
+not have yet (`wp.Volume`; tiles; the builtins in `builtins.MISSING`) raise `WarpFeatureMissing`, never
+AttributeError. `wp.HashGrid`, `wp.Bvh` and `wp.Mesh` are gradkit's (geometry.py); `wp.uint64` is the type
+of a geometry id as a kernel parameter or struct field (any of the three, bound at launch). Submodules: `gradkit.warp.optim`
 (`Adam`, `SGD`), `gradkit.warp.render` (headless: rendering does nothing), `gradkit.warp.types`.
 """
 
@@ -37,7 +37,8 @@ from .runtime import (Graph, ScopedCapture, ScopedTimer, Tape, array, array1d, a
                       zeros_like)
 from .types import (bool, float32, float64, int32, int64, matrix, quaternion, uint32,  # noqa: F401,A004
                     uint64, vector)
-from .geometry import HashGrid, HashGridQuery  # noqa: F401
+from .geometry import (Bvh, BvhQuery, HashGrid, HashGridQuery, Mesh, MeshQueryAABB, MeshQueryPoint,  # noqa: F401
+                       MeshQueryRay)
 from ..ad.transforms import grad  # noqa: F401  (wp.grad(f)(x) in kernels)
 
 __version__ = "1.19.0"      # the Warp version whose names this dialect follows
@@ -126,7 +127,7 @@ def __getattr__(name: str):
 
 # Warp 1.19 names with no gradkit counterpart (host side); reaching one raises WarpFeatureMissing
 _WARP_ONLY = frozenset((
-    "MeshQuery", "MeshQueryPoint", "MeshQueryRay", "MeshQueryAABB", "BvhQuery", "Stream",
+    "MeshQuery", "Stream",
     "Event", "Module", "ScopedMempool", "ScopedPeerAccess", "ScopedMemoryTracker", "ScopedCudaProfiler",
     "ScopedAllocator", "ScopedMempoolAccess", "ScopedLogger", "ScopedLogLevel", "Allocator", "Function",
     "Launch", "MemoryKind", "TimingResult", "RegisteredGLBuffer", "GLTextureResource", "jax_kernel",

@@ -154,10 +154,6 @@ MISSING = (
     "float16", "int8", "int16", "uint8", "uint16", "bfloat16", "address", "view", "array_store",
     "indexedarray", "fabricarray", "fixedarray", "Texture", "Texture1D", "Texture2D", "Texture3D",
     "volume_sample_f", "volume_lookup_f", "volume_sample_v", "volume_sample_grad_f",
-    "mesh_query_point",
-    "mesh_query_point_no_sign", "mesh_query_point_sign_normal", "mesh_query_point_sign_winding_number",
-    "mesh_query_ray", "mesh_query_aabb", "mesh_query_aabb_next", "mesh_eval_position", "mesh_eval_velocity",
-    "bvh_query_aabb", "bvh_query_ray", "bvh_query_next",
 )
 
 

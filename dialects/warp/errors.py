@@ -18,8 +18,6 @@ class WarpFeatureMissing(GradkitError, NotImplementedError):
 
 
 GEOMETRY = {
-    "Mesh": "triangle-mesh queries are later work of issue #40 (item 2)",
-    "Bvh": "BVH queries are later work of issue #40 (item 2)",
     "Volume": "NanoVDB volumes are not planned",
 }
 

@@ -1,11 +1,17 @@
 """Warp's geometry over gradkit's (geometry/): `wp.HashGrid(dim_x, dim_y, dim_z, device=, dtype=)` is
 `gk.HashGrid` with Warp's device names; in kernels `wp.hash_grid_query`, `wp.hash_grid_query_next` and
 `wp.hash_grid_point_id` are gradkit's (core/library/hash_grid.py), and a `wp.uint64` parameter takes the
-grid or its `.id`. `wp.Mesh`, `wp.Bvh` and `wp.Volume` are not there yet (WarpFeatureMissing)."""
+grid or its `.id`. `wp.Bvh` and `wp.Mesh` are gradkit's (geometry/bvh.py, geometry/mesh.py; their queries
+core/library/bvh.py and mesh.py), a `wp.uint64` parameter taking them or their ids too (the geometry
+handle, core/library/handle.py). `wp.Volume` is not there (WarpFeatureMissing)."""
 
 from __future__ import annotations
 
-from ..core.library.hash_grid import HashGridQuery  # noqa: F401  (Warp's name for the query type)
+from ..core.library.bvh import BvhQuery  # noqa: F401  (Warp's names for the query types)
+from ..core.library.hash_grid import HashGridQuery  # noqa: F401
+from ..core.library.mesh import MeshQueryPoint, MeshQueryRay  # noqa: F401
+from ..geometry.bvh import Bvh  # noqa: F401  (takes its device from the arrays, as Warp's)
+from ..geometry.mesh import Mesh  # noqa: F401
 from ..geometry.hash_grid import HashGrid as _GkHashGrid
 from .device import to_gk
 
@@ -24,3 +30,6 @@ class HashGrid(_GkHashGrid):
 
     def reserve(self, num_points: int, with_groups: bool = False) -> None:
         super().reserve(num_points)
+
+
+MeshQueryAABB = BvhQuery        # mesh_query_aabb's query is a BVH query over the triangles' bounds

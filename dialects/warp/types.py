@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ..core import types as _T
-from ..core.library.hash_grid import HashGridData as _HashGridData
+from ..core.library.handle import GeometryHandle as _GeometryHandle
 from ..core.types import bool_ as bool  # noqa: A001
 from ..core.types import float32, float64, int32, int64, uint32
 
@@ -15,11 +15,12 @@ Int = int32
 
 
 class uint64:
-    """Warp's `wp.uint64`, as the type of a geometry id: a kernel parameter annotated `wp.uint64` takes a
-    `wp.HashGrid` or its `.id` (it is gradkit's hash-grid struct, core/library/hash_grid.py). gradkit has
-    no 64-bit unsigned integers otherwise (docs/porting/warp.md)."""
+    """Warp's `wp.uint64`, as the type of a geometry id: a kernel parameter (or struct field) annotated
+    `wp.uint64` takes a `wp.HashGrid`, `wp.Bvh` or `wp.Mesh`, or its `.id`; it is gradkit's geometry handle
+    (core/library/handle.py), whose part of the object's kind the queries use. gradkit has no 64-bit
+    unsigned integers otherwise (docs/porting/warp.md)."""
 
-    _gk_struct = _HashGridData._gk_struct
+    _gk_struct = _GeometryHandle._gk_struct
 
 
 def vector(length: int, dtype=float32):

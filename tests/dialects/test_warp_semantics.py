@@ -208,7 +208,7 @@ def test_torch_round_trip():
     assert np.array_equal(gwp.from_torch(t).numpy(), a.numpy())
 
 
-@pytest.mark.parametrize("name", ["Mesh", "Bvh", "Volume"])
+@pytest.mark.parametrize("name", ["Volume"])        # (wp.Mesh and wp.Bvh are gradkit's: tests/geometry)
 def test_geometry_is_a_named_error(name):
     with pytest.raises(gwp.WarpFeatureMissing, match=f"wp.{name} .*docs/porting/warp.md"):
         getattr(gwp, name)(1, 2, 3)

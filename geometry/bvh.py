@@ -1,0 +1,192 @@
+"""`gk.Bvh`: a bounding-volume hierarchy over boxes for queries in kernels (Warp's `wp.Bvh`).
+
+    bvh = gk.Bvh(lowers, uppers)         # gk.arrays of vec3: each item's box
+    bvh.refit()                          # after the boxes moved (same items)
+    gk.launch(k, n, inputs=[bvh, ...])   # or bvh.id, as Warp passes it
+
+A kernel takes the BVH as a parameter annotated `gk.Bvh` (in the Warp dialect `wp.uint64`), the struct
+`BvhData` (core/library/bvh.py) of flat arrays; the queries traverse it with an explicit stack.
+
+The build runs on the host with NumPy, level by level (every node of a level at once): a node holding
+more than LEAF_SIZE items is split at the median of its items' centres along the widest axis of those
+centres (a segmented sort: `lexsort` by (node, coordinate)), so the tree is balanced, O(n log^2 n) in
+vectorised passes and depth ceil(log2(n / LEAF_SIZE)) + 1. Leaves own contiguous ranges of the primitive
+order; node bounds are refitted bottom-up (leaves by `minimum.reduceat` over their ranges, inner nodes
+level by level), rounded outward to float32 so that they contain float64 items too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import types as T
+from ..core.library.bvh import LEAF_SIZE, STACK_SIZE, BvhData
+from ..runtime.arrays.array import array as _array
+from ..runtime.launch.device import get_device
+from . import registry
+
+
+class Tree:
+    """A built hierarchy's topology (host arrays): node_info rows (left, right, start, count), the
+    primitive order, the leaves (ids, sorted by start) and the inner nodes of each level."""
+
+    def __init__(self, info: np.ndarray, prims: np.ndarray, leaves: np.ndarray, levels: list):
+        self.info, self.prims, self.leaves, self.levels = info, prims, leaves, levels
+
+    @property
+    def depth(self) -> int:
+        return len(self.levels) + 1
+
+    def bounds(self, lowers: np.ndarray, uppers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Node bounds (float64) from the items' bounds: leaves over their ranges, then inner nodes
+        from their children, deepest level first."""
+        n_nodes = self.info.shape[0]
+        lo = np.zeros((n_nodes, 3))
+        hi = np.zeros((n_nodes, 3))
+        if self.prims.size:
+            starts = self.info[self.leaves, 2]
+            lo[self.leaves] = np.minimum.reduceat(lowers[self.prims], starts, axis=0)
+            hi[self.leaves] = np.maximum.reduceat(uppers[self.prims], starts, axis=0)
+        for level in reversed(self.levels):
+            left, right = self.info[level, 0], self.info[level, 1]
+            lo[level] = np.minimum(lo[left], lo[right])
+            hi[level] = np.maximum(hi[left], hi[right])
+        return lo, hi
+
+
+def build_tree(lowers: np.ndarray, uppers: np.ndarray, leaf_size: int = LEAF_SIZE) -> Tree:
+    """A balanced median-split hierarchy over n boxes (float64 (n, 3) arrays)."""
+    n = lowers.shape[0]
+    centres = 0.5 * (lowers + uppers)
+    prims = np.arange(n, dtype=np.int64)
+    info = np.zeros((max(2 * n - 1, 1), 4), np.int64)       # a binary tree over n >= 1 items per leaf
+    info[0] = (-1, -1, 0, n)
+    starts, counts, ids = np.array([0]), np.array([n]), np.array([0])
+    next_id, levels, leaves = 1, [], []
+    while ids.size:
+        split = counts > leaf_size
+        leaves.append(ids[~split])
+        starts, counts, ids = starts[split], counts[split], ids[split]
+        if not ids.size:
+            break
+        # the elements of the nodes to split, in order, and the node each belongs to
+        seg = np.repeat(np.arange(ids.size), counts)
+        pos = np.arange(seg.size) - np.repeat(np.cumsum(counts) - counts - starts, counts)
+        c = centres[prims[pos]]
+        lo = np.full((ids.size, 3), np.inf)
+        hi = np.full((ids.size, 3), -np.inf)
+        np.minimum.at(lo, seg, c)
+        np.maximum.at(hi, seg, c)
+        axis = np.argmax(hi - lo, axis=1)
+        order = np.lexsort((c[np.arange(seg.size), axis[seg]], seg))
+        prims[pos] = prims[pos[order]]
+        half = counts // 2
+        left = next_id + 2 * np.arange(ids.size)
+        next_id += 2 * ids.size
+        levels.append(ids)
+        info[ids] = np.stack([left, left + 1, starts, np.zeros_like(left)], axis=1)
+        starts = np.stack([starts, starts + half], axis=1).reshape(-1)
+        counts = np.stack([half, counts - half], axis=1).reshape(-1)
+        ids = np.stack([left, left + 1], axis=1).reshape(-1)
+        info[ids] = np.stack([-np.ones_like(ids), -np.ones_like(ids), starts, counts], axis=1)
+    info = info[:next_id]
+    leaves = np.concatenate(leaves)
+    leaves = leaves[np.argsort(info[leaves, 2], kind="stable")]
+    return Tree(info, prims, leaves, levels)
+
+
+def outward_f32(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """float64 bounds as float32 bounds containing them."""
+    lo32, hi32 = lo.astype(np.float32), hi.astype(np.float32)
+    lo32 = np.where(lo32 > lo, np.nextafter(lo32, np.float32(-np.inf)), lo32)
+    hi32 = np.where(hi32 < hi, np.nextafter(hi32, np.float32(np.inf)), hi32)
+    return lo32, hi32
+
+
+class BvhArrays:
+    """A built hierarchy's device arrays and the BvhData a kernel sees (shared by Bvh and Mesh)."""
+
+    def __init__(self, device):
+        self.device = device
+        self.tree: Tree | None = None
+        self.data: BvhData | None = None
+
+    def build(self, lowers: np.ndarray, uppers: np.ndarray) -> None:
+        self.tree = tree = build_tree(lowers, uppers)
+        if tree.depth + 1 > STACK_SIZE:
+            raise ValueError(f"the BVH is {tree.depth} levels deep; queries hold at most {STACK_SIZE} nodes")
+        dev = dict(device=self.device)
+        self.node_info = _array(tree.info.astype(np.int32), dtype=T.vector(4, T.int32), **dev)
+        self.prims = _array(tree.prims.astype(np.int32) if tree.prims.size else np.zeros(1, np.int32),
+                            dtype=T.int32, **dev)
+        n_nodes = tree.info.shape[0]
+        self.node_lowers = _array(np.zeros((n_nodes, 3), np.float32), dtype=T.vec3, **dev)
+        self.node_uppers = _array(np.zeros((n_nodes, 3), np.float32), dtype=T.vec3, **dev)
+        self.item_lowers = _array(np.zeros((max(lowers.shape[0], 1), 3), np.float32), dtype=T.vec3, **dev)
+        self.item_uppers = _array(np.zeros((max(lowers.shape[0], 1), 3), np.float32), dtype=T.vec3, **dev)
+        self.data = BvhData(node_lowers=self.node_lowers, node_uppers=self.node_uppers, node_info=self.node_info,
+                            prims=self.prims, item_lowers=self.item_lowers, item_uppers=self.item_uppers,
+                            num_items=lowers.shape[0])
+        self.refit(lowers, uppers)
+
+    def refit(self, lowers: np.ndarray, uppers: np.ndarray) -> None:
+        """Recompute every node's bounds for the items' new bounds (same topology)."""
+        n = lowers.shape[0]
+        lo, hi = self.tree.bounds(lowers, uppers)
+        for arr, host in ((self.node_lowers, outward_f32(lo, hi)[0]), (self.node_uppers, outward_f32(lo, hi)[1])):
+            _write(arr, host)
+        if n:
+            ilo, ihi = outward_f32(lowers, uppers)
+            _write(self.item_lowers, ilo)
+            _write(self.item_uppers, ihi)
+
+
+def _write(arr, host: np.ndarray) -> None:
+    """Overwrite device array `arr` (same shape) from host memory, in place."""
+    if arr._host is not None:
+        arr._host[...] = host.reshape(arr._host.shape)
+    else:
+        arr._write_host(np.ascontiguousarray(host.reshape(arr.shape + (-1,) if host.ndim > 1 else arr.shape)))
+    arr._bump()
+
+
+def host_vec3(a, what: str) -> np.ndarray:
+    """A gk.array of 3-vectors (or anything NumPy reads as (n, 3)) as a float64 (n, 3) host array."""
+    host = a._read() if isinstance(a, _array) else np.asarray(a)
+    host = np.asarray(host, np.float64).reshape(-1, 3) if np.size(host) else np.zeros((0, 3))
+    if not np.isfinite(host).all():
+        raise ValueError(f"{what} must be finite")
+    return host
+
+
+class Bvh:
+    """A BVH over the boxes [lowers[i], uppers[i]] (gk.arrays of vec3) on their device; `id` identifies
+    it at launch (Warp's)."""
+
+    _gk_struct = BvhData._gk_struct        # `bvh: gk.Bvh` annotates a kernel parameter
+
+    def __init__(self, lowers, uppers, constructor: str | None = None, leaf_size: int | None = None):
+        for name, a in (("lowers", lowers), ("uppers", uppers)):
+            if not isinstance(a, _array) or a.dtype.name not in ("vec3", "vec3d"):
+                raise TypeError(f"Bvh: {name} must be a gk.array of vec3, got "
+                                f"{a.dtype.name if isinstance(a, _array) else type(a).__name__}")
+        if lowers.shape != uppers.shape:
+            raise ValueError(f"Bvh: lowers and uppers differ in shape ({lowers.shape} and {uppers.shape})")
+        self.lowers, self.uppers = lowers, uppers
+        self.device = get_device(lowers.device)
+        self._arrays = BvhArrays(self.device)
+        self._arrays.build(host_vec3(lowers, "lowers"), host_vec3(uppers, "uppers"))
+        self.id = registry.register(self)
+
+    def refit(self) -> None:
+        """Update the node bounds after `lowers` / `uppers` changed (the same items)."""
+        self._arrays.refit(host_vec3(self.lowers, "lowers"), host_vec3(self.uppers, "uppers"))
+
+    def _gk_struct_value(self) -> BvhData:
+        return self._arrays.data
+
+    def __repr__(self) -> str:
+        return f"Bvh(items={self.lowers.shape[0]}, device='{self.device.name}', id={self.id})"
+
+
+BvhData._gk_resolve = staticmethod(registry.resolver(BvhData, "gk.Bvh"))

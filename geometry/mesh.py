@@ -1,0 +1,118 @@
+"""`gk.Mesh`: a triangle mesh with a BVH over its triangles, for point, ray and box queries in kernels
+(Warp's `wp.Mesh`).
+
+    mesh = gk.Mesh(points, indices, velocities=None)   # points: gk.array of vec3 (or vec3d); indices: int32
+    mesh.refit()                                       # after the points moved (same triangles)
+    gk.launch(k, n, inputs=[mesh, ...])                # or mesh.id, as Warp passes it
+
+A kernel takes the mesh as a parameter annotated `gk.Mesh` (float32 points; `gk.Mesh[gk.float64]` for
+float64 ones; the Warp dialect's `wp.uint64`), the struct `MeshData` of core/library/mesh.py. The mesh
+keeps the caller's `points` array (a kernel reads it, so gradients land in `points.grad`); the BVH is
+built on the host (geometry/bvh.py) from the triangles' bounds, and `refit()` recomputes the bounds
+from the points as they are now.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import types as T
+from ..core.library.mesh import MeshData, MeshData64
+from ..runtime.arrays.array import array as _array
+from ..runtime.launch.device import get_device
+from . import registry
+from .bvh import BvhArrays, host_vec3
+
+_DATA = {T.float32: MeshData, T.float64: MeshData64}
+
+
+class _MeshType(type):
+    def __getitem__(cls, dtype):
+        """`gk.Mesh[gk.float64]`: the annotation of a kernel parameter taking a float64 mesh."""
+        return _DATA[T.as_type(dtype)]
+
+
+class Mesh(metaclass=_MeshType):
+    """A triangle mesh: `points` (gk.array of vec3 or vec3d), `indices` (int32, 3 per triangle),
+    optional `velocities` (as points); `id` identifies it at launch (Warp's)."""
+
+    _gk_struct = MeshData._gk_struct        # `mesh: gk.Mesh` annotates a kernel parameter (float32 points)
+
+    def __init__(self, points, indices, velocities=None, support_winding_number: bool = False,
+                 bvh_constructor: str | None = None, bvh_leaf_size: int | None = None):
+        if not isinstance(points, _array) or points.dtype not in (T.vec3, T.vector(3, T.float64)):
+            got = points.dtype.name if isinstance(points, _array) else type(points).__name__
+            raise TypeError(f"Mesh: points must be a gk.array of vec3 or vec3d, got {got}")
+        if not isinstance(indices, _array) or indices.dtype is not T.int32:
+            got = indices.dtype.name if isinstance(indices, _array) else type(indices).__name__
+            raise TypeError(f"Mesh: indices must be a gk.array of int32, got {got}")
+        if indices.size % 3:
+            raise ValueError(f"Mesh: indices must hold 3 per triangle, got {indices.size}")
+        if velocities is not None and (not isinstance(velocities, _array) or velocities.dtype is not points.dtype
+                                       or velocities.shape != points.shape):
+            raise TypeError("Mesh: velocities must be a gk.array of the points' dtype and shape")
+        self.device = get_device(points.device)
+        for name, a in (("indices", indices), ("velocities", velocities)):
+            if a is not None and a.device is not self.device:
+                raise ValueError(f"Mesh: {name} are on {a.device.name}, the points on {self.device.name}")
+        self.dtype = points.dtype.scalar
+        self._points, self.indices, self.velocities = points, indices, velocities
+        tris = indices._read().reshape(-1, 3).astype(np.int64)
+        if tris.size and (tris.min() < 0 or tris.max() >= points.shape[0]):
+            raise ValueError(f"Mesh: indices must lie in [0, {points.shape[0]}), got [{tris.min()}, {tris.max()}]")
+        self._tris = tris
+        self._bvh = BvhArrays(self.device)
+        self._bvh.build(*self._bounds())
+        self._data = None
+        self.id = registry.register(self)
+
+    @property
+    def points(self):
+        return self._points
+
+    @points.setter
+    def points(self, value) -> None:
+        """Warp's setter: new points of the same shape and dtype, then a refit."""
+        if not isinstance(value, _array) or value.dtype is not self._points.dtype or value.shape != self._points.shape:
+            raise ValueError("Mesh.points: the new points must be a gk.array of the same dtype and shape")
+        self._points = value
+        self._data = None
+        self.refit()
+
+    @property
+    def num_tris(self) -> int:
+        return self._tris.shape[0]
+
+    def _bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each triangle's bounds, and the average edge length (Warp's, for sign_normal's tolerance)."""
+        p = host_vec3(self._points, "Mesh points")
+        corners = p[self._tris]                                     # (n, 3 corners, 3)
+        if self._tris.size:
+            edges = corners - np.roll(corners, 1, axis=1)
+            self._edge = float(np.linalg.norm(edges, axis=-1).mean())
+        else:
+            self._edge = 0.0
+        return corners.min(axis=1) if self._tris.size else np.zeros((0, 3)), (corners.max(axis=1) if self._tris.size
+                                                                              else np.zeros((0, 3)))
+
+    def refit(self) -> None:
+        """Update the BVH's bounds to the points as they are now (the same triangles)."""
+        self._bvh.refit(*self._bounds())
+        self._data = None
+
+    def _gk_struct_value(self):
+        if self._data is None:
+            vel = self.velocities if self.velocities is not None else self._points
+            self._data = _DATA[self.dtype](points=self._points, velocities=vel, indices=self.indices,
+                                           num_tris=self.num_tris, num_points=self._points.shape[0],
+                                           has_velocities=int(self.velocities is not None),
+                                           average_edge_length=self._edge, bvh=self._bvh.data)
+        return self._data
+
+    def __repr__(self) -> str:
+        return (f"Mesh(points={self._points.shape[0]}, triangles={self.num_tris}, dtype={self.dtype.name}, "
+                f"device='{self.device.name}', id={self.id})")
+
+
+MeshData._gk_resolve = staticmethod(registry.resolver(MeshData, "float32 gk.Mesh"))
+MeshData64._gk_resolve = staticmethod(registry.resolver(MeshData64, "float64 gk.Mesh"))

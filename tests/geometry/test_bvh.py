@@ -1,0 +1,171 @@
+"""gk.Bvh on every device: AABB and ray queries against brute-force NumPy overlap sets (both loop forms, the
+object or its id), refit after the boxes move, the balanced build, and the same sets as Warp 1.19's
+wp.Bvh through gradkit.warp (a wp.uint64 parameter bound to a Bvh)."""
+
+# (no `from __future__ import annotations`: Warp reads the kernels' annotations from their closures)
+
+import numpy as np
+import pytest
+
+import gradkit as gk
+import gradkit.warp as gwp
+from gradkit.geometry.bvh import build_tree
+
+try:
+    import warp
+    warp.config.quiet = True
+    warp.init()
+except ImportError:
+    warp = None
+
+needs_warp = pytest.mark.skipif(warp is None, reason="warp-lang (the reference) is not installed")
+
+
+@gk.kernel
+def aabb_pairs(bvh: gk.Bvh, lo: gk.array(dtype=gk.vec3), hi: gk.array(dtype=gk.vec3),
+               seen: gk.array2d(dtype=gk.int32)):
+    i = gk.tid()
+    q = gk.bvh_query_aabb(bvh, lo[i], hi[i])
+    j = int(0)
+    while gk.bvh_query_next(q, j):
+        gk.atomic_add(seen, i, j, 1)
+
+
+@gk.kernel
+def ray_pairs(bvh: gk.Bvh, s: gk.array(dtype=gk.vec3), d: gk.array(dtype=gk.vec3), max_t: float,
+              seen: gk.array2d(dtype=gk.int32)):
+    i = gk.tid()
+    q = gk.bvh_query_ray(bvh, s[i], d[i])
+    j = int(0)
+    while gk.bvh_query_next(q, j, max_t):
+        gk.atomic_add(seen, i, j, 1)
+
+
+@gk.kernel
+def aabb_pairs_for(bvh: gk.Bvh, lo: gk.array(dtype=gk.vec3), hi: gk.array(dtype=gk.vec3),
+                   seen: gk.array2d(dtype=gk.int32)):
+    i = gk.tid()
+    for j in gk.bvh_query_aabb(bvh, lo[i], hi[i]):
+        gk.atomic_add(seen, i, j, 1)
+
+
+def boxes(rng, n, spread=10.0, size=1.0):
+    c = rng.uniform(0, spread, (n, 3))
+    h = rng.uniform(0.05, size, (n, 3))
+    return (c - h).astype(np.float32), (c + h).astype(np.float32)
+
+
+def overlap_ref(lo, hi, qlo, qhi):
+    return ((lo[None] <= qhi[:, None]) & (hi[None] >= qlo[:, None])).all(-1)
+
+
+def ray_ref(lo, hi, s, d, max_t=np.inf):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv = 1.0 / d.astype(np.float64)
+        t0 = (lo[None] - s[:, None]) * inv[:, None]
+        t1 = (hi[None] - s[:, None]) * inv[:, None]
+        near = np.nan_to_num(np.minimum(t0, t1), nan=-np.inf).max(-1)
+        far = np.nan_to_num(np.maximum(t0, t1), nan=np.inf).min(-1)
+    return (far >= np.maximum(near, 0.0)) & (near < max_t)
+
+
+def test_build_is_balanced_and_covers_every_item(rng):
+    lo, hi = boxes(rng, 1000)
+    tree = build_tree(lo.astype(np.float64), hi.astype(np.float64))
+    assert sorted(tree.prims.tolist()) == list(range(1000))
+    assert tree.depth <= int(np.ceil(np.log2(1000 / 4))) + 1
+    nlo, nhi = tree.bounds(lo.astype(np.float64), hi.astype(np.float64))
+    leaf = tree.info[:, 3] > 0
+    for node in np.nonzero(leaf)[0][:50]:                    # a leaf's box holds its items'
+        start, count = tree.info[node, 2:]
+        items = tree.prims[start:start + count]
+        assert (nlo[node] <= lo[items]).all() and (nhi[node] >= hi[items]).all()
+    assert np.allclose(nlo[0], lo.min(0)) and np.allclose(nhi[0], hi.max(0))
+
+
+@pytest.mark.parametrize("loop", [aabb_pairs, aabb_pairs_for], ids=["while", "for"])
+def test_aabb_and_ray_queries_match_brute_force(device, rng, loop):
+    n, m = 200, 40
+    lo, hi = boxes(rng, n)
+    bvh = gk.Bvh(gk.array(lo, dtype=gk.vec3, device=device), gk.array(hi, dtype=gk.vec3, device=device))
+    qlo, qhi = boxes(rng, m, size=2.0)
+    seen = gk.zeros((m, n), dtype=gk.int32, device=device)
+    gk.launch(loop, m, inputs=[bvh, gk.array(qlo, dtype=gk.vec3, device=device),
+                               gk.array(qhi, dtype=gk.vec3, device=device), seen])
+    ref = overlap_ref(lo, hi, qlo, qhi)
+    assert ref.sum() > m
+    np.testing.assert_array_equal(seen.numpy(), ref.astype(np.int32))
+    if loop is aabb_pairs_for:
+        return
+    s = rng.uniform(-2, 12, (m, 3)).astype(np.float32)
+    d = rng.normal(size=(m, 3)).astype(np.float32)
+    d[:5, 0] = 0.0                                           # rays parallel to a slab
+    for max_t in (1e30, 4.0):
+        seen.zero_()
+        gk.launch(ray_pairs, m, inputs=[bvh.id, gk.array(s, dtype=gk.vec3, device=device),
+                                        gk.array(d, dtype=gk.vec3, device=device), max_t, seen])
+        np.testing.assert_array_equal(seen.numpy(), ray_ref(lo, hi, s, d, max_t).astype(np.int32))
+
+
+def test_refit_follows_moved_boxes(device, rng):
+    n, m = 100, 20
+    lo, hi = boxes(rng, n)
+    glo, ghi = gk.array(lo, dtype=gk.vec3, device=device), gk.array(hi, dtype=gk.vec3, device=device)
+    bvh = gk.Bvh(glo, ghi)
+    shift = rng.uniform(-3, 3, (n, 3)).astype(np.float32)
+    lo2, hi2 = lo + shift, hi + shift
+    gk.copy(glo, gk.array(lo2, dtype=gk.vec3, device=device))      # the same arrays, moved in place
+    gk.copy(ghi, gk.array(hi2, dtype=gk.vec3, device=device))
+    bvh.refit()
+    qlo, qhi = boxes(rng, m, size=2.0)
+    seen = gk.zeros((m, n), dtype=gk.int32, device=device)
+    gk.launch(aabb_pairs, m, inputs=[bvh, gk.array(qlo, dtype=gk.vec3, device=device),
+                                     gk.array(qhi, dtype=gk.vec3, device=device), seen])
+    np.testing.assert_array_equal(seen.numpy(), overlap_ref(lo2, hi2, qlo, qhi).astype(np.int32))
+
+
+def test_empty_bvh_and_bad_ids(device):
+    z = gk.zeros(0, dtype=gk.vec3, device=device)
+    bvh = gk.Bvh(z, z)
+    seen = gk.zeros((1, 1), dtype=gk.int32, device=device)
+    one = gk.zeros(1, dtype=gk.vec3, device=device)
+    gk.launch(aabb_pairs, 1, inputs=[bvh.id, one, one, seen])
+    assert seen.numpy().sum() == 0
+    with pytest.raises(ValueError, match="no geometry object"):
+        gk.launch(aabb_pairs, 1, inputs=[10**9, one, one, seen])
+    grid = gk.HashGrid(2, 2, 2, device=device)
+    with pytest.raises(TypeError, match="names a HashGrid"):
+        gk.launch(aabb_pairs, 1, inputs=[grid.id, one, one, seen])
+
+
+@needs_warp
+def test_overlap_sets_match_warp(rng):
+    """The same Warp-language kernel (a wp.uint64 parameter) under Warp 1.19 and gradkit.warp."""
+    n, m = 300, 30
+    lo, hi = boxes(rng, n)
+    qlo, qhi = boxes(rng, m, size=2.0)
+    s = rng.uniform(-2, 12, (m, 3)).astype(np.float32)
+    d = rng.normal(size=(m, 3)).astype(np.float32)
+    out = {}
+    for wp in (warp, gwp):
+        @wp.kernel
+        def both(bvh: wp.uint64, qlo: wp.array(dtype=wp.vec3), qhi: wp.array(dtype=wp.vec3),
+                 s: wp.array(dtype=wp.vec3), d: wp.array(dtype=wp.vec3), box: wp.array2d(dtype=int),
+                 ray: wp.array2d(dtype=int)):
+            i = wp.tid()
+            q = wp.bvh_query_aabb(bvh, qlo[i], qhi[i])
+            j = int(0)
+            while wp.bvh_query_next(q, j):
+                box[i, j] = box[i, j] + 1
+            r = wp.bvh_query_ray(bvh, s[i], d[i])
+            while wp.bvh_query_next(r, j):
+                ray[i, j] = ray[i, j] + 1
+        a = dict(dtype=wp.vec3, device="cpu")
+        bvh = wp.Bvh(wp.array(lo, **a), wp.array(hi, **a))
+        box = wp.zeros((m, n), dtype=int, device="cpu")
+        ray = wp.zeros((m, n), dtype=int, device="cpu")
+        wp.launch(both, m, inputs=[bvh.id, wp.array(qlo, **a), wp.array(qhi, **a), wp.array(s, **a),
+                                   wp.array(d, **a), box, ray], device="cpu")
+        out[wp] = box.numpy(), ray.numpy()
+    np.testing.assert_array_equal(out[gwp][0], out[warp][0])
+    np.testing.assert_array_equal(out[gwp][1], out[warp][1])
