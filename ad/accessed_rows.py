@@ -70,6 +70,22 @@ def evaluate(exprs: list, args: list) -> set[int] | None:
     return rows
 
 
+def arg_positions(exprs: list) -> tuple[int, ...] | None:
+    """The argument positions the expressions read (their rows depend on nothing else); None when an
+    expression is unknown (the rows are None whatever the arguments)."""
+    out: set[int] = set()
+    stack = list(exprs)
+    while stack:
+        e = stack.pop()
+        if e is None:
+            return None
+        if e[0] == "arg":
+            out.add(e[1])
+        elif e[0] != "const":
+            stack.extend(e[1:])
+    return tuple(sorted(out))
+
+
 def _eval(e: Expr | None, args: list):
     if e is None:
         return None

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from ...ad.accessed_rows import user_index
+from ...ad.accessed_rows import arg_positions, evaluate, leading_rows, user_index
 from ...ad.checks import static_violations
 from ...ad.read_order import read_before_write
 from ...backends.analysis import written_params
 from ...core.errors import CompileError
 from ...core.ir import Function
-from ...core.ops import Op
+from ...core.ops import WRITES, Op
 from ...core.passes.scalarize import user_params
 
 
@@ -23,6 +23,33 @@ class KernelFacts:
 
     def __init__(self, kernel, generation: int):
         self.kernel, self.generation = kernel, generation
+        self._rows_memo: dict = {}
+
+    def rows(self, table: dict, j: int, args: list, missing):
+        """`evaluate(table[j], args)` (ad/accessed_rows.py), `missing` without an entry; remembered per the
+        integer arguments the expressions read (a time-stepped program asks again for each step index at
+        every backward pass). The set returned is shared: callers must not modify it."""
+        exprs = table.get(j)
+        if exprs is None:
+            return missing
+        memo = self._rows_memo
+        used = memo.get(id(exprs))
+        if used is None:
+            used = memo[id(exprs)] = (exprs, arg_positions(exprs))
+        if used[1] is None:
+            return None
+        values = [args[k] for k in used[1]]
+        if not all(hasattr(v, "__index__") for v in values):
+            return evaluate(exprs, args)
+        key = (id(exprs), *map(int, values))
+        got = memo.get(key, memo)
+        if got is memo:
+            got = evaluate(exprs, args)
+            if len(memo) >= 65536:
+                memo.clear()
+                memo[id(exprs)] = used
+            memo[key] = got
+        return got
 
     # forward ---------------------------------------------------------------------------------------------
     @cached_property
@@ -31,6 +58,11 @@ class KernelFacts:
         fwd = self.kernel.lowered("forward")
         user = user_params(fwd)
         return tuple(sorted({user[k] for k in written_params(fwd)}))
+
+    @cached_property
+    def written_rows(self) -> dict[int, list]:
+        """Array parameter -> the leading-index expressions of its writes (ad/accessed_rows.py)."""
+        return leading_rows(self.kernel.lowered("forward"), WRITES)
 
     @cached_property
     def read(self) -> tuple[int, ...]:
@@ -65,6 +97,12 @@ class KernelFacts:
     def adjoint_reads(self) -> tuple[int, ...]:
         """The arrays whose recorded values the adjoint loads."""
         return _primal_reads(self.adjoint, None)
+
+    @cached_property
+    def adjoint_load_rows(self) -> dict[int, list]:
+        """Primal array parameter -> the leading-index expressions of the adjoint's loads from it."""
+        n = len(user_params(self.kernel.lowered("forward")))
+        return leading_rows(self.kernel.lowered("adjoint"), ("load",), range(n))
 
     @cached_property
     def reads_after(self) -> tuple[int, ...]:

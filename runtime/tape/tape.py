@@ -352,7 +352,8 @@ class Tape:
     def _adjoints(self, checked: bool) -> None:
         """Run every recorded adjoint in reverse order, accumulating into the arrays' current `.grad`
         (`checked`: `_check_records` already ran for this pass)."""
-        from ..launch.launch import launch, prepare_adjoint
+        from ..launch.adjoint_reuse import adjoint_for
+        from ..launch.launch import launch
         if not checked:
             self._check_records()
         self.backward_records.clear()
@@ -371,14 +372,10 @@ class Tape:
             prepared = rec.prepared
             ready = prepared is not None and prepared.valid()
             if not ready and fast:
-                # records of the same kernel on the same argument objects share one binding
+                # records of the same kernel on the same arrays and values share one binding, kept for
+                # later tapes too (runtime/launch/adjoint_reuse.py)
                 ins, outs = rec.adjoint_arguments()
-                key = (id(rec.kernel_obj), rec.device, rec.dim, rec.consume, *map(id, ins), *map(id, outs))
-                prepared = shared.get(key)
-                if prepared is None or not prepared.valid():
-                    prepared = shared[key] = prepare_adjoint(rec.kernel_obj, rec.dim, ins, outs, rec.device,
-                                                             rec.args, rec.consume)
-                rec.prepared = prepared
+                prepared = rec.prepared = adjoint_for(rec, ins, outs, shared)
                 ready = prepared is not None and prepared.valid()
             if ready:
                 prepared.run()

@@ -11,30 +11,22 @@ from __future__ import annotations
 
 import weakref
 
-from ...ad.accessed_rows import evaluate, leading_rows
 from ...backends.analysis import shares_memory
 from ...core.errors import GradientRuleError
-from ...core.ops import WRITES
-from ...core.passes.scalarize import user_params
 from ..state import current as state
 from .tape_rules import check_aliasing, check_recoverable
 
 
-def _lowered_params(kernel) -> int:
-    return len(user_params(kernel.lowered("forward")))
-
-
 def needed_rows(kernel, args, j: int) -> set[int] | None:
     """Rows of argument j the adjoint of a launch of `kernel` on `args` reads (None: possibly all)."""
-    adj = kernel.lowered("adjoint")
-    exprs = leading_rows(adj, ("load",), range(_lowered_params(kernel))).get(j)
-    return None if exprs is None else evaluate(exprs, args)
+    facts = kernel.facts()
+    return facts.rows(facts.adjoint_load_rows, j, args, None)
 
 
 def written_rows(kernel, args, j: int) -> set[int] | None:
     """Rows of argument j a launch of `kernel` on `args` writes (None: possibly all)."""
-    exprs = leading_rows(kernel.lowered("forward"), WRITES).get(j)
-    return set() if exprs is None else evaluate(exprs, args)
+    facts = kernel.facts()
+    return facts.rows(facts.written_rows, j, args, set())
 
 
 def overlap(a: set[int] | None, b: set[int] | None) -> bool:
@@ -97,42 +89,84 @@ class _Later:
     `check_record` accept a record without walking every later record (quadratic in time-stepped
     programs, which read and write one array at every step); any doubt falls back to the walk."""
 
-    def __init__(self, tape, a):
+    def __init__(self, tape, a, index: "_Index | None" = None):
+        index = index or _Index(tape)
         self.n, self.version = len(tape.records), a.version
+        records = tape.records
         touch = []                                  # (record index, version of a there or None: host write)
-        for i, later in enumerate(tape.records):
+        for i, hit in index.touching(a):
+            later = records[i]
             if getattr(later, "kind", "") != "launch":
-                if any(same_memory(w, a) for w in getattr(later, "writes", ())):
-                    touch.append((i, None, None))
-                continue
-            hit = [k for k, x in enumerate(later.args) if same_memory(x, a)]
-            if hit:
-                touch.append((i, later.versions[hit[0]], later))
-        self.pos = {i: p for p, (i, _, _) in enumerate(touch)}
-        self.after = [v for _, v, _ in touch]
+                touch.append((i, None, None, None))
+            else:
+                touch.append((i, later.versions[hit[0]], later, hit))
+        self.pos = {i: p for p, (i, _, _, _) in enumerate(touch)}
+        self.after = [v for _, v, _, _ in touch]
         n = len(touch)
-        self.ok, self.rows = [False] * n, [None] * n
+        # rows written after position p: every row when p < none_after, else the rows r with last[r] > p
+        # (one entry per row, not a set per position: a trajectory's rows would make that quadratic)
+        self.ok, self.none_after, self.last = [False] * n, n, {}
         if n == 0 or touch[-1][1] is None:
             return
-        ok, rows = not a.modified_since(touch[-1][1]), set()
+        ok, none_after, last = not a.modified_since(touch[-1][1]), -1, self.last
         for p in range(n - 1, -1, -1):
-            self.ok[p], self.rows[p] = ok, rows
+            self.ok[p] = ok
             if p == 0:
                 break
-            v, later = touch[p][1], touch[p][2]
+            _, v, later, hit = touch[p]
             prev = touch[p - 1][1]
             if v is None or prev is None:
                 ok = False
                 continue
-            wrote = [w for w in later.kernel_obj.facts().written if same_memory(later.args[w], a)]
+            wrote = [w for w in later.kernel_obj.facts().written if w in hit]
             ok = ok and v - len(wrote) == prev
             for w in wrote:
                 r = written_rows(later.kernel_obj, later.args, w) if later.args[w] is a else None
-                rows = None if rows is None or r is None else rows | r
+                if r is None:
+                    none_after = max(none_after, p)
+                else:
+                    for row in r:
+                        last.setdefault(row, p)
+        self.none_after = none_after
 
     def fine(self, index: int, recorded: int, needed) -> bool:
         p = self.pos.get(index)
-        return p is not None and self.after[p] == recorded and self.ok[p] and not overlap(self.rows[p], needed)
+        if p is None or self.after[p] != recorded or not self.ok[p] or needed is None or p < self.none_after:
+            return False
+        last = self.last
+        return not any(last.get(row, -1) > p for row in needed)
+
+
+class _Index:
+    """For one tape at one length: per buffer, the records that use it (launch arguments, host writes) and
+    at which argument positions. Built in one pass over the records, so that each array's `_Later` visits
+    only the records touching its memory (a tape of many arrays stays linear, not arrays x records)."""
+
+    def __init__(self, tape):
+        self.n = len(tape.records)
+        by_buffer: dict[int, tuple] = {}     # id(buffer) -> (an array over it, {record index: [positions]})
+        for i, rec in enumerate(tape.records):
+            xs = rec.args if getattr(rec, "kind", "") == "launch" else getattr(rec, "writes", ())
+            for k, x in enumerate(xs):
+                if not hasattr(x, "buffer"):
+                    continue
+                entry = by_buffer.get(id(x.buffer))
+                if entry is None:
+                    entry = by_buffer[id(x.buffer)] = (x, {})
+                entry[1].setdefault(i, []).append(k)
+        self.by_buffer = by_buffer
+
+    def touching(self, a) -> list[tuple[int, list[int]]]:
+        """(record index, positions of its arguments or host writes that are `same_memory` as a), in record
+        order, for every record that has one (shares_memory depends on the buffers only)."""
+        hits = [uses for rep, uses in self.by_buffer.values() if same_memory(rep, a)]
+        if len(hits) == 1:
+            return list(hits[0].items())
+        merged: dict[int, list[int]] = {}
+        for uses in hits:
+            for i, ks in uses.items():
+                merged.setdefault(i, []).extend(ks)
+        return [(i, sorted(merged[i])) for i in sorted(merged)]
 
 
 _LATER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -140,20 +174,20 @@ _LATER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def _later(tape, a) -> _Later:
     try:
-        cache = _LATER.setdefault(tape, {})
+        cache = _LATER.get(tape)
     except TypeError:                                 # a tape that takes no weak reference: no cache
         return _Later(tape, a)
-    got = cache.get(id(a))
-    if got is None or got[0] is not a or got[1].n != len(tape.records) or got[1].version != a.version:
-        if got is not None and got[1].n != len(tape.records):
-            cache.clear()
-        got = cache[id(a)] = (a, _Later(tape, a))
+    if cache is None or cache[0].n != len(tape.records):
+        cache = _LATER[tape] = (_Index(tape), {})
+    index, arrays = cache
+    got = arrays.get(id(a))
+    if got is None or got[0] is not a or got[1].version != a.version:
+        got = arrays[id(a)] = (a, _Later(tape, a, index))
     return got[1]
 
 
 def check_record(tape, index: int, rec, reads: list[int]) -> None:
     """Raise if an array whose recorded values `rec`'s adjoint reads was changed where it matters."""
-    names = [n for n, _ in rec.kernel_obj.params]
     for j in reads:
         if rec.saved is not None and j in rec.saved:
             continue                                  # the adjoint reads the copy taken before the launch
@@ -162,10 +196,11 @@ def check_record(tape, index: int, rec, reads: list[int]) -> None:
         crc = rec.crcs.get(id(a)) if rec.crcs else None
         if not a.modified_since(recorded, crc):
             continue
-        if crc is None and _later(tape, a).fine(index, recorded, needed_rows(rec.kernel_obj, rec.args, j)):
-            continue                                  # only later tape launches wrote it, other rows
-        label = getattr(a, "label", None) or names[j]
         needed = needed_rows(rec.kernel_obj, rec.args, j)
+        if crc is None and _later(tape, a).fine(index, recorded, needed):
+            continue                                  # only later tape launches wrote it, other rows
+        names = [n for n, _ in rec.kernel_obj.params]
+        label = getattr(a, "label", None) or names[j]
         where = f"array '{label}' (parameter '{names[j]}' of kernel '{rec.kernel}')"
         cur = recorded
         for later in tape.records[index + 1:]:

@@ -34,13 +34,15 @@ def _record(n, tail=None):
 
 
 def _walks(monkeypatch):
+    """Counts the check's per-record steps: memory comparisons and row evaluations."""
     calls = [0]
-    real = version_check.same_memory
+    for name in ("same_memory", "written_rows", "needed_rows"):
+        real = getattr(version_check, name)
 
-    def counting(a, b):
-        calls[0] += 1
-        return real(a, b)
-    monkeypatch.setattr(version_check, "same_memory", counting)
+        def counting(*args, real=real):
+            calls[0] += 1
+            return real(*args)
+        monkeypatch.setattr(version_check, name, counting)
     return calls
 
 

@@ -1,0 +1,99 @@
+"""Prepared adjoints shared between records and kept from one tape to the next.
+
+A backward pass binds each recorded launch's adjoint once (`prepare_adjoint`: argument binding, variant
+choice, specialisation lookup; tens of µs). Time-stepped programs record the same few kernels thousands
+of times on the same arrays with a step index, and record a new tape every iteration (Taichi's
+`with ti.ad.Tape(loss)`), so the same bindings come back: records of one kernel with the same arrays (by
+identity) and the same scalar values share one binding within a pass, and a binding is kept on the kernel
+for later tapes as a recipe holding only weak references, revived while every array it names is alive,
+each array's `.grad` is still the one bound and the code-generation settings are those it was made under
+(`PreparedAdjoint.valid`). Records whose adjoint reads copies saved before the launch are bound afresh.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from .launch import PreparedAdjoint, prepare_adjoint
+
+MAX_RECIPES = 8192      # per kernel: a bound on what launches on since-freed arrays leave behind
+
+
+def _value_key(v):
+    """A scalar by type and bits (0.0 and -0.0, equal as numbers, are different arguments)."""
+    if v.__class__ is float:
+        return float, v.hex()
+    to_bytes = getattr(v, "tobytes", None)
+    return (v.__class__, to_bytes()) if to_bytes is not None else (v.__class__, v)
+
+
+def _arg_key(x):
+    """Arrays by identity, values (NumPy scalars, tuples of them for vectors) by type and bits."""
+    if hasattr(x, "buffer"):
+        return id(x)
+    if x.__class__ is tuple:
+        return (tuple, *map(_value_key, x))
+    return _value_key(x)
+
+
+class AdjointRecipe:
+    """A PreparedAdjoint without strong references to its arrays."""
+
+    __slots__ = ("key", "spec", "dims", "template", "refs", "sources")
+
+    def __init__(self, prepared: PreparedAdjoint):
+        self.key, self.spec, self.dims = prepared.key, prepared.spec, prepared.dims
+        args = prepared.call_args
+        self.template = [None if hasattr(x, "buffer") else x for x in args]
+        self.refs = [(k, weakref.ref(x)) for k, x in enumerate(args) if hasattr(x, "buffer")]
+        self.sources = [weakref.ref(a) for a in prepared.sources]
+
+    def revive(self) -> PreparedAdjoint | None:
+        """The PreparedAdjoint again, or None when an array is gone or no longer valid for it."""
+        call_args = list(self.template)
+        for k, ref in self.refs:
+            x = ref()
+            if x is None:
+                return None
+            call_args[k] = x
+        sources = [ref() for ref in self.sources]
+        if any(a is None for a in sources):
+            return None
+        grads = call_args[len(call_args) - len(sources):] if sources else []   # prepare_adjoint appends them
+        prepared = PreparedAdjoint(self.key, self.spec, self.dims, call_args, grads, sources)
+        return prepared if prepared.valid() else None
+
+
+def adjoint_for(rec, ins, outs, shared: dict) -> PreparedAdjoint | None:
+    """The prepared adjoint of record `rec` (its adjoint arguments `ins`, `outs`), from `shared` (this
+    pass's bindings), the kernel's recipes from earlier tapes, or `prepare_adjoint`; None when its adjoint
+    needs scratch gradient arrays (then it takes `launch`)."""
+    kernel = rec.kernel_obj
+    head = (id(kernel), rec.device, rec.dim, rec.consume)
+    try:
+        key = (*head, *map(_arg_key, ins), *map(_arg_key, outs))
+        hash(key)
+        keep = rec.saved is None            # saved copies are new arrays each time: nothing to keep
+    except TypeError:                       # an unhashable value: share by identity within this pass only
+        key, keep = (*head, *map(id, ins), *map(id, outs)), False
+    prepared = shared.get(key)
+    if prepared is not None and prepared.valid():
+        return prepared
+    recipes = kernel.__dict__.get("_adjoint_recipes") if keep else None
+    recipe = recipes.get(key) if recipes is not None else None
+    prepared = recipe.revive() if recipe is not None else None
+    if prepared is None:
+        prepared = prepare_adjoint(kernel, rec.dim, ins, outs, rec.device, rec.args, rec.consume)
+        if prepared is not None and keep:
+            try:
+                recipe = AdjointRecipe(prepared)
+            except TypeError:               # an array that takes no weak reference
+                recipe = None
+            if recipe is not None:
+                if recipes is None:
+                    recipes = kernel._adjoint_recipes = {}
+                elif len(recipes) >= MAX_RECIPES:
+                    recipes.clear()
+                recipes[key] = recipe
+    shared[key] = prepared
+    return prepared
