@@ -317,7 +317,7 @@ def cmd_examples(ns) -> int:
     results = _run_examples(scripts, out, ns.timeout, console)
     written = [name for name, status in results if status == "ok"]
     for name, status in results:
-        colour = "green" if status == "ok" else "yellow"
+        colour = "green" if status == "ok" else "cyan" if status.startswith("skipped") else "yellow"
         console.print(_text(name, colour), _text(f": {status}"))
     if not written:
         console.print("[red]no example recorded launches on a tape[/red]")
@@ -326,6 +326,32 @@ def cmd_examples(ns) -> int:
     if ns.bundle_only:
         return 0
     return serve(out, ns.port, not ns.no_browser, console, ns.host)
+
+
+def missing_modules(script: pathlib.Path) -> list[str]:
+    """Top-level modules `script` imports that are not installed here (read from its source, never run):
+    `gradkit examples` skips such a script and says what it needs instead of reporting a failure."""
+    import ast
+    import importlib.util
+    try:
+        tree = ast.parse(script.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return []
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    missing = []
+    for name in sorted(names):
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
 
 
 def _run_examples(scripts, out: pathlib.Path, timeout: float, console) -> list[tuple[str, str]]:
@@ -345,6 +371,13 @@ def _run_examples(scripts, out: pathlib.Path, timeout: float, console) -> list[t
                 progress.update(task, description=f"capturing {script.name}")
             else:
                 console.print(_text(f"capturing {script.name}"))
+            missing = missing_modules(script)
+            if missing:
+                results.append((script.name, f"skipped: needs {', '.join(missing)} (not installed here; "
+                                             f"pip install {' '.join(missing)})"))
+                if progress:
+                    progress.advance(task)
+                continue
             cmd = [sys.executable, "-m", "gradkit.app.cli", "debug", "--bundle-only", "--quiet", "--out",
                    str(out / script.stem), str(script)]
             log = out / f"{script.stem}.log"

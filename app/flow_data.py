@@ -23,13 +23,17 @@ def role(a: dict) -> str:
 
 
 def _breaks_a_chain(bundle: Bundle, aid: str) -> bool:
-    """A launch that reads an array with requires_grad writes `aid`: without requires_grad there, the
-    gradient stops at it."""
+    """A launch computes `aid` from an array with requires_grad and a later launch reads it: without
+    requires_grad there, the gradient from what reads it stops at it (an output nothing reads is no loss)."""
     needs = {a["id"] for a in bundle.manifest["arrays"] if a["requires_grad"]}
+    computed = False
     for la in bundle.launches:
-        outs = {la["arrays"][j] for j in la.get("written", range(la.get("n_inputs", 0), len(la["arrays"])))}
-        if aid in outs and any(x in needs for x in la["arrays"] if x is not None and x != aid):
+        written = la.get("written", range(la.get("n_inputs", 0), len(la["arrays"])))
+        if computed and any(la["arrays"][j] == aid for j in la.get("read", range(len(la["arrays"])))):
             return True
+        if any(la["arrays"][j] == aid for j in written) and \
+                any(x in needs for x in la["arrays"] if x is not None and x != aid):
+            computed = True
     return False
 
 

@@ -72,11 +72,19 @@ def test_examples_capture_a_folder(tmp_path, capsys):
     for name in ("sample_nan.py", "sample_sqrt.py"):
         (scripts / name).write_text((HERE / name).read_text())
     (scripts / "no_tape.py").write_text("print('no launches')\n")
+    (scripts / "needs_more.py").write_text("import gradkit_missing_extra\nimport numpy\n")
     out = tmp_path / "bundles"
     assert cli.main(["examples", "--dir", str(scripts), "--out", str(out), "--bundle-only", "-q"]) == 0
-    assert capsys.readouterr().out.strip().splitlines()[-1] == str(out)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == str(out)
     assert [p.name for p in data.find_bundles(out)] == ["sample_nan", "sample_sqrt"]
     assert (out / "no_tape.log").read_text().count("no launches") == 1
+    # a script whose imports are not installed is skipped with what it needs, never run (issue 41 item 6)
+    assert cli.missing_modules(scripts / "needs_more.py") == ["gradkit_missing_extra"]
+    assert not (out / "needs_more.log").exists()
+    (status,) = [st for name, st in cli._run_examples([scripts / "needs_more.py"], tmp_path / "o", 60,
+                                                      cli._console(True))]
+    assert status.startswith("skipped: needs gradkit_missing_extra")
 
 
 def test_app_command():

@@ -1,0 +1,68 @@
+"""Compare, after: the spring's length as gk.length(d): a zero gradient, not a NaN, when its ends meet.
+
+The fix of `spring_length_before.py`: at the step where the weight sits on the anchor (d = 0) gk.length
+takes the subgradient 0 at the zero vector (as Warp's length does), so the gradient is 0 and training goes
+on. The debugger's Compare view puts the two bundles side by side (`gradkit examples`, then Compare).
+
+Run: python examples/spring_length_after.py [--device cpu|opencl|...]
+Debug: gradkit debug examples/spring_length_after.py   (no NaN: the loop runs to the end)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+import gradkit as gk
+
+REST = 0.5
+
+
+@gk.kernel
+def spring_energy(anchor: gk.array(dtype=gk.vec3), weight: gk.array(dtype=gk.vec3),
+                  energy: gk.array(dtype=float)):
+    d = weight[0] - anchor[0]
+    stretch = gk.length(d) - REST                 # gradient 0 at the zero vector (a subgradient)
+    gk.atomic_add(energy, 0, stretch * stretch)
+
+
+def train(device: str, steps: int = 4) -> list[np.ndarray]:
+    """Anchor heights 2, 1, 0 (on the weight), -1: the gradient of the energy with respect to the anchor
+    at each; returns the gradients (the third one is 0 here)."""
+    weight = gk.array(np.zeros((1, 3), np.float32), dtype=gk.vec3, device=device, label="weight")
+    grads = []
+    for step in range(steps):
+        anchor = gk.array(np.array([[0.0, 2.0 - step, 0.0]], np.float32), dtype=gk.vec3, device=device,
+                          requires_grad=True, label="anchor")
+        energy = gk.zeros(1, device=device, requires_grad=True, label="energy")
+        with gk.Tape(params=[anchor]) as tape:
+            gk.launch(spring_energy, 1, inputs=[anchor, weight], outputs=[energy], device=device)
+        tape.backward(loss=energy)
+        grads.append(anchor.grad.numpy()[0].astype(np.float64))
+    return grads
+
+
+def reference(height: float) -> np.ndarray:
+    """d/d anchor of (|w - a| - REST)^2 in float64: -2 (|d| - REST) d / |d| with d = w - a (0 at d = 0)."""
+    d = np.array([0.0, -height, 0.0])
+    n = np.linalg.norm(d)
+    return np.zeros(3) if n == 0 else -2.0 * (n - REST) * d / n
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default=None)
+    args = ap.parse_args(argv)
+    for step, g in enumerate(train(args.device)):
+        want = reference(2.0 - step)
+        ok = np.allclose(g, want, rtol=1e-5, atol=1e-6, equal_nan=True)
+        print(f"step {step}: anchor gradient {g} (float64 reference {want}){'' if ok else '  MISMATCH'}")
+        if not ok:
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
