@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..viz.bundle import FOLD_OVER, Bundle
 from ..viz.graph_model import ArrayInfo, LaunchInfo, TapeGraph, scopes, to_dot
-from . import data, flow_data
+from . import data, flow_data, nan_data
 
 
 def bundle_model(bundle: Bundle, gradients: bool = True) -> TapeGraph:
@@ -19,12 +19,24 @@ def bundle_model(bundle: Bundle, gradients: bool = True) -> TapeGraph:
                                           state=row["flag"] if row else None,
                                           norm=row["grad norm"] if row else None)
     launches, written = [], set()
+    bad = _nonfinite_launches(bundle)
     for la in bundle.launches:
         keys = [_key(a) if a is not None else None for a in la["arrays"]]
+        # a launch that made a NaN/Inf gets a signature of its own: folding never hides it among its repeats
+        sig = (la["kernel"], tuple(la["scope"]), "non-finite", la["index"]) if la["index"] in bad else None
         launches.append(LaunchInfo(la["kernel"], tuple(la["dim"]), list(la["params"]), tuple(la["scope"]), keys,
-                                   la.get("n_inputs", len(keys))))
+                                   la.get("n_inputs", len(keys)), signature=sig))
         written.update(keys[j] for j in flow_data.written_params(la) if keys[j] is not None)
     return TapeGraph(launches, arrays, written)
+
+
+def _nonfinite_launches(bundle: Bundle) -> set[int]:
+    """Forward launches where a NaN/Inf appeared: the recorded origin's, and any whose snapshots gained one."""
+    out = {r["index"] for r in data.launch_rows(bundle) if r["pass"] == "forward" and r["new non-finite"]}
+    origin = nan_data.nan_origin(bundle)
+    if origin is not None and origin.get("launch") is not None:
+        out.add(origin["launch"])
+    return out
 
 
 def graph_dot(bundle: Bundle, gradients: bool = True, collapsed=(), search: str = "",

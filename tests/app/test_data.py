@@ -577,3 +577,19 @@ def test_parameters_come_from_optimisers_and_broken_chains_are_cut_off(tmp_path)
     assert roles == {"theta": "parameter", "middle": "intermediate", "data": "constant", "loss": "intermediate"}
     assert [c["array"] for c in flow_data.cut_off_arrays(b)] == ["middle"]
     assert flow_data.constant_arrays(b) == ["data"]
+
+
+def test_a_nan_launch_stays_visible_in_the_folded_graph(tmp_path):
+    """Issue 41 item 5: a 30-step rollout folds into a few boxes, but the step whose launch made the NaN
+    is drawn on its own, so the folded graph still shows where it happened."""
+    xs = [gk.array(np.full(3, 24.5, np.float32), requires_grad=True, label="x0")]
+    xs += [gk.zeros(3, requires_grad=True, label=f"x{t + 1}") for t in range(30)]
+    with gk.viz.Capture() as cap:
+        with gk.Tape():
+            for t in range(30):
+                gk.launch(descend, 3, inputs=[xs[t]], outputs=[xs[t + 1]])
+    b = data.open_bundle(cap.save(tmp_path / "long"))
+    assert nan_data.nan_origin(b)["launch"] == 25
+    dot = graph_data.graph_dot(b, simplify=True)
+    boxes = re.findall(r"^\s*(l\d+) \[shape=plaintext", dot, re.M)
+    assert "l25" in boxes and len(boxes) <= 3                  # the folded run before it, and the NaN step
