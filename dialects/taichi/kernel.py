@@ -107,6 +107,8 @@ class TiKernel:
         self._sig = inspect.signature(fn)
         self._cache = {} if cache is None else cache
         self._base = self
+        self._kinds = None          # (settings key, per-parameter argument type or None) for call plans
+        self._plans: dict = {}      # plan key -> _Plan (calls with positional arguments only)
 
     def __get__(self, obj, cls=None):
         if obj is None:
@@ -203,7 +205,55 @@ class TiKernel:
                 pass
         return ns
 
+    # ------------------------------------------------------------------ the call fast path
+    def _plan(self, args):
+        """The `_Plan` for a call with these positional arguments, None where a call must take the general
+        path (keyword or defaulted arguments, ndarray parameters, loop bounds that need the top-level
+        locals)."""
+        runtime.device()
+        base, s = self._base, runtime.settings
+        skey = (s.generation, s.default_fp, s.default_ip, self.obj is not None)
+        kinds = base._kinds
+        if kinds is None or kinds[0] != skey:
+            kinds = base._kinds = (skey, self._param_kinds())
+        types = kinds[1]
+        if types is None or len(args) != len(types):
+            return None
+        key = [skey, s.device.name if s.device else None, id(self.obj)]
+        for v, t in zip(args, types):
+            if t is None:                   # compile-time: as `_translation` keys it (by value or identity)
+                key.append((v.__class__, v) if isinstance(v, (int, float, str, bool)) else id(v))
+        key = tuple(key)
+        plan = base._plans.get(key)
+        if plan is None:
+            static, arg_types, _, nd = self._bind(args, {})
+            tr = self._translation(static, arg_types, nd)
+            plan = _Plan.build(self, tr, static, types) if not nd else False
+            base._plans[key] = plan
+        return plan or None
+
+    def _param_kinds(self):
+        """Per positional parameter (after `self`): its scalar type, or None for a compile-time one; None
+        when a parameter is an ndarray, variadic or keyword-only (those calls take `_launches`)."""
+        params = list(self._sig.parameters.values())[1 if self.obj is not None else 0:]
+        out = []
+        for p in params:
+            if p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+                return None
+            ann = p.annotation
+            if isinstance(ann, str):
+                from .translate import namespace_of
+                ann = eval(ann, namespace_of(self.pyfunc))  # noqa: S307 - the user's own annotation
+            t = _arg_type(p.name, ann)
+            if isinstance(t, NdarrayType):
+                return None
+            out.append(t)
+        return out
+
     def __call__(self, *args, **kwargs):
+        plan = None if kwargs else self._plan(args)
+        if plan is not None:
+            return plan.call(args)
         tr, launches = self._launches(args, kwargs)
         dev = runtime.device()
         for launch, dims, inputs in launches:
@@ -232,6 +282,89 @@ class TiKernel:
         static, arg_types, _, nd = self._bind(args, kwargs)
         runtime.device()
         return debug_source(self._translation(static, arg_types, nd))
+
+
+class _Plan:
+    """A kernel's launches for one set of compile-time arguments, prebuilt for calls with positional
+    arguments: per launch its gk.kernel, fields, the positions of the scalar arguments it takes, and its
+    loop bounds as code evaluated against the kernel's globals and the call's arguments. A call then
+    does what `_launches` + `__call__` do (fields' arrays and loop extents read at each call) without
+    binding the signature, building the host namespace or keying the translation."""
+
+    __slots__ = ("tk", "tr", "launches", "static", "scalars", "ns_extra")
+
+    @classmethod
+    def build(cls, tk, tr, static: dict, types: list):
+        if tr.host_assigns and any(launch.bounds is not None for launch in tr.launches):
+            return False            # bounds reading top-level locals: `_hostns` runs them each call
+        names = [p for p in tk._sig.parameters][1 if tk.obj is not None else 0:]
+        position = {name: k for k, name in enumerate(names)}
+        plan = cls()
+        plan.tk, plan.tr, plan.static = tk, tr, static
+        plan.scalars = [(name, k, t) for k, (name, t) in enumerate(zip(names, types)) if t is not None]
+        plan.launches = []
+        for launch in tr.launches:
+            if launch.bounds is not None and not all(_flat_code(c) for b in launch.bounds for c in b):
+                return False        # a comprehension or lambda in a bound: evaluated in one namespace
+            args = [(position[a], launch_arg_type) for a, launch_arg_type in
+                    ((a, types[position[a]]) for a in launch.args)]
+            plan.launches.append((launch, launch.kernel, launch.fields, args, launch.bounds, launch.random))
+        return plan
+
+    def _bounds_ns(self, args) -> tuple[dict, dict]:
+        """(globals, locals) for the loop bounds: the kernel's module globals (not copied), then its
+        enclosing scope, closure cells, compile-time and call arguments (translate.namespace_of's order)."""
+        py = self.tk.pyfunc
+        local = dict(getattr(py, "__ti_enclosing__", {}))
+        if py.__closure__:
+            for var, cell in zip(py.__code__.co_freevars, py.__closure__):
+                try:
+                    local[var] = cell.cell_contents
+                except ValueError:
+                    pass
+        local.update(self.static)
+        for name, k, _ in self.scalars:
+            local[name] = args[k]
+        return py.__globals__, local
+
+    def call(self, args):
+        dev = runtime.device()
+        ns = None
+        calls = []                  # every extent is evaluated before the first launch, as `_launches` does
+        for launch, kernel, fields, arg_pos, bounds, random in self.launches:
+            inputs = [f.arr for f in fields]
+            for k, t in arg_pos:
+                inputs.append(_scalar(args[k], t))
+            dim = 1
+            if bounds is not None:
+                if ns is None:
+                    ns = self._bounds_ns(args)
+                g, local = ns
+                dims = []
+                for lo, hi in bounds:
+                    a, b = eval(lo, g, local), eval(hi, g, local)  # noqa: S307 - the user's own loop bounds
+                    a = int(a)
+                    inputs.append(a)
+                    dims.append(max(0, int(b) - a))
+                dim = tuple(dims) if len(dims) > 1 else dims[0]
+                if 0 in dims:
+                    dim = None
+            if random:
+                runtime.settings.calls += 1
+                inputs.append((runtime.settings.seed * 1000003 + runtime.settings.calls) & 0x7FFFFFFF)
+            calls.append((kernel, dim, inputs))
+        for kernel, dim, inputs in calls:
+            if dim is not None:
+                gk.launch(kernel, dim, inputs=inputs, device=dev)
+        if self.tr.ret_field is not None:
+            return self.tr.ret_field[None]
+        return None
+
+
+def _flat_code(code) -> bool:
+    """A code object without nested code (comprehensions, lambdas), so that evaluating it with separate
+    globals and locals sees the names as one merged namespace does."""
+    return not any(hasattr(c, "co_code") for c in code.co_consts)
 
 
 def _scalar(v, t):

@@ -1,0 +1,165 @@
+"""gradkit.taichi's call fast path (dialects/taichi/kernel.py `_Plan`): a kernel called with positional
+arguments launches prebuilt launches; it gives what the general path gives (values, gradients on a
+ti.ad.Tape, ti.random streams, loop extents read at each call) and the general path still serves keyword
+and defaulted arguments, ndarray parameters and loop bounds that need the kernel's top-level locals."""
+
+from __future__ import annotations
+
+import numpy as np
+import gradkit.taichi as ti
+import importlib
+
+ti_kernel = importlib.import_module("gradkit.taichi.kernel")     # the module (ti.kernel is the decorator)
+
+
+def _program(steps=6, n=4):
+    """A small time-stepped program (mass_spring's shape): a field per step, a loop per kernel, serial code,
+    scalar and template arguments, a Python global read in a loop bound."""
+    ti.init(arch=ti.cpu, default_fp=ti.f64)
+    x = ti.field(ti.f64, shape=(steps, n), needs_grad=True)
+    w = ti.field(ti.f64, shape=n, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+    count = {"n": n}
+
+    @ti.kernel
+    def step(t: ti.i32, s: ti.f64):
+        for i in range(count["n"]):
+            x[t, i] = ti.sin(x[t - 1, i]) * w[i] + s * x[t - 1, i]
+
+    @ti.kernel
+    def total(t: ti.i32, f: ti.template()):
+        for i in range(1, n):
+            loss[None] += f[t, i] ** 2
+        loss[None] += 0.5 * f[t, 0]
+
+    def run():
+        x.from_numpy(np.linspace(0.1, 0.9, steps * n).reshape(steps, n))
+        w.from_numpy(np.linspace(-1.0, 1.0, n))
+        with ti.ad.Tape(loss):
+            for t in range(1, steps):
+                step(t, 0.25)
+            total(steps - 1, x)
+        return loss[None], w.grad.to_numpy(), x.grad.to_numpy()
+    return run
+
+
+def test_fast_path_gives_the_general_paths_values_and_gradients(monkeypatch):
+    fast = _program()()
+    monkeypatch.setattr(ti_kernel.TiKernel, "_plan", lambda self, args: None)
+    slow = _program()()
+    assert fast[0] == slow[0]
+    np.testing.assert_array_equal(fast[1], slow[1])
+    np.testing.assert_array_equal(fast[2], slow[2])
+    assert np.any(fast[1] != 0)
+
+
+def test_fast_path_is_taken_and_builds_one_plan_per_compile_time_arguments():
+    run = _program()
+    run()
+    run()
+    kernels = [v for v in run.__closure__ if isinstance(getattr(v, "cell_contents", None), ti_kernel.TiKernel)]
+    assert len(kernels) == 2
+    for cell in kernels:
+        plans = cell.cell_contents._plans
+        assert len(plans) == 1 and all(p for p in plans.values())
+
+
+def test_loop_extents_are_read_at_each_call():
+    ti.init(arch=ti.cpu, default_fp=ti.f64)
+    a = ti.field(ti.f64, shape=8)
+    size = {"n": 3}
+
+    @ti.kernel
+    def fill(v: ti.f64):
+        for i in range(size["n"]):
+            a[i] = v
+
+    fill(1.0)
+    size["n"] = 5
+    fill(2.0)
+    assert a.to_numpy().tolist() == [2.0] * 5 + [0.0] * 3
+    size["n"] = 0
+    fill(3.0)                                       # an empty loop launches nothing
+    assert a.to_numpy().tolist() == [2.0] * 5 + [0.0] * 3
+
+
+def test_random_streams_match_the_general_path(monkeypatch):
+    def run():
+        ti.init(arch=ti.cpu, default_fp=ti.f64, random_seed=7)
+        a = ti.field(ti.f64, shape=16)
+        m = {"n": 0}
+
+        @ti.kernel
+        def noise(k: ti.i32):
+            for i in range(m["n"]):          # empty at first: its stream is counted all the same
+                a[i] += ti.random()
+            for i in range(16):
+                a[i] += ti.random() * k
+        for k in range(3):
+            noise(k)
+            m["n"] = 4
+        return a.to_numpy()
+    fast = run()
+    monkeypatch.setattr(ti_kernel.TiKernel, "_plan", lambda self, args: None)
+    np.testing.assert_array_equal(fast, run())
+
+
+def test_general_path_serves_keywords_defaults_ndarrays_and_top_level_locals(monkeypatch):
+    ti.init(arch=ti.cpu, default_fp=ti.f64)
+    a = ti.field(ti.f64, shape=6)
+    taken = []
+    real = ti_kernel.TiKernel._launches
+
+    def spy(self, args, kwargs):
+        taken.append(self.__name__)
+        return real(self, args, kwargs)
+    monkeypatch.setattr(ti_kernel.TiKernel, "_launches", spy)
+
+    @ti.kernel
+    def scaled(v: ti.f64, k: ti.i32 = 2):
+        for i in range(k):
+            a[i] = v
+
+    @ti.kernel
+    def copy_in(src: ti.types.ndarray()):
+        for i in range(6):
+            a[i] = src[i]
+
+    @ti.kernel
+    def half(k: ti.i32):
+        m = k // 2
+        for i in range(m):
+            a[i] = 9.0
+
+    scaled(1.0, 3)
+    assert taken == []                               # positional: the plan
+    scaled(v=4.0, k=1)
+    scaled(5.0)
+    assert taken == ["scaled", "scaled"]
+    assert a.to_numpy().tolist()[:3] == [5.0, 5.0, 1.0]
+    copy_in(np.arange(6.0))
+    assert taken[-1] == "copy_in" and a.to_numpy().tolist() == list(np.arange(6.0))
+    half(6)
+    assert taken[-1] == "half" and a.to_numpy().tolist() == [9.0, 9.0, 9.0, 3.0, 4.0, 5.0]
+
+
+def test_data_oriented_objects_get_their_own_plans():
+    ti.init(arch=ti.cpu, default_fp=ti.f64)
+
+    @ti.data_oriented
+    class Box:
+        def __init__(self, n, v):
+            self.n, self.v = n, v
+            self.a = ti.field(ti.f64, shape=n)
+
+        @ti.kernel
+        def fill(self, k: ti.f64):
+            for i in range(self.n):
+                self.a[i] = self.v * k
+
+    b1, b2 = Box(3, 1.0), Box(5, 2.0)
+    for _ in range(2):
+        b1.fill(2.0)
+        b2.fill(3.0)
+    assert b1.a.to_numpy().tolist() == [2.0] * 3
+    assert b2.a.to_numpy().tolist() == [6.0] * 5
