@@ -87,17 +87,40 @@ def plan(found: tuple[Access, ...]) -> tuple[tuple, tuple[Access, ...]]:
     other access is checked in full by `check` each launch."""
     need: dict[tuple, int] = {}
     rest = []
+    ends: dict[tuple, list] = {}        # (param, dim) -> [lowest, highest] constant index access
     for a in found:
         if a.axis is not None and a.scale == 1 and a.offset >= 0:
             key = (a.param, a.dim, a.axis)
             need[key] = max(need.get(key, 0), a.offset)
+        elif a.axis is None:
+            # constant indices (`x[3]`, ti.static-unrolled `w[i, j]`): the two extremes per array axis decide
+            # for all of them (`check` is given the full list to name the first one out of range)
+            end = ends.get((a.param, a.dim))
+            if end is None:
+                ends[(a.param, a.dim)] = end = [a, a]
+                rest.append(end)
+            elif a.offset < end[0].offset:
+                end[0] = a
+            elif a.offset > end[1].offset:
+                end[1] = a
         else:
             rest.append(a)
-    return tuple((*k, c) for k, c in need.items()), tuple(rest)
+    out = []
+    for a in rest:
+        out.extend(dict.fromkeys(a) if isinstance(a, list) else (a,))
+    return tuple((*k, c) for k, c in need.items()), tuple(out)
 
 
-def check(kernel_name: str, fn: Function, checks: tuple[Access, ...], dims: tuple, args) -> None:
-    """Raise IndexError for the first access that leaves its array on this launch grid."""
+def check(kernel_name: str, fn: Function, checks: tuple[Access, ...], dims: tuple, args, full=None) -> None:
+    """Raise IndexError for the first access that leaves its array on this launch grid; with `full` (the
+    kernel's whole list of accesses, `checks` being a summary of them), for the first of `full`."""
+    if full is not None:
+        try:
+            check(kernel_name, fn, checks, dims, args)
+        except IndexError:
+            check(kernel_name, fn, full, dims, args)
+            raise
+        return
     for a in checks:
         if a.axis is None:
             lo = hi = a.offset

@@ -114,7 +114,7 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
             if call_args[p].shape[d] < grid[axis] + extra:
                 check_bounds(kernel.key, spec.fn, spec.bounds, grid, call_args)
         if spec.bounds_rest:
-            check_bounds(kernel.key, spec.fn, spec.bounds_rest, grid, call_args)
+            check_bounds(kernel.key, spec.fn, spec.bounds_rest, grid, call_args, spec.bounds)
     tape = state.tape if record_tape and not adjoint and kernel.recorded else None
     if tape is None and not config.check_nan:
         try:

@@ -280,9 +280,10 @@ class Tape:
             self._may_raise |= any(r.kind != "launch" for r in records[self._marked:])
             mark(records, self._marked, self._seen)
             self._marked = len(records)
+        aliasing: dict = {}
         for index, rec in enumerate(records):
             if rec.kind == "launch":
-                check_unchanged(self, index, rec)
+                check_unchanged(self, index, rec, aliasing)
         return self._may_raise or bool(config.check_nan or state.forward_mode is not None or self.snapshotting)
 
     def _with_python_records(self, arrays: dict) -> dict:
@@ -373,10 +374,10 @@ class Tape:
             ready = prepared is not None and prepared.valid()
             if not ready and fast:
                 # records of the same kernel on the same arrays and values share one binding, kept for
-                # later tapes too (runtime/launch/adjoint_reuse.py)
+                # later tapes too (runtime/launch/adjoint_reuse.py); what it returns is valid now
                 ins, outs = rec.adjoint_arguments()
                 prepared = rec.prepared = adjoint_for(rec, ins, outs, shared)
-                ready = prepared is not None and prepared.valid()
+                ready = prepared is not None
             if ready:
                 prepared.run()
                 rec.adjoint_variant = prepared.spec.variant.name

@@ -61,10 +61,12 @@ def _describe(rows: set[int] | None) -> str:
         ", ".join(map(str, sorted(rows)))
 
 
-def check_unchanged(tape, index: int, rec) -> None:
+def check_unchanged(tape, index: int, rec, aliasing: dict | None = None) -> None:
     """Before record `index`'s adjoint runs: the arrays whose recorded values it reads are unchanged, or
     changed only where it does not read (off with gk.Tape(check_versions=False)). Untouched arrays, the
-    common case, cost one version compare each."""
+    common case, cost one version compare each. `aliasing`: one backward pass's memo of the argument
+    lists already found free of aliasing (by kernel and array identities: valid while the records hold
+    the arrays)."""
     if not tape.check_versions:
         return
     facts = rec.kernel_obj.facts()
@@ -72,9 +74,16 @@ def check_unchanged(tape, index: int, rec) -> None:
     if lost:
         check_recoverable(rec.kernel_obj)
     args, versions = rec.args, rec.versions
-    for j, w in pairs:
-        if shares_memory(args[j], args[w]):
-            check_aliasing(rec.kernel_obj, args)
+    if pairs:
+        key = None
+        if aliasing is not None:
+            key = (id(rec.kernel_obj), *[id(args[k]) for k in rec.kernel_obj._array_args])
+        if key is None or key not in aliasing:
+            for j, w in pairs:
+                if shares_memory(args[j], args[w]):
+                    check_aliasing(rec.kernel_obj, args)
+            if key is not None:
+                aliasing[key] = True
     for j in reads:
         a = args[j]
         if a.version != versions[j] or a._crc is not None or rec.crcs:
@@ -93,31 +102,31 @@ class _Later:
         index = index or _Index(tape)
         self.n, self.version = len(tape.records), a.version
         records = tape.records
-        touch = []                                  # (record index, version of a there or None: host write)
-        for i, hit in index.touching(a):
+        items = index.touching(a)                   # (record index, positions of a's memory there)
+        n = len(items)
+        self.pos, after = {}, [None] * n            # version of a after each (None: a host write)
+        for p, (i, hit) in enumerate(items):
+            self.pos[i] = p
             later = records[i]
-            if getattr(later, "kind", "") != "launch":
-                touch.append((i, None, None, None))
-            else:
-                touch.append((i, later.versions[hit[0]], later, hit))
-        self.pos = {i: p for p, (i, _, _, _) in enumerate(touch)}
-        self.after = [v for _, v, _, _ in touch]
-        n = len(touch)
+            if getattr(later, "kind", "") == "launch":
+                after[p] = later.versions[hit[0]]
+        self.after = after
         # rows written after position p: every row when p < none_after, else the rows r with last[r] > p
         # (one entry per row, not a set per position: a trajectory's rows would make that quadratic)
         self.ok, self.none_after, self.last = [False] * n, n, {}
-        if n == 0 or touch[-1][1] is None:
+        if n == 0 or after[-1] is None:
             return
-        ok, none_after, last = not a.modified_since(touch[-1][1]), -1, self.last
+        ok, none_after, last = not a.modified_since(after[-1]), -1, self.last
         for p in range(n - 1, -1, -1):
             self.ok[p] = ok
             if p == 0:
                 break
-            _, v, later, hit = touch[p]
-            prev = touch[p - 1][1]
+            v, prev = after[p], after[p - 1]
             if v is None or prev is None:
                 ok = False
                 continue
+            i, hit = items[p]
+            later = records[i]
             wrote = [w for w in later.kernel_obj.facts().written if w in hit]
             ok = ok and v - len(wrote) == prev
             for w in wrote:

@@ -164,3 +164,27 @@ def test_debug_checks_what_the_launch_cannot_prove(device, rng, debug_checks):
     bad = gk.array(np.array([0, 1, 2, 8, 4, 5, 6, 7], np.int32), device=device)
     with pytest.raises(IndexError, match="index 8 out of range for axis 0 of array 'x'"):   # per access
         gk.launch(gathered, 8, inputs=[bad, x, y], device=device)
+
+
+@gk.kernel
+def unrolled(w: gk.array(dtype=float, ndim=2), y: gk.array(dtype=float)):
+    y[0] = w[0, 1] + w[2, 0]                            # first constant access
+    y[1] = w[1, 3] + w[0, 0]                            # w[1, 3]: column 3
+
+
+def test_constant_indices_are_checked_as_their_extremes_and_the_first_bad_one_is_named(device):
+    """Constant indices (ti.static-unrolled loops) are proven by each array axis's lowest and highest one;
+    out of range, the error names the first access in the kernel's order, as a check of every one would."""
+    from gradkit.runtime.launch import bounds
+    fn = unrolled.lowered("forward")
+    found, _ = bounds.scan(fn)
+    fast, rest = bounds.plan(found)
+    assert len([a for a in found if a.axis is None]) == 10 and len(rest) == 6    # 2 per (array, axis)
+    y = gk.zeros(2, device=device)
+    gk.launch(unrolled, 1, inputs=[gk.ones((3, 4), device=device), y])
+    assert y.numpy().tolist() == [2.0, 2.0]
+    with pytest.raises(IndexError, match=r"index 2 out of range for axis 0 of array 'w' with extent 2"):
+        gk.launch(unrolled, 1, inputs=[gk.ones((2, 4), device=device), y])
+    with pytest.raises(IndexError, match=r"index 3 out of range for axis 1 of array 'w' with extent 3 at \S+:"
+                                         + str(unrolled.pyfunc.__code__.co_firstlineno + 3)):
+        gk.launch(unrolled, 1, inputs=[gk.ones((3, 3), device=device), y])
