@@ -1,0 +1,211 @@
+"""DiffTaichi's programs under `gradkit.taichi` and under Taichi: time per iteration and first iteration.
+
+    python benchmarks/dialect_programs.py --src PATH/difftaichi/examples [--programs mass_spring,billiards]
+                                          [--iters 4] [--rounds 2] [--modules gradkit.taichi,taichi]
+                                          [--baseline PYTHONPATH] [--json out.json]
+
+The sources are not part of this repository: pass the folder holding DiffTaichi's examples (a clone of
+taichi-dev/difftaichi's `examples/`) with --src or DIFFTAICHI_EXAMPLES. Each program runs as written
+with only its import line changed (`import taichi as ti` -> `import gradkit.taichi as ti`), the GUI lines
+off and `arch` set to the CPU, at its own sizes, in a fresh process per run (so the first iteration
+includes translation and compilation, with whatever each system caches on disk); runs of the systems
+alternate (round-robin) so that a busy machine slows them alike. One iteration = the program's own
+training step: its `forward` under `ti.ad.Tape(loss)` (forward, then backward) and a parameter update.
+
+Reported per program and system: the first iteration, and the median and minimum of the later ones, in
+wall time and in the process's CPU time (robust to other load on the machine; a runtime whose idle
+threads spin counts them). `--baseline PATH` adds `gradkit.taichi` imported from another checkout
+(PYTHONPATH=PATH, where PATH/gradkit is that checkout), to compare two versions of gradkit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import runpy
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import types
+
+PROGRAMS = ("mass_spring", "billiards", "electric", "rigid_body")
+
+GUI_OFF = [
+    ('gui = ti.GUI("Mass Spring Robot", (512, 512), background_color=0xFFFFFF)', "gui = None"),
+    ("gui = ti.GUI('Rigid Body Simulation', (512, 512), background_color=0xFFFFFF)", "gui = None"),
+    ('gui = ti.GUI("Billiards", (1024, 1024), background_color=0x3C733F)', "gui = None"),
+    ('gui = ti.GUI("Electric", (512, 512), background_color=0x3C733F)', "gui = None"),
+]
+
+
+# --------------------------------------------------------------------------- one run (a worker process)
+
+def _program_text(src: str, prog: str, module: str) -> str:
+    text = open(os.path.join(src, f"{prog}.py")).read()
+    if "import taichi as ti" not in text:
+        raise SystemExit(f"{prog}.py does not `import taichi as ti`")
+    text = text.replace("import taichi as ti", f"import {module} as ti", 1)
+    for old, new in GUI_OFF:
+        text = text.replace(old, new)
+    return text.replace("arch=ti.gpu", "arch=ti.cpu").replace("arch=ti.cuda", "arch=ti.cpu")
+
+
+def worker(src: str, prog: str, module: str, iters: int) -> dict:
+    """Run `prog` for `iters` training iterations; returns per-iteration wall and CPU seconds and losses."""
+    import numpy as np
+    for name in ("cv2", "imageio"):                 # image libraries the programs import for their GUI output
+        stub = types.ModuleType(name)
+        stub.imread = stub.imwrite = stub.imshow = stub.waitKey = stub.resize = lambda *a, **k: None
+        sys.modules.setdefault(name, stub)
+    sys.path.insert(0, src)                         # mass_spring and rigid_body import their robot configs
+    work = tempfile.mkdtemp(prefix="dt_")
+    path = os.path.join(work, f"{prog}.py")
+    with open(path, "w") as f:
+        f.write(_program_text(src, prog, module))
+    sys.argv = {"mass_spring": ["x", "0", "train"], "rigid_body": ["x", "0", "train"]}.get(prog, ["x"])
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    ns = runpy.run_path(path, run_name=f"dt_{prog}")
+    g = next(v for v in ns.values() if isinstance(v, types.FunctionType)
+             and v.__module__ == f"dt_{prog}").__globals__
+    ti = sys.modules[module]
+    out = {"load_wall": time.perf_counter() - wall0, "load_cpu": time.process_time() - cpu0,
+           "wall": [], "cpu": [], "loss": []}
+
+    def sgd(names, lr, clip=None):
+        grads = {n: g[n].grad.to_numpy() for n in names}
+        scale = lr
+        if clip is not None:
+            scale = clip / (sum(float((v.astype(np.float64) ** 2).sum()) for v in grads.values()) ** 0.5 + 1e-6)
+        for n in names:
+            value = g[n].to_numpy()
+            g[n].from_numpy((value - scale * grads[n]).astype(value.dtype))
+
+    def iterate(pre, forward, loss, update):
+        for _ in range(iters):
+            w, c = time.perf_counter(), time.process_time()
+            pre()
+            with ti.ad.Tape(loss):
+                forward()
+            out["loss"].append(float(loss[None]))
+            update()
+            out["wall"].append(time.perf_counter() - w)
+            out["cpu"].append(time.process_time() - c)
+
+    if prog in ("mass_spring", "rigid_body"):
+        g["setup_robot"](*g["robots"][0]())
+        rng = np.random.RandomState(0)
+        g["weights1"].from_numpy(rng.randn(g["n_hidden"], g["n_input_states"]()) * 0.3)
+        g["weights2"].from_numpy(rng.randn(g["n_springs"], g["n_hidden"]) * 0.3)
+        g["use_toi"] = prog == "rigid_body"
+        names = ["weights1", "bias1", "weights2", "bias2"]
+        iterate(g["clear"] if prog == "mass_spring" else g["clear_states"],
+                lambda: g["forward"](visualize=False), g["loss"], lambda: sgd(names, 0, clip=0.2))
+    elif prog == "billiards":
+        g["init_x"][None] = [0.1, 0.5]
+        g["init_v"][None] = [0.3, 0.0]
+
+        def update():
+            lr = g["learning_rate"]
+            for d in range(2):
+                g["init_x"][None][d] -= lr * g["init_x"].grad[None][d]
+                g["init_v"][None][d] -= lr * g["init_v"].grad[None][d]
+        iterate(g["clear"], lambda: g["forward"](visualize=False), g["loss"], update)
+    elif prog == "electric":
+        import random
+        random.seed(0)
+        g["allocate_fields"]()
+        for i in range(8):
+            for j in range(g["n_hidden"]):
+                g["weight1"][i, j] = (random.random() - 0.5) * 0.3
+        for i in range(g["n_hidden"]):
+            for j in range(g["n_gravitation"]):
+                g["weight2"][i, j] = (random.random() - 0.5) * 0.3
+        names = ["weight1", "bias1", "weight2", "bias2"]
+        iterate(g["initialize"], lambda: g["forward"](visualize=False), g["loss"],
+                lambda: sgd(names, g["learning_rate"]))
+    else:
+        raise SystemExit(f"unknown program {prog!r}; this benchmark drives {', '.join(PROGRAMS)}")
+    return out
+
+
+# --------------------------------------------------------------------------- the comparison
+
+def _run(src, prog, target, iters, timeout) -> dict | None:
+    module, pythonpath = target
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", prog, module, str(iters), "--src", src]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        print(f"  {prog} {module}: timed out after {timeout} s", file=sys.stderr)
+        return None
+    line = next((ln for ln in reversed(done.stdout.splitlines()) if ln.startswith("RESULT ")), None)
+    if done.returncode != 0 or line is None:
+        print(f"  {prog} {module}: failed\n{done.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return json.loads(line[len("RESULT "):])
+
+
+def _summary(runs: list[dict]) -> dict:
+    later_wall = [t for r in runs for t in r["wall"][1:]]
+    later_cpu = [t for r in runs for t in r["cpu"][1:]]
+    return {"first_wall": statistics.median(r["wall"][0] + r["load_wall"] for r in runs),
+            "first_cpu": statistics.median(r["cpu"][0] + r["load_cpu"] for r in runs),
+            "iter_wall": statistics.median(later_wall) if later_wall else None,
+            "iter_wall_min": min(later_wall) if later_wall else None,
+            "iter_cpu": statistics.median(later_cpu) if later_cpu else None,
+            "iter_cpu_min": min(later_cpu) if later_cpu else None,
+            "loss": runs[0]["loss"]}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--src", default=os.environ.get("DIFFTAICHI_EXAMPLES"),
+                    help="folder with DiffTaichi's examples (default: $DIFFTAICHI_EXAMPLES)")
+    ap.add_argument("--programs", default=",".join(PROGRAMS))
+    ap.add_argument("--modules", default="gradkit.taichi,taichi")
+    ap.add_argument("--baseline", default=None, help="PYTHONPATH of another gradkit checkout to compare with")
+    ap.add_argument("--iters", type=int, default=4, help="iterations per run (the first includes compiles)")
+    ap.add_argument("--rounds", type=int, default=2, help="fresh processes per program and system")
+    ap.add_argument("--timeout", type=float, default=900.0)
+    ap.add_argument("--json", default=None, help="write the results here too")
+    ap.add_argument("--worker", nargs=3, metavar=("PROG", "MODULE", "ITERS"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if not args.src or not os.path.isdir(args.src):
+        ap.error("pass --src (or set DIFFTAICHI_EXAMPLES) to the folder of DiffTaichi's examples")
+    if args.worker:
+        prog, module, iters = args.worker
+        print("RESULT " + json.dumps(worker(os.path.abspath(args.src), prog, module, int(iters))), flush=True)
+        return 0
+    targets = {m: (m, None) for m in args.modules.split(",") if m}
+    if args.baseline:
+        targets["gradkit.taichi (baseline)"] = ("gradkit.taichi", os.path.abspath(args.baseline))
+    results = {}
+    for prog in [p for p in args.programs.split(",") if p]:
+        runs = {name: [] for name in targets}
+        for _ in range(args.rounds):
+            for name, target in targets.items():
+                r = _run(os.path.abspath(args.src), prog, target, args.iters, args.timeout)
+                if r is not None:
+                    runs[name].append(r)
+        results[prog] = {name: _summary(rs) for name, rs in runs.items() if rs}
+    print("| program | system | first iteration s (wall / cpu) | per iteration s, median (wall / cpu) "
+          "| per iteration s, min (wall / cpu) |")
+    print("|---|---|---:|---:|---:|")
+    for prog, by in results.items():
+        for name, s in by.items():
+            print(f"| {prog} | {name} | {s['first_wall']:.2f} / {s['first_cpu']:.2f} | "
+                  f"{s['iter_wall']:.3f} / {s['iter_cpu']:.3f} | {s['iter_wall_min']:.3f} / {s['iter_cpu_min']:.3f} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
