@@ -142,7 +142,8 @@ def written_params(la: dict) -> list[int]:
 
 
 def _written_arrays(bundle: Bundle) -> set:
-    written = set()
+    """Arrays a recorded launch or a Python step on the tape (a solve, a host copy) wrote."""
+    written = {a["id"] for a in bundle.manifest["arrays"] if a.get("step_written")}
     for la in bundle.launches:
         written.update(la["arrays"][j] for j in written_params(la) if la["arrays"][j] is not None)
     return written

@@ -56,3 +56,4 @@ def record_solve(tape, method: str, A, b, x, tol, atol, maxiter, M, M_built, ite
     tape.record_func(backward, arrays)
     record = tape.records[-1]
     record.name = f"{method} ({iters} iterations, residual {res:.3g})"     # the debugger's node label
+    record.writes = [x]          # the solve overwrites x: its backward consumes x's gradient (tape_consume)

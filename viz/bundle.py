@@ -65,7 +65,7 @@ def _role(aid: str, a, written: set, declared: set) -> str:
     return "intermediate" if aid in written else "constant"
 
 
-def _array_meta(aid: str, a, names: dict, role: str = "constant") -> dict:
+def _array_meta(aid: str, a, names: dict, role: str = "constant", step_written: bool = False) -> dict:
     """An array as the debugger names it: its `label`, else the user's variable (`gradkit debug` finds it),
     else the kernel parameter it was first bound to; where it was created, that parameter and its role."""
     origin = getattr(a, "_origin", None) or [None, None, None]
@@ -74,6 +74,8 @@ def _array_meta(aid: str, a, names: dict, role: str = "constant") -> dict:
             "device": a.device.name, "param": names.get(aid, aid), "role": role}
     if origin[0]:
         meta["created"] = {"file": origin[0], "line": int(origin[1])}
+    if step_written:
+        meta["step_written"] = True
     return meta
 
 
@@ -224,6 +226,9 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
     cap = config.snapshot_max_bytes if max_bytes is None else max_bytes
     path = pathlib.Path(path)
     declared = {f"a{id(a)}" for a in [*(params or ()), *getattr(tape, "params", ())]}
+    # arrays a Python step on the tape overwrote (a linear solve, a host copy): intermediates too
+    step_written = {f"a{id(a)}" for rec in tape.records if getattr(rec, "kind", "") != "launch"
+                    for a in getattr(rec, "writes", ())}
     arrays, names, kernels, devices = {}, {}, {}, set()
     launches, blobs, notes, capped = [], {}, [], 0
     launch_of_record, first_device, ran = {}, {}, {}
@@ -290,13 +295,14 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
                 continue
             blobs[f"{kind}/{aid}"] = data
     written = {la["arrays"][j] for la in launches for j in la["written"] if la["arrays"][j] is not None}
+    written |= step_written
     kernel_meta = {n: _kernel_meta(k, devices, first_device.get(n), notes, tuple(ran.get(n, ())))
                    for n, k in kernels.items()}
     fold = len(launches) > FOLD_OVER      # a long rollout's graph: launches repeated back to back drawn once
     if fold:
         notes.append(f"the tape graph folds launches repeated back to back ({len(launches)} launches)")
     manifest = {"schema": SCHEMA, "launches": launches, "backward": backward,
-                "arrays": [_array_meta(aid, a, names, _role(aid, a, written, declared))
+                "arrays": [_array_meta(aid, a, names, _role(aid, a, written, declared), aid in step_written)
                            for aid, a in arrays.items()],
                 "grad_norms": grad_norms,
                 "kernels": kernel_meta,

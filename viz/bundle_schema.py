@@ -172,7 +172,7 @@ def _arrays(c: _Check, arrays) -> dict:
     for k, a in enumerate(c.list(arrays, "arrays")):
         p = f"arrays[{k}]"
         c.obj(a, p, dict.fromkeys(("id", "label", "shape", "dtype", "requires_grad", "device")),
-              {"param": str, "created": dict, "role": str})
+              {"param": str, "created": dict, "role": str, "step_written": bool})
         if "role" in a and a["role"] not in ("parameter", "intermediate", "constant"):
             c.fail(p + ".role", f"{a['role']!r} is not 'parameter', 'intermediate' or 'constant'")
         if "param" in a:
