@@ -11,21 +11,10 @@ import io
 import numpy as np
 import pytest
 
-from tests.dialects.warp_examples import load
+from tests.dialects.warp_examples import close as _close, load, quiet as _quiet, run_both
 
 warp = pytest.importorskip("warp")
 warp.config.quiet = True
-
-
-def _quiet(fn):
-    with contextlib.redirect_stdout(io.StringIO()):
-        return fn()
-
-
-def _close(got, want, rtol=1e-4, atol=1e-5):
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    scale = max(np.abs(want).max(), 1e-30)
-    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * scale)
 
 
 def test_wave_runs_unchanged():
@@ -60,14 +49,7 @@ def test_fluid_runs_with_one_annotation():
     """core/example_fluid.py: stable fluids on 256x128 with 100 Jacobi iterations a substep captured with
     wp.ScopedCapture and replayed by wp.capture_launch; wp.constant, wp.lerp, 2-D arrays of vec2. One
     edit besides the import: `-> wp.vec2` on lookup_vel (FLUID_EDITS)."""
-    ex = {}
-    for gk in (False, True):
-        mod = load("core/example_fluid.py", gradkit=gk, edits=FLUID_EDITS if gk else ())
-        e = mod.Example()
-        e.iterations = 100
-        for _ in range(2):
-            _quiet(e.step)
-        ex[gk] = e
+    ex = run_both("core/example_fluid.py", FLUID_EDITS, setup=lambda e: setattr(e, "iterations", 100))
     _close(ex[True].rho0.numpy(), ex[False].rho0.numpy(), rtol=1e-3, atol=1e-4)
     _close(ex[True].u0.numpy(), ex[False].u0.numpy(), rtol=1e-3, atol=1e-4)
     assert ex[False].rho0.numpy().max() > 0.5

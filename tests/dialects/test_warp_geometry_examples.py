@@ -11,22 +11,11 @@ import io
 import numpy as np
 import pytest
 
-from tests.dialects.warp_examples import load
+from tests.dialects.warp_examples import close as _close, load, quiet as _quiet, run_both
 
 warp = pytest.importorskip("warp")
 warp.config.quiet = True
 warp.init()        # the examples build a wp.HashGrid before their first launch initialises Warp
-
-
-def _quiet(fn):
-    with contextlib.redirect_stdout(io.StringIO()):
-        return fn()
-
-
-def _close(got, want, rtol=1e-4, atol=1e-5):
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    scale = max(np.abs(want).max(), 1e-30)
-    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * scale)
 
 
 # gradkit needs a return annotation on a @wp.func that returns from inside a branch (Warp infers it)
@@ -84,14 +73,8 @@ def test_particle_repulsion_runs_with_the_potential_gradient_written_out():
     Coulomb repulsion and damping; two frames of 8 substeps. One edit: `wp.grad(compute_potential)(d)` of
     a vec3 argument is written out (REPULSION_EDITS)."""
     pytest.importorskip("PIL")
-    ex = {}
-    for gk in (False, True):
-        mod = load("optim/example_particle_repulsion.py", gradkit=gk, edits=REPULSION_EDITS if gk else ())
-        e = mod.Example()
-        e.sim_substeps = 8
-        for _ in range(2):
-            _quiet(e.step)
-        ex[gk] = e
+    ex = run_both("optim/example_particle_repulsion.py", REPULSION_EDITS,
+                  setup=lambda e: setattr(e, "sim_substeps", 8))
     _close(ex[True].positions.numpy(), ex[False].positions.numpy(), rtol=1e-5, atol=1e-6)
     _close(ex[True].velocities.numpy(), ex[False].velocities.numpy(), rtol=1e-3, atol=1e-4)
     assert np.abs(ex[False].velocities.numpy()).max() > 1e-3

@@ -18,7 +18,7 @@ import types
 import numpy as np
 import pytest
 
-from tests.dialects.warp_examples import load
+from tests.dialects.warp_examples import close as _close, load, quiet as _quiet, run_both
 from tests.geometry.test_mesh import sphere
 
 warp = pytest.importorskip("warp")
@@ -65,11 +65,6 @@ def stand_in_bunny(monkeypatch):
     pts, tris = sphere(16, 0.05, rng)
     pts = (pts * 0.5 + np.array([0.0, 0.5, 0.0])).astype(np.float32)     # about the bunny's size and place
     monkeypatch.setitem(sys.modules, "pxr", _fake_pxr(pts, tris.reshape(-1)))
-
-
-def _quiet(fn):
-    with contextlib.redirect_stdout(io.StringIO()):
-        return fn()
 
 
 def test_raycast_matches_warp(stand_in_bunny):

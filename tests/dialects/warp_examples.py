@@ -4,13 +4,16 @@ the reference) and with only its `import warp...` lines pointed at gradkit (`imp
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import itertools
 import pathlib
 import re
 import sys
 import types
 
+import numpy as np
 import pytest
 
 _IMPORT = re.compile(r"^(\s*)import warp(\.[\w.]+)?( as wp)?\s*$", re.M)
@@ -59,3 +62,30 @@ def load(rel: str, gradkit: bool, edits: tuple = ()) -> types.ModuleType:
         linecache.cache[str(path)] = (len(source), None, source.splitlines(True), str(path))
     exec(code, module.__dict__)
     return module
+
+
+def quiet(fn):
+    """`fn()` with the example's prints swallowed."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return fn()
+
+
+def close(got, want, rtol=1e-4, atol=1e-5):
+    """gradkit's result against Warp's: `atol` relative to Warp's largest magnitude."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    scale = max(np.abs(want).max(), 1e-30)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * scale)
+
+
+def run_both(rel: str, edits: tuple = (), setup=None, steps: int = 2) -> dict:
+    """{False: Warp's Example, True: gradkit.warp's} of example `rel` (gradkit's with `edits`), each set up
+    by `setup(example)` and stepped `steps` times."""
+    out = {}
+    for gk in (False, True):
+        e = load(rel, gradkit=gk, edits=edits if gk else ()).Example()
+        if setup is not None:
+            setup(e)
+        for _ in range(steps):
+            quiet(e.step)
+        out[gk] = e
+    return out
