@@ -165,8 +165,10 @@ class Field:
         self.arr.fill_(value)
 
     def to_numpy(self, dtype=None) -> np.ndarray:
-        """A copy of the data (Taichi's to_numpy is a copy; gk.array.numpy() of a cpu array is a view)."""
-        out = np.array(self.arr.numpy(), copy=True)
+        """A copy of the data (Taichi's to_numpy is a copy; gk.array.numpy() of a cpu array is a view). Read
+        without handing out a view (`_read`), so the array is not marked as exposed: a tape then need not
+        checksum it at every launch that reads it (no view of it can change it behind the tape's back)."""
+        out = np.array(self.arr._read(), copy=True)
         out = out.reshape(self.shape + out.shape[1:]) if self.shape == () else out
         return out.astype(dtype) if dtype is not None else out
 

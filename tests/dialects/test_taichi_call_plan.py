@@ -163,3 +163,15 @@ def test_data_oriented_objects_get_their_own_plans():
         b2.fill(3.0)
     assert b1.a.to_numpy().tolist() == [2.0] * 3
     assert b2.a.to_numpy().tolist() == [6.0] * 5
+
+
+def test_to_numpy_is_a_copy_that_exposes_no_view():
+    """to_numpy() copies without handing out a view, so a tape need not checksum the field at every launch
+    that reads it; writing into the copy changes nothing."""
+    ti.init(arch=ti.cpu, default_fp=ti.f64)
+    a = ti.field(ti.f64, shape=3)
+    a.from_numpy(np.arange(3.0))
+    out = a.to_numpy()
+    out[0] = 7.0
+    assert a.to_numpy().tolist() == [0.0, 1.0, 2.0]
+    assert not a.arr._exposed
