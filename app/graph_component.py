@@ -2,9 +2,9 @@
 (in an iframe) lets the user zoom (wheel, +/- buttons), pan (drag), fit, and click a node to read its facts.
 
 It opens at a readable scale: the whole graph when it fits with text at least READABLE_SCALE of its size,
-else at that scale from the top left (or centred on the first search match), to be panned. Text from the
-bundle reaches the page only through GraphViz's escaped SVG (the DOT quotes and escapes it: viz/dot.py) and
-JSON with '<', '>' and '&' escaped, which the page writes with textContent."""
+else at that scale centred on the first search match, or on the loss (from the top left without one), to be
+panned. Text from the bundle reaches the page only through GraphViz's escaped SVG (the DOT quotes and escapes
+it: viz/dot.py) and JSON with '<', '>' and '&' escaped, which the page writes with textContent."""
 
 from __future__ import annotations
 
@@ -52,9 +52,10 @@ def _json(value) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
-def page(svg: str, facts: dict, focus: list[str] | None = None, height: int = HEIGHT) -> str:
+def page(svg: str, facts: dict, focus: list[str] | None = None, height: int = HEIGHT, home: str | None = None) -> str:
     """The iframe's HTML: toolbar, the SVG in a pannable viewport, and the facts panel of the clicked node."""
     values = {"HEIGHT": str(height - 48), "SVG": svg, "FACTS": _json(facts), "FOCUS": _json(focus or []),
+              "HOME": _json(home),
               "READABLE": str(READABLE_SCALE)}
     # one pass, so a placeholder-like text inside one value is never substituted again
     return re.sub(r"%([A-Z]+)%", lambda m: values.get(m.group(1), m.group(0)), PAGE)
@@ -84,7 +85,7 @@ g.node.gk-selected polygon, g.node.gk-selected ellipse { stroke: #ff7f0e; stroke
 <div id="wrap"><div id="view">%SVG%</div><div id="facts"><i>Click a launch or an array.</i></div></div>
 <script>
 (function () {
-  const FACTS = %FACTS%, FOCUS = %FOCUS%, READABLE = %READABLE%;
+  const FACTS = %FACTS%, FOCUS = %FOCUS%, HOME = %HOME%, READABLE = %READABLE%;
   const view = document.getElementById("view"), svg = view.querySelector("svg");
   const box = svg.viewBox.baseVal, full = {x: box.x, y: box.y, w: box.width, h: box.height};
   svg.removeAttribute("width"); svg.removeAttribute("height");
@@ -117,7 +118,8 @@ g.node.gk-selected polygon, g.node.gk-selected ellipse { stroke: #ff7f0e; stroke
   function initial() {
     const v = size(), s = Math.min(v.w / full.w, v.h / full.h);
     if (s >= READABLE) { fit(); } else { vb = {x: full.x, y: full.y, w: v.w / READABLE, h: v.h / READABLE}; apply(); }
-    for (const name of FOCUS) { if (centre(name)) break; }
+    for (const name of FOCUS) { if (centre(name)) return; }
+    if (HOME && s < READABLE) centre(HOME);    // a graph too big to fit readably opens on the loss
   }
   function graphPoint(ev) {
     const r = view.getBoundingClientRect(), s = scale();

@@ -39,6 +39,18 @@ def _nonfinite_launches(bundle: Bundle) -> set[int]:
     return out
 
 
+def loss_node(bundle: Bundle) -> str | None:
+    """The graph node of the loss, where the view opens when nothing is searched: the one-element array
+    the last launch writing one wrote (what backward seeds), as `a<key>`; None when there is none."""
+    sizes = {a["id"]: a["shape"] for a in bundle.manifest["arrays"]}
+    for la in reversed(bundle.launches):
+        for j in flow_data.written_params(la):
+            aid = la["arrays"][j]
+            if aid is not None and all(d == 1 for d in sizes.get(aid, [0])):
+                return f"a{_key(aid)}"
+    return None
+
+
 def graph_dot(bundle: Bundle, gradients: bool = True, collapsed=(), search: str = "",
               simplify: bool | None = None) -> str:
     """DOT of the bundle's tape graph: repeats folded past FOLD_OVER launches (or as `simplify` says),

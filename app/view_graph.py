@@ -49,7 +49,8 @@ def render(bundle, name: str) -> None:
         focus = [f"l{f['index']}" if f["kind"] == "launch" else None for f in found]
         focus += [f"a{k}" for k, a in graph_data.bundle_model(bundle, gradients=False).arrays.items()
                   if search.strip() and search.strip().lower() in a.label.lower()]
-        st.iframe(graph_component.page(svg, graph_data.node_facts(bundle), [f for f in focus if f]),
+        st.iframe(graph_component.page(svg, graph_data.node_facts(bundle), [f for f in focus if f],
+                                       home=graph_data.loss_node(bundle)),
                   height=graph_component.HEIGHT)
     if found:
         with st.expander(f"Search matches ({len(found)})"):

@@ -593,3 +593,10 @@ def test_a_nan_launch_stays_visible_in_the_folded_graph(tmp_path):
     dot = graph_data.graph_dot(b, simplify=True)
     boxes = re.findall(r"^\s*(l\d+) \[shape=plaintext", dot, re.M)
     assert "l25" in boxes and len(boxes) <= 3                  # the folded run before it, and the NaN step
+
+
+def test_the_graph_opens_on_the_loss(bundles):
+    """Issue 41 item 5: with nothing searched, the tape graph is centred on the loss node."""
+    node = graph_data.loss_node(bundles["train"])
+    loss_id = next(a["id"] for a in bundles["train"].manifest["arrays"] if a["label"] == "loss")
+    assert node == "a" + loss_id[1:] and node in graph_data.node_facts(bundles["train"])
