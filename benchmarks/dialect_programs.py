@@ -12,8 +12,9 @@ includes translation and compilation, with whatever each system caches on disk);
 alternate (round-robin) so that a busy machine slows them alike. One iteration = the program's own
 training step: its `forward` under `ti.ad.Tape(loss)` (forward, then backward) and a parameter update.
 
-Reported per program and system: the first iteration, and the median and minimum of the later ones, in
-wall time and in the process's CPU time (robust to other load on the machine; a runtime whose idle
+Reported per program and system: loading the program (imports, fields; the first iteration's translation
+and compilation come after), the first iteration, and the median and minimum of the later ones, in wall
+time and in the process's CPU time (robust to other load on the machine; a runtime whose idle
 threads spin counts them). `--baseline PATH` adds `gradkit.taichi` imported from another checkout
 (PYTHONPATH=PATH, where PATH/gradkit is that checkout), to compare two versions of gradkit.
 """
@@ -154,8 +155,9 @@ def _run(src, prog, target, iters, timeout) -> dict | None:
 def _summary(runs: list[dict]) -> dict:
     later_wall = [t for r in runs for t in r["wall"][1:]]
     later_cpu = [t for r in runs for t in r["cpu"][1:]]
-    return {"first_wall": statistics.median(r["wall"][0] + r["load_wall"] for r in runs),
-            "first_cpu": statistics.median(r["cpu"][0] + r["load_cpu"] for r in runs),
+    return {"load_wall": statistics.median(r["load_wall"] for r in runs),
+            "first_wall": statistics.median(r["wall"][0] for r in runs),
+            "first_cpu": statistics.median(r["cpu"][0] for r in runs),
             "iter_wall": statistics.median(later_wall) if later_wall else None,
             "iter_wall_min": min(later_wall) if later_wall else None,
             "iter_cpu": statistics.median(later_cpu) if later_cpu else None,
@@ -194,12 +196,12 @@ def main(argv=None) -> int:
                 if r is not None:
                     runs[name].append(r)
         results[prog] = {name: _summary(rs) for name, rs in runs.items() if rs}
-    print("| program | system | first iteration s (wall / cpu) | per iteration s, median (wall / cpu) "
-          "| per iteration s, min (wall / cpu) |")
-    print("|---|---|---:|---:|---:|")
+    print("| program | system | program load s | first iteration s (wall / cpu) | per iteration s, median "
+          "(wall / cpu) | per iteration s, min (wall / cpu) |")
+    print("|---|---|---:|---:|---:|---:|")
     for prog, by in results.items():
         for name, s in by.items():
-            print(f"| {prog} | {name} | {s['first_wall']:.2f} / {s['first_cpu']:.2f} | "
+            print(f"| {prog} | {name} | {s['load_wall']:.2f} | {s['first_wall']:.2f} / {s['first_cpu']:.2f} | "
                   f"{s['iter_wall']:.3f} / {s['iter_cpu']:.3f} | {s['iter_wall_min']:.3f} / {s['iter_cpu_min']:.3f} |")
     if args.json:
         with open(args.json, "w") as f:

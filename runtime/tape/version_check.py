@@ -102,14 +102,14 @@ class _Later:
         index = index or _Index(tape)
         self.n, self.version = len(tape.records), a.version
         records = tape.records
-        items = index.touching(a)                   # (record index, positions of a's memory there)
-        n = len(items)
-        self.pos, after = {}, [None] * n            # version of a after each (None: a host write)
-        for p, (i, hit) in enumerate(items):
-            self.pos[i] = p
-            later = records[i]
+        recs, poss = index.touching(a)              # record indices, positions of a's memory there
+        n = len(recs)
+        self.pos, after = dict(zip(recs, range(n))), [None] * n     # version of a after each (None: host)
+        for p in range(n):
+            later = records[recs[p]]
             if getattr(later, "kind", "") == "launch":
-                after[p] = later.versions[hit[0]]
+                k = poss[p]
+                after[p] = later.versions[k if k.__class__ is int else k[0]]
         self.after = after
         # rows written after position p: every row when p < none_after, else the rows r with last[r] > p
         # (one entry per row, not a set per position: a trajectory's rows would make that quadratic)
@@ -125,9 +125,8 @@ class _Later:
             if v is None or prev is None:
                 ok = False
                 continue
-            i, hit = items[p]
-            later = records[i]
-            wrote = [w for w in later.kernel_obj.facts().written if w in hit]
+            later, hit = records[recs[p]], poss[p]
+            wrote = [w for w in later.kernel_obj.facts().written if (w == hit if hit.__class__ is int else w in hit)]
             ok = ok and v - len(wrote) == prev
             for w in wrote:
                 r = written_rows(later.kernel_obj, later.args, w) if later.args[w] is a else None
@@ -149,11 +148,13 @@ class _Later:
 class _Index:
     """For one tape at one length: per buffer, the records that use it (launch arguments, host writes) and
     at which argument positions. Built in one pass over the records, so that each array's `_Later` visits
-    only the records touching its memory (a tape of many arrays stays linear, not arrays x records)."""
+    only the records touching its memory (a tape of many arrays stays linear, not arrays x records); flat
+    lists of ints, not an object per record (a pass over a long tape would otherwise feed the garbage
+    collector tens of thousands of containers)."""
 
     def __init__(self, tape):
         self.n = len(tape.records)
-        by_buffer: dict[int, tuple] = {}     # id(buffer) -> (an array over it, {record index: [positions]})
+        by_buffer: dict[int, tuple] = {}     # id(buffer) -> (an array over it, [record index], [position(s)])
         for i, rec in enumerate(tape.records):
             xs = rec.args if getattr(rec, "kind", "") == "launch" else getattr(rec, "writes", ())
             for k, x in enumerate(xs):
@@ -161,21 +162,29 @@ class _Index:
                     continue
                 entry = by_buffer.get(id(x.buffer))
                 if entry is None:
-                    entry = by_buffer[id(x.buffer)] = (x, {})
-                entry[1].setdefault(i, []).append(k)
+                    entry = by_buffer[id(x.buffer)] = (x, [], [])
+                recs, poss = entry[1], entry[2]
+                if recs and recs[-1] == i:          # the same memory at several positions: a tuple of them
+                    last = poss[-1]
+                    poss[-1] = (last, k) if last.__class__ is int else last + (k,)
+                else:
+                    recs.append(i)
+                    poss.append(k)
         self.by_buffer = by_buffer
 
-    def touching(self, a) -> list[tuple[int, list[int]]]:
-        """(record index, positions of its arguments or host writes that are `same_memory` as a), in record
-        order, for every record that has one (shares_memory depends on the buffers only)."""
-        hits = [uses for rep, uses in self.by_buffer.values() if same_memory(rep, a)]
+    def touching(self, a) -> tuple[list[int], list]:
+        """(record indices, per record the position or tuple of positions of its arguments or host writes
+        that are `same_memory` as a), in record order, for every record that has one (shares_memory
+        depends on the buffers only)."""
+        hits = [(recs, poss) for rep, recs, poss in self.by_buffer.values() if same_memory(rep, a)]
         if len(hits) == 1:
-            return list(hits[0].items())
-        merged: dict[int, list[int]] = {}
-        for uses in hits:
-            for i, ks in uses.items():
-                merged.setdefault(i, []).extend(ks)
-        return [(i, sorted(merged[i])) for i in sorted(merged)]
+            return hits[0]
+        merged: dict[int, tuple] = {}
+        for recs, poss in hits:
+            for i, k in zip(recs, poss):
+                merged[i] = merged.get(i, ()) + ((k,) if k.__class__ is int else k)
+        order = sorted(merged)
+        return order, [tuple(sorted(merged[i])) for i in order]
 
 
 _LATER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
