@@ -50,7 +50,7 @@ class AdjointRecipe:
 
     def revive(self) -> PreparedAdjoint | None:
         """The PreparedAdjoint again, or None when an array is gone or no longer valid for it."""
-        call_args = list(self.template)
+        call_args = self.template.copy()
         for k, ref in self.refs:
             x = ref()
             if x is None:
@@ -71,7 +71,10 @@ def adjoint_for(rec, ins, outs, shared: dict) -> PreparedAdjoint | None:
     kernel = rec.kernel_obj
     head = (id(kernel), rec.device, rec.dim, rec.consume)
     try:
-        key = (*head, *map(_arg_key, ins), *map(_arg_key, outs))
+        if rec.saved is None and len(kernel._array_args) == len(rec.args):      # arrays only: by identity
+            key = (*head, *map(id, rec.args))
+        else:
+            key = (*head, *map(_arg_key, ins), *map(_arg_key, outs))
         hash(key)
         keep = rec.saved is None            # saved copies are new arrays each time: nothing to keep
     except TypeError:                       # an unhashable value: share by identity within this pass only

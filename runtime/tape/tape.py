@@ -413,6 +413,7 @@ class Tape:
                                "called tape.reset()); reset it after backward() returns")
         self.zero()
         self.records.clear()
+        self.__dict__.pop("_later_cache", None)        # runtime/tape/version_check.py's index of the records
         self._last_pass = {}
         self.backward_records.clear()
         self._touched.clear()

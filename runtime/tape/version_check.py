@@ -191,12 +191,20 @@ _LATER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _later(tape, a) -> _Later:
-    try:
-        cache = _LATER.get(tape)
-    except TypeError:                                 # a tape that takes no weak reference: no cache
-        return _Later(tape, a)
+    # kept on the tape itself (a pass asks thousands of times; a WeakKeyDictionary lookup makes a ref
+    # each time), else in _LATER for a tape object that takes no attribute
+    cache = getattr(tape, "_later_cache", None)
+    if cache is None:
+        try:
+            cache = _LATER.get(tape)
+        except TypeError:                             # a tape that takes no weak reference: no cache
+            return _Later(tape, a)
     if cache is None or cache[0].n != len(tape.records):
-        cache = _LATER[tape] = (_Index(tape), {})
+        cache = (_Index(tape), {})
+        try:
+            tape._later_cache = cache
+        except AttributeError:
+            _LATER[tape] = cache
     index, arrays = cache
     got = arrays.get(id(a))
     if got is None or got[0] is not a or got[1].version != a.version:
