@@ -86,7 +86,11 @@ def _interact(page, view: str) -> None:
             page.wait_for_timeout(100)
     if view == "graph":
         frame = page.frame_locator('iframe[title="st.iframe"]')
-        node = frame.locator("g.node").first
+        frame.locator("#view svg").wait_for(timeout=30_000)
+        # a large graph opens centred on the loss, already selected: click that node (the first one drawn
+        # may be out of view)
+        selected = frame.locator("g.node.gk-selected")
+        node = selected.first if selected.count() else frame.locator("g.node").first
         if node.count():
             node.click()
             frame.locator("#facts table").wait_for()
