@@ -70,3 +70,29 @@ def __dir__() -> list[str]:
 # `taichi/` folder would shadow the real Taichi; the wheel ships them as gradkit/dialects/<name>/.
 __path__.append(_os.path.join(_os.path.dirname(__file__), "dialects"))
 del _os
+
+
+class _DialectAlias:
+    """`gradkit.dialects.<name>[.<sub>]` is the module `gradkit.<name>[.<sub>]`, not a second copy of it: one
+    set of each dialect's modules and state (fields, settings), whichever name imported it first."""
+
+    prefix = __name__ + ".dialects."
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.startswith(self.prefix):
+            import importlib.util
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+
+    def create_module(self, spec):
+        import importlib
+        return importlib.import_module(__name__ + "." + spec.name[len(self.prefix):])
+
+    def exec_module(self, module) -> None:
+        """The canonical module already ran."""
+
+
+import sys as _sys  # noqa: E402  (the finder goes in once gradkit itself is importable)
+if not any(isinstance(f, _DialectAlias) for f in _sys.meta_path):
+    _sys.meta_path.insert(0, _DialectAlias())
+del _sys

@@ -2,7 +2,7 @@
 
 A dialect, not a second implementation: fields are gk.arrays (fields.py), a `@ti.kernel` is translated
 from its Python source into gk.kernels — one per top-level loop, launched in parallel, and one per run of
-serial code (translate.py, kernel.py) —, kernel-side Taichi names are gradkit builtins or macros
+serial code (translate.py, kernels.py) —, kernel-side Taichi names are gradkit builtins or macros
 (lang.py, macros.py), and `ti.ad.Tape` is a gk.Tape with Taichi's clearing rule (ad.py).
 What is supported and what differs: docs/porting/taichi.md.
 """
@@ -22,7 +22,7 @@ else:
     from .errors import TaichiUnsupportedError, unsupported as _unsupported
     from .fields import (Field, MatrixField, Ndarray, ScalarField, field, i, ij, ijk, ijkl, ijl, ik, ikl, il, j, jk, jkl, jl, k, kl, l,  # noqa: F401,E741
                          ndarray, root)
-    from .kernel import (BoundFunc, TiFunc, TiKernel, data_oriented, func, grouped, kernel, ndrange,  # noqa: F401
+    from .kernels import (BoundFunc, TiFunc, TiKernel, data_oriented, func, grouped, kernel, ndrange,  # noqa: F401
                          real_func, template)
     from .lang import (Matrix, Vector, atan2, atomic_add, atomic_max, atomic_min, atomic_sub, cast, ceil, floor, max, min, pow, random, round, rsqrt,  # noqa: F401,A004
                        select, sqr)

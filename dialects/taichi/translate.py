@@ -225,7 +225,7 @@ class Rewriter(ast.NodeTransformer):
         callee = self.static(node.func)
         if callee is gk.static:
             return node                     # compile-time: evaluated with the kernel's namespace
-        from .kernel import TiFunc, BoundFunc
+        from .kernels import TiFunc, BoundFunc
         if isinstance(callee, (TiFunc, BoundFunc)):
             inline = self.inline(callee, node)
             node.args = [self.visit(a) for a in node.args]
@@ -278,7 +278,7 @@ class Rewriter(ast.NodeTransformer):
         return self.visit(sl)
 
     def inline(self, callee, node) -> "Inline":
-        from .kernel import BoundFunc
+        from .kernels import BoundFunc
         func, obj = (callee.func, callee.obj) if isinstance(callee, BoundFunc) else (callee, None)
         key = (id(func), id(obj))
         got = self.shared.inlines.get(key)
@@ -474,7 +474,7 @@ class Rewriter(ast.NodeTransformer):
     def loop_dims(self, it):
         """(bounds [(lo, hi) AST], grouped) of a ti.ndrange / ti.grouped / struct-for iterable, or None for
         a plain range."""
-        from .kernel import grouped, ndrange
+        from .kernels import grouped, ndrange
         f = self.field_of(it)
         if f is not None:
             return [(ast.Constant(value=0), ast.Constant(value=s)) for s in f.shape], False
@@ -640,6 +640,10 @@ def translate(tikernel, static: dict, arg_types: dict, ret_type) -> Translation:
         rw = Rewriter(shared, {**ns, **shared.helpers}, locals_, src, f"kernel '{py.__name__}'")
         defined = set(arg_types)
         if kind == "serial":
+            # top-level locals a loop bound may use, as the user wrote them: rw.body rewrites statements in
+            # place (field names become kernel parameters), and the host evaluates these in its namespace
+            host_assigns += [copy.deepcopy(st) for st in part
+                             if isinstance(st, ast.Assign) and all(isinstance(t, ast.Name) for t in st.targets)]
             stmts = rw.body(part, defined)
             if stmts and isinstance(stmts[-1], ast.Return):
                 if ret_field is None:
@@ -650,9 +654,6 @@ def translate(tikernel, static: dict, arg_types: dict, ret_type) -> Translation:
                 stmts[-1] = _loc(ast.Assign(targets=[_loc(ast.Subscript(value=_name(p.id, r), slice=ast.Constant(
                     value=None), ctx=ast.Store()), r)], value=_call("__ti_as", [_name(p.id, r), r.value], r)), r)
             bounds, prologue, node = None, [], part[0]
-            for st in part:
-                if isinstance(st, ast.Assign) and all(isinstance(t, ast.Name) for t in st.targets):
-                    host_assigns.append(st)
         else:
             node = part
             stmts, bounds, prologue = loop_kernel(rw, part, defined)

@@ -6,7 +6,7 @@ from gradkit.core import types as _T
 
 from .errors import unsupported
 from .fields import NdarrayType, scalar_type
-from .kernel import template  # noqa: F401
+from .kernels import template  # noqa: F401
 
 
 def vector(n: int, dtype=float):

@@ -1,4 +1,4 @@
-"""gradkit.taichi's call fast path (dialects/taichi/kernel.py `_Plan`): a kernel called with positional
+"""gradkit.taichi's call fast path (dialects/taichi/kernels.py `_Plan`): a kernel called with positional
 arguments launches prebuilt launches; it gives what the general path gives (values, gradients on a
 ti.ad.Tape, ti.random streams, loop extents read at each call) and the general path still serves keyword
 and defaulted arguments, ndarray parameters and loop bounds that need the kernel's top-level locals."""
@@ -9,7 +9,7 @@ import numpy as np
 import gradkit.taichi as ti
 import importlib
 
-ti_kernel = importlib.import_module("gradkit.taichi.kernel")     # the module (ti.kernel is the decorator)
+ti_kernel = importlib.import_module("gradkit.taichi.kernels")    # the module (ti.kernel is the decorator)
 
 
 def _program(steps=6, n=4):

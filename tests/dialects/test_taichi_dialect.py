@@ -251,3 +251,59 @@ def test_int_float_promotion_is_the_dialects_only():
     with pytest.raises(gk.CompileError, match="differ"):
         gk.launch(k, 1, inputs=[y, 2])
     importlib.import_module("gradkit.taichi")
+
+
+BOUND_FROM_LOCAL = '''
+import numpy as np
+import taichi as ti
+ti.init(arch=ti.cpu, default_fp=ti.f64)
+a = ti.field(ti.f64, shape=8, needs_grad=True)
+b = ti.field(ti.f64, shape=8, needs_grad=True)
+loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+@ti.kernel
+def half():
+    m = a.shape[0] // 2                 # a top-level local computed from a field's shape
+    for i in range(m):
+        b[i] = a[i] * a[i]
+
+@ti.kernel
+def total():
+    for i in b:
+        loss[None] += b[i]
+
+def run(tape):
+    a.from_numpy(np.arange(8.0) + 1.0)
+    b.fill(0.0)
+    if not tape:                        # Taichi refuses a tape over a kernel mixing serial code and loops
+        half()
+        return b.to_numpy()
+    with ti.ad.Tape(loss=loss):
+        half()
+        total()
+    return b.to_numpy(), a.grad.to_numpy()
+'''
+
+
+def test_a_loop_bound_from_a_top_level_local_matches_taichi(tmp_path):
+    """`m = a.shape[0] // 2; for i in range(m)`: the bound is evaluated from the user's statement (the
+    translator used to evaluate its rewritten copy, which named a kernel parameter: a NameError)."""
+    _taichi()
+    ours = run_program(BOUND_FROM_LOCAL, "gradkit.taichi", tmp_path, "bound")["run"]
+    want = run_program(BOUND_FROM_LOCAL, "taichi", tmp_path, "bound")["run"](False)
+    assert rel_err(ours(False), want) < 1e-12
+    values, grad = ours(True)                 # d sum(a[i]^2, i < 4) / da = 2 a on the first half, else 0
+    np.testing.assert_array_equal(values, want)
+    np.testing.assert_array_equal(grad, [2.0, 4.0, 6.0, 8.0, 0, 0, 0, 0])
+
+
+def test_the_dialect_has_one_copy_under_both_names():
+    """Importing a submodule as gradkit.dialects.taichi.<sub> neither loads a second copy of the dialect's
+    modules (their state: fields, settings) nor replaces ti.kernel with a module."""
+    code = ("import gradkit.dialects.taichi.ad as dad, gradkit.taichi as ti, gradkit.taichi.ad as tad; "
+            "import gradkit.dialects.taichi.kernels as dk, gradkit.taichi.kernels as tk; "
+            "import gradkit.dialects.warp as dw, gradkit.warp as wp; "
+            "print(dad is tad, dk is tk, callable(ti.kernel), dw is wp)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True"] * 4
