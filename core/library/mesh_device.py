@@ -1,0 +1,404 @@
+"""The mesh as kernels see it, and the library functions over it (core/library/mesh.py's queries call
+them): the structs `MeshData` / `MeshData64` and the query results, then per point precision the
+`@gk.func` code of a query's two parts — the BVH search that picks a face (no derivative) and the
+continuous outputs recomputed from that face's vertices (differentiated as plain code)."""
+
+# (no `from __future__ import annotations`: the library functions below need evaluated annotations)
+
+import math
+from types import SimpleNamespace
+
+from .. import types as T
+from ..func import Func, func_grad
+from ..lang import NAMES
+from ..struct import struct
+from .bvh import BIG, STACK, BvhData, BvhQuery, as_vec3
+
+I32 = T.int32
+gk = SimpleNamespace(**NAMES)
+
+def _mesh_struct(s: T.ScalarType):
+    V = T.array_type(T.vector(3, s))
+
+    class MeshData:
+        points: V
+        velocities: V
+        indices: T.array_type(I32)
+        num_tris: I32
+        num_points: I32
+        has_velocities: I32
+        average_edge_length: T.float32
+        bvh: BvhData
+
+    class MeshQueryPoint:
+        result: T.bool_
+        sign: s
+        face: I32
+        u: s
+        v: s
+
+    class MeshQueryRay:
+        result: T.bool_
+        sign: s
+        face: I32
+        t: s
+        u: s
+        v: s
+        normal: T.vector(3, s)
+
+    suffix = "" if s is T.float32 else "64"
+    out = []
+    for cls in (MeshData, MeshQueryPoint, MeshQueryRay):
+        cls.__name__ = cls.__qualname__ = cls.__name__ + suffix
+        cls.__doc__ = {"MeshData": "What a kernel sees of a gk.Mesh: its arrays and the BVH over its triangles.",
+                       "MeshQueryPoint": "mesh_query_point's result (Warp's): result, sign, face, u, v.",
+                       "MeshQueryRay": "mesh_query_ray's result (Warp's): result, sign, face, t, u, v, normal."
+                       }[cls.__name__.rstrip("64")]
+        out.append(struct(cls))
+    return out
+
+
+MeshData, MeshQueryPoint, MeshQueryRay = _mesh_struct(T.float32)
+MeshData64, MeshQueryPoint64, MeshQueryRay64 = _mesh_struct(T.float64)
+MESH_STRUCTS = {MeshData._gk_struct: T.float32, MeshData64._gk_struct: T.float64}
+
+
+def _precision(s: T.ScalarType) -> SimpleNamespace:
+    """The library functions over meshes with points of scalar type `s`."""
+    V = T.vector(3, s)
+    V2 = T.vector(2, s)
+    M = MeshData if s is T.float32 else MeshData64
+    QP = MeshQueryPoint if s is T.float32 else MeshQueryPoint64
+    QR = MeshQueryRay if s is T.float32 else MeshQueryRay64
+    big = s(BIG)
+    neg_big = s(-BIG)
+    lib = SimpleNamespace()
+
+    def _vertex(mesh: M, face: I32, k: I32) -> V:
+        return mesh.points[mesh.indices[face * 3 + k]]
+
+    def _closest_bary(a: V, b: V, c: V, p: V) -> V2:
+        """(u, v): the weights of a and b of the point of triangle abc closest to p (Ericson's regions)."""
+        ab = b - a
+        ac = c - a
+        ap = p - a
+        d1 = gk.dot(ab, ap)
+        d2 = gk.dot(ac, ap)
+        bp = p - b
+        d3 = gk.dot(ab, bp)
+        d4 = gk.dot(ac, bp)
+        cp = p - c
+        d5 = gk.dot(ab, cp)
+        d6 = gk.dot(ac, cp)
+        vc = d1 * d4 - d3 * d2
+        vb = d5 * d2 - d1 * d6
+        va = d3 * d6 - d5 * d4
+        r = V2(s(1.0), s(0.0))
+        if d1 <= s(0.0) and d2 <= s(0.0):
+            r = V2(s(1.0), s(0.0))
+        elif d3 >= s(0.0) and d4 <= d3:
+            r = V2(s(0.0), s(1.0))
+        elif vc <= s(0.0) and d1 >= s(0.0) and d3 <= s(0.0):
+            w = d1 / (d1 - d3)
+            r = V2(s(1.0) - w, w)
+        elif d6 >= s(0.0) and d5 <= d6:
+            r = V2(s(0.0), s(0.0))
+        elif vb <= s(0.0) and d2 >= s(0.0) and d6 <= s(0.0):
+            w = d2 / (d2 - d6)
+            r = V2(s(1.0) - w, s(0.0))
+        elif va <= s(0.0) and d4 - d3 >= s(0.0) and d5 - d6 >= s(0.0):
+            w = (d4 - d3) / ((d4 - d3) + (d5 - d6))
+            r = V2(s(0.0), s(1.0) - w)
+        else:
+            denom = s(1.0) / (va + vb + vc)
+            v = vb * denom
+            w = vc * denom
+            r = V2(s(1.0) - v - w, v)
+        return r
+
+    def _bary_point(a: V, b: V, c: V, uv: V2) -> V:
+        """The point with barycentrics (u, v) on triangle a, b, c: u * a + v * b + (1 - u - v) * c."""
+        return uv[0] * a + uv[1] * b + (s(1.0) - uv[0] - uv[1]) * c
+
+    def _sliver(a: V, b: V, c: V) -> bool:
+        """Warp skips near-degenerate triangles in point queries."""
+        e0 = b - a
+        e1 = c - a
+        e2 = c - b
+        return gk.length(gk.cross(e0, e1)) / (gk.dot(e0, e0) + gk.dot(e1, e1) + gk.dot(e2, e2)) < s(1.0e-6)
+
+    def _box_dist_sq(p: V, lo: V, hi: V) -> s:
+        d = gk.max(gk.max(lo - p, p - hi), V(s(0.0), s(0.0), s(0.0)))
+        return gk.dot(d, d)
+
+    def _slab(o: s, d: s, lo: s, hi: s, r: V2) -> V2:
+        n = r[0]
+        f = r[1]
+        if d == s(0.0):
+            if o < lo or o > hi:
+                n = s(1.0)
+                f = s(-1.0)
+        else:
+            inv = s(1.0) / d
+            t0 = (lo - o) * inv
+            t1 = (hi - o) * inv
+            n = gk.max(n, gk.min(t0, t1))
+            f = gk.min(f, gk.max(t0, t1))
+        return V2(n, f)
+
+    def _ray_enters(start: V, dir: V, lo: V, hi: V, max_t: s) -> bool:
+        r = V2(neg_big, big)
+        r = lib.slab(start[0], dir[0], lo[0], hi[0], r)
+        r = lib.slab(start[1], dir[1], lo[1], hi[1], r)
+        r = lib.slab(start[2], dir[2], lo[2], hi[2], r)
+        return r[1] >= gk.max(r[0], s(0.0)) and r[0] < max_t
+
+    def _ray_tri(start: V, dir: V, a: V, b: V, c: V) -> V:
+        """(t, u, v) of the ray's hit of triangle abc (Moller-Trumbore; u, v weigh a and b), t = -1 on a miss."""
+        e1 = b - a
+        e2 = c - a
+        pv = gk.cross(dir, e2)
+        det = gk.dot(e1, pv)
+        out = V(s(-1.0), s(0.0), s(0.0))
+        if det != s(0.0):
+            inv = s(1.0) / det
+            tv = start - a
+            bu = gk.dot(tv, pv) * inv
+            qv = gk.cross(tv, e1)
+            bv = gk.dot(dir, qv) * inv
+            if bu >= s(0.0) and bv >= s(0.0) and bu + bv <= s(1.0):
+                out = V(gk.dot(e2, qv) * inv, s(1.0) - bu - bv, bu)
+        return out
+
+    def _closest_face(mesh: M, p: V, max_dist: s) -> I32:
+        """The face closest to p within max_dist (strictly), -1 if none: the discrete search."""
+        bvh = mesh.bvh
+        best = max_dist * max_dist
+        face = -1
+        st = STACK()
+        count = 0
+        if bvh.num_items > 0:
+            count = 1
+        while count > 0:
+            count -= 1
+            node = st[count]
+            if lib.box_dist_sq(p, V(bvh.node_lowers[node]), V(bvh.node_uppers[node])) <= best:
+                info = bvh.node_info[node]
+                if info[3] > 0:
+                    for k in range(info[2], info[2] + info[3]):
+                        f = bvh.prims[k]
+                        a = lib.vertex(mesh, f, 0)
+                        b = lib.vertex(mesh, f, 1)
+                        c = lib.vertex(mesh, f, 2)
+                        if not lib.sliver(a, b, c):
+                            uv = lib.closest_bary(a, b, c, p)
+                            d = lib.bary_point(a, b, c, uv) - p
+                            dd = gk.dot(d, d)
+                            if dd < best:
+                                best = dd
+                                face = f
+                else:
+                    st[count] = info[1]
+                    st[count + 1] = info[0]
+                    count += 2
+        return face
+
+    def _ray_face(mesh: M, start: V, dir: V, max_t: s) -> I32:
+        """The face the ray hits first at 0 <= t < max_t, -1 if none: the discrete search."""
+        bvh = mesh.bvh
+        best = max_t
+        face = -1
+        st = STACK()
+        count = 0
+        if bvh.num_items > 0:
+            count = 1
+        while count > 0:
+            count -= 1
+            node = st[count]
+            if lib.ray_enters(start, dir, V(bvh.node_lowers[node]), V(bvh.node_uppers[node]), best):
+                info = bvh.node_info[node]
+                if info[3] > 0:
+                    for k in range(info[2], info[2] + info[3]):
+                        f = bvh.prims[k]
+                        h = lib.ray_tri(start, dir, lib.vertex(mesh, f, 0), lib.vertex(mesh, f, 1),
+                                        lib.vertex(mesh, f, 2))
+                        if h[0] >= s(0.0) and h[0] < best:
+                            best = h[0]
+                            face = f
+                else:
+                    st[count] = info[1]
+                    st[count + 1] = info[0]
+                    count += 2
+        return face
+
+    def _near_normal(mesh: M, p: V, dist: s) -> V:
+        """Warp's angle-weighted normal of the faces within average_edge_length * 1e-3 of the closest
+        distance `dist` (a vertex's faces weigh their angle there, an edge's pi, a face's 2 pi)."""
+        bvh = mesh.bvh
+        eps = s(mesh.average_edge_length) * s(1.0e-3)
+        eps_sq = eps * eps
+        reach = (dist + eps) * (dist + eps)
+        acc = V(s(0.0), s(0.0), s(0.0))
+        st = STACK()
+        count = 1
+        while count > 0:
+            count -= 1
+            node = st[count]
+            if lib.box_dist_sq(p, V(bvh.node_lowers[node]), V(bvh.node_uppers[node])) <= reach:
+                info = bvh.node_info[node]
+                if info[3] > 0:
+                    for k in range(info[2], info[2] + info[3]):
+                        f = bvh.prims[k]
+                        a = lib.vertex(mesh, f, 0)
+                        b = lib.vertex(mesh, f, 1)
+                        c = lib.vertex(mesh, f, 2)
+                        if not lib.sliver(a, b, c):
+                            uv = lib.closest_bary(a, b, c, p)
+                            q = lib.bary_point(a, b, c, uv)
+                            if gk.length(q - p) < dist + eps:
+                                e0 = b - a
+                                e1 = c - a
+                                e2 = c - b
+                                weight = s(2.0 * math.pi)
+                                if gk.length_sq(q - a) < eps_sq:
+                                    weight = gk.acos(gk.dot(gk.normalize(e0), gk.normalize(e1)))
+                                elif gk.length_sq(q - b) < eps_sq:
+                                    weight = gk.acos(gk.dot(gk.normalize(e2), gk.normalize(-e0)))
+                                elif gk.length_sq(q - c) < eps_sq:
+                                    weight = gk.acos(gk.dot(gk.normalize(-e1), gk.normalize(-e2)))
+                                else:
+                                    qa = q - a
+                                    qb = q - b
+                                    if (gk.length_sq(gk.cross(e0, qa)) < eps_sq * gk.dot(e0, e0)
+                                            or gk.length_sq(gk.cross(e2, qb)) < eps_sq * gk.dot(e2, e2)
+                                            or gk.length_sq(gk.cross(e1, qa)) < eps_sq * gk.dot(e1, e1)):
+                                        weight = s(math.pi)
+                                acc += weight * gk.normalize(gk.cross(e0, e1))
+                else:
+                    st[count] = info[1]
+                    st[count + 1] = info[0]
+                    count += 2
+        return acc
+
+    def _winding(mesh: M, p: V) -> s:
+        """The winding number of the mesh around p: its triangles' solid angles / 4 pi (every triangle)."""
+        total = s(0.0)
+        for f in range(mesh.num_tris):
+            a = lib.vertex(mesh, f, 0) - p
+            b = lib.vertex(mesh, f, 1) - p
+            c = lib.vertex(mesh, f, 2) - p
+            la = gk.length(a)
+            lb = gk.length(b)
+            lc = gk.length(c)
+            num = gk.dot(a, gk.cross(b, c))
+            den = la * lb * lc + gk.dot(a, b) * lc + gk.dot(a, c) * lb + gk.dot(b, c) * la
+            total += s(2.0) * gk.atan2(num, den)
+        return total / s(4.0 * math.pi)
+
+    def _ray_sign(mesh: M, start: V, dir: V, face: I32) -> s:
+        """Warp's ray `sign`: negative where the ray leaves through the face (it meets its back)."""
+        n = gk.cross(lib.vertex(mesh, face, 1) - lib.vertex(mesh, face, 0),
+                     lib.vertex(mesh, face, 2) - lib.vertex(mesh, face, 0))
+        return gk.where(gk.dot(n, dir) > s(0.0), s(-1.0), s(1.0))
+
+    def _parity(mesh: M, p: V) -> s:
+        """Inside (-1) when at least two of the three axis rays from p first meet a face from behind."""
+        votes = 0
+        for axis in range(3):
+            d = V(s(0.0), s(0.0), s(0.0))
+            d[axis] = s(1.0)
+            f = lib.ray_face(mesh, p, d, big)
+            if f >= 0:
+                if lib.ray_sign(mesh, p, d, f) < s(0.0):
+                    votes += 1
+        return gk.where(votes >= 2, s(-1.0), s(1.0))
+
+    def _point(mesh: M, p: V, max_dist: s, how: I32, threshold: s) -> QP:
+        """The closest point's query result; `how` picks the sign: 0 none, 1 parity, 2 normal, 3 winding."""
+        r = QP()
+        face = lib.closest_face(mesh, p, max_dist)
+        if face >= 0:
+            a = lib.vertex(mesh, face, 0)
+            b = lib.vertex(mesh, face, 1)
+            c = lib.vertex(mesh, face, 2)
+            uv = lib.closest_bary(a, b, c, p)
+            r.result = True
+            r.face = face
+            r.u = uv[0]
+            r.v = uv[1]
+            if how == 1:
+                r.sign = lib.parity(mesh, p)
+            elif how == 2:
+                q = lib.bary_point(a, b, c, uv)
+                n = lib.near_normal(mesh, p, gk.length(q - p))
+                r.sign = gk.where(gk.dot(n, p - q) > s(0.0), s(1.0), s(-1.0))
+            elif how == 3:
+                r.sign = gk.where(lib.winding(mesh, p) > threshold, s(-1.0), s(1.0))
+        return r
+
+    def _ray(mesh: M, start: V, dir: V, max_t: s) -> QR:
+        r = QR()
+        face = lib.ray_face(mesh, start, dir, max_t)
+        if face >= 0:
+            a = lib.vertex(mesh, face, 0)
+            b = lib.vertex(mesh, face, 1)
+            c = lib.vertex(mesh, face, 2)
+            h = lib.ray_tri(start, dir, a, b, c)
+            r.result = True
+            r.face = face
+            r.t = h[0]
+            r.u = h[1]
+            r.v = h[2]
+            n = gk.cross(b - a, c - a)
+            r.normal = gk.normalize(n)
+            r.sign = gk.where(gk.dot(n, dir) > s(0.0), s(-1.0), s(1.0))
+        return r
+
+    def _eval_position(mesh: M, face: I32, u: s, v: s) -> V:
+        return u * lib.vertex(mesh, face, 0) + v * lib.vertex(mesh, face, 1) + (s(1.0) - u - v) * lib.vertex(mesh, face, 2)
+
+    def _eval_velocity(mesh: M, face: I32, u: s, v: s) -> V:
+        out = V(s(0.0), s(0.0), s(0.0))
+        if mesh.has_velocities != 0:
+            i = mesh.indices[face * 3]
+            j = mesh.indices[face * 3 + 1]
+            k = mesh.indices[face * 3 + 2]
+            out = u * mesh.velocities[i] + v * mesh.velocities[j] + (s(1.0) - u - v) * mesh.velocities[k]
+        return out
+
+    # the searches and the signs only select: AD does not enter them (no derivative, no replayed loops)
+    def _closest_face_adj(mesh: M, p: V, max_dist: s, adj_ret: I32):
+        pass
+
+    def _ray_face_adj(mesh: M, start: V, dir: V, max_t: s, adj_ret: I32):
+        pass
+
+    def _near_normal_adj(mesh: M, p: V, dist: s, adj_ret: V):
+        pass
+
+    def _winding_adj(mesh: M, p: V, adj_ret: s):
+        pass
+
+    def _parity_adj(mesh: M, p: V, adj_ret: s):
+        pass
+
+    for py in (_vertex, _closest_bary, _bary_point, _sliver, _box_dist_sq, _slab, _ray_enters, _ray_tri, _closest_face,
+               _ray_face, _near_normal, _winding, _ray_sign, _parity, _point, _ray, _eval_position,
+               _eval_velocity):
+        name = py.__name__[1:]
+        py.__name__ = py.__qualname__ = f"_mesh_{name}_{s.name}"
+        setattr(lib, name, Func(py))
+    for adj in (_closest_face_adj, _ray_face_adj, _near_normal_adj, _winding_adj, _parity_adj):
+        name = adj.__name__[1:-4]
+        adj.__name__ = adj.__qualname__ = f"_mesh_{name}_{s.name}_adj"
+        func_grad(getattr(lib, name))(adj)
+    return lib
+
+
+_BY_PRECISION: dict = {}
+
+
+def lib_for(s: T.ScalarType) -> SimpleNamespace:
+    if s not in _BY_PRECISION:
+        _BY_PRECISION[s] = _precision(s)
+    return _BY_PRECISION[s]
