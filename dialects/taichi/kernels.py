@@ -133,7 +133,7 @@ class TiKernel:
         for name, p in params:
             ann = p.annotation
             if isinstance(ann, str):        # `from __future__ import annotations`
-                from .translate import namespace_of
+                from .scope import namespace_of
                 ann = eval(ann, namespace_of(self.pyfunc))  # noqa: S307 - the user's own annotation
             t = _arg_type(name, ann)
             v = bound.arguments[name]
@@ -150,7 +150,7 @@ class TiKernel:
         s = runtime.settings
         ret = self._sig.return_annotation
         if isinstance(ret, str):
-            from .translate import namespace_of
+            from .scope import namespace_of
             ret = eval(ret, namespace_of(self.pyfunc))  # noqa: S307 - the user's own annotation
         ret_type = None if ret in (inspect.Signature.empty, None) else scalar_type(ret) \
             if not (isinstance(ret, T.Type) and not ret.is_scalar) else ret
@@ -196,7 +196,7 @@ class TiKernel:
         return tr, out
 
     def _hostns(self, static, values, tr):
-        from .translate import namespace_of
+        from .scope import namespace_of
         ns = {**namespace_of(self.pyfunc), **static, **values}
         for st in tr.host_assigns:      # top-level locals a loop bound may use (n = x.shape[0])
             try:
@@ -242,7 +242,7 @@ class TiKernel:
                 return None
             ann = p.annotation
             if isinstance(ann, str):
-                from .translate import namespace_of
+                from .scope import namespace_of
                 ann = eval(ann, namespace_of(self.pyfunc))  # noqa: S307 - the user's own annotation
             t = _arg_type(p.name, ann)
             if isinstance(t, NdarrayType):
@@ -313,7 +313,7 @@ class _Plan:
 
     def _bounds_ns(self, args) -> tuple[dict, dict]:
         """(globals, locals) for the loop bounds: the kernel's module globals (not copied), then its
-        enclosing scope, closure cells, compile-time and call arguments (translate.namespace_of's order)."""
+        enclosing scope, closure cells, compile-time and call arguments (scope.namespace_of's order)."""
         py = self.tk.pyfunc
         local = dict(getattr(py, "__ti_enclosing__", {}))
         if py.__closure__:
