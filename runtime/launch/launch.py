@@ -156,11 +156,12 @@ class PreparedAdjoint:
     arrays stay the same objects and the settings it was compiled for hold (Tape.backward's fast path:
     no argument parsing, no specialisation lookup per launch)."""
 
-    __slots__ = ("key", "spec", "dims", "call_args", "grads", "sources")
+    __slots__ = ("key", "spec", "dims", "call_args", "grads", "sources", "folded")
 
     def __init__(self, key, spec, dims, call_args, grads, sources):
         self.key, self.spec, self.dims, self.call_args = key, spec, dims, call_args
         self.grads, self.sources = grads, sources
+        self.folded = None        # (seeds, PreparedAdjoint | None): the last `seeded` answer
 
     def valid(self) -> bool:
         if self.key != config.codegen_key() or config.check_nan or state.forward_mode:
@@ -169,6 +170,30 @@ class PreparedAdjoint:
             if a.grad is not g:
                 return False
         return True
+
+    def seeded(self, kernel, seeds: tuple) -> PreparedAdjoint | None:
+        """This adjoint of `kernel` with the gradients at `seeds` ((index in `grads`, value) pairs) passed as one value
+        each (ad/uniform.py), or None where the adjoint writes such a gradient or needs it as an array."""
+        folded = self.folded
+        if folded is not None and folded[0] == seeds:
+            return folded[1]
+        out = None
+        spec, call_args = self.spec, self.call_args
+        first = len(call_args) - len(self.grads)
+        # a gradient the adjoint writes (adds into, resets), at that position or another, stays an array
+        written = {id(call_args[p]) for p in spec.written}
+        kept = [(first + m, value) for m, value in seeds if id(call_args[first + m]) not in written]
+        positions = tuple(p for p, _ in kept)
+        if positions and len(spec.fn.params) == len(call_args):
+            variant = kernel.seeded(spec.variant, positions)
+            if variant is not spec.variant:
+                folded_spec = kernel.specialization(spec.device, variant)
+                args = list(call_args)
+                for p, value in kept:
+                    args[p] = folded_spec.fn.params[p].type.np_dtype.type(value)
+                out = PreparedAdjoint(self.key, folded_spec, self.dims, args, self.grads, self.sources)
+        self.folded = (seeds, out)
+        return out
 
     def run(self) -> None:
         spec, call_args = self.spec, self.call_args

@@ -14,6 +14,7 @@ from ..call_site import name_arrays, user_site
 from ..state import current as state, process
 from ..tools.grad_check import GradCheck
 from .hazards import find_hazards, warn_hazards
+from .seeds import Folds, constant_value
 from .tape_records import FuncRecord, LaunchRecord
 from .tape_consume import MemorySeen, consuming_after, mark, memory_before
 from .tape_rules import check_launch
@@ -205,15 +206,20 @@ class Tape:
     def _backward(self, loss, grads) -> None:
         self._zero_previous_pass()
         seeds = set()
+        folds = Folds()
         if loss is not None:
-            loss.grad.fill_(1.0)
+            folds.set(loss.grad, 1.0)
             seeds.add(id(loss))
         for arr, seed in (grads or {}).items():
             if arr.grad is None:
                 from ..arrays.creation import zeros_like
                 arr.grad = zeros_like(arr, requires_grad=False)
             if seed is not arr.grad:
-                arr.grad.assign(seed)
+                value = constant_value(seed) if arr.dtype.is_scalar else None
+                if value is not None:     # a constant: the adjoints reading it fold it (runtime/tape/seeds.py)
+                    folds.set(arr.grad, value)
+                else:
+                    arr.grad.assign(seed)
             seeds.add(id(arr))
         if loss is not None:
             self.loss_history.append(float(loss._read().reshape(-1)[0]))
@@ -221,7 +227,7 @@ class Tape:
             process.capture.recorded(self)
             if loss is not None:
                 process.capture.backward_started(self.loss_history[-1])
-        self._run_adjoints(checked=True)
+        self._run_adjoints(checked=True, folds=folds if folds.grads else None)
         self._last_pass = {k: (a, a.grad, a.grad.version) for k, a in self._written().items()
                            if k not in seeds and a.grad is not None}
         if process.capture is not None:
@@ -343,16 +349,17 @@ class Tape:
                 written[id(args[j])] = args[j]
         return written
 
-    def _run_adjoints(self, checked: bool = False) -> None:
+    def _run_adjoints(self, checked: bool = False, folds: Folds | None = None) -> None:
         self._adjoints_running += 1
         try:
-            self._adjoints(checked)
+            self._adjoints(checked, folds)
         finally:
             self._adjoints_running -= 1
 
-    def _adjoints(self, checked: bool) -> None:
+    def _adjoints(self, checked: bool, folds: Folds | None = None) -> None:
         """Run every recorded adjoint in reverse order, accumulating into the arrays' current `.grad`
-        (`checked`: `_check_records` already ran for this pass)."""
+        (`checked`: `_check_records` already ran for this pass; `folds`: the gradients seeded with a
+        constant, which adjoints reading them take as a number: runtime/tape/seeds.py)."""
         from ..launch.adjoint_reuse import adjoint_for
         from ..launch.launch import launch
         if not checked:
@@ -365,6 +372,8 @@ class Tape:
             if isinstance(rec, FuncRecord):
                 with consuming_after(rec.seen_before):
                     rec.backward()
+                if folds is not None:
+                    folds = None            # Python code may write any gradient (through a view, too)
                 continue
             if self.snapshotting:
                 snapshot.around_adjoint(index, rec, functools.partial(self._launch_adjoint, rec, launch),
@@ -379,6 +388,8 @@ class Tape:
                 prepared = rec.prepared = adjoint_for(rec, ins, outs, shared)
                 ready = prepared is not None
             if ready:
+                if folds is not None:
+                    prepared = folds.fold(prepared, rec.kernel_obj) or prepared
                 prepared.run()
                 rec.adjoint_variant = prepared.spec.variant.name
             else:       # scratch adjoints or NaN checks: the full launch path
