@@ -399,7 +399,7 @@ def main(argv=None) -> int:
     n_cases = sum(len(WORKLOAD_CASES[w]) for w in workloads) + (len(COLD_CASES) + 1 if "W6" in chosen else 0)
     n_compile = len(compile_cases) + any(compile_time.CASES[c][0] == "tiny" for c in compile_cases)
     runnable = [t for t in targets if t.status == "ok"]
-    extras = sum(t.system == "gradkit" for t in runnable) if "W1" in workloads else 0   # W1 tangent
+    extras = 2 * sum(t.system == "gradkit" for t in runnable) if "W1" in workloads else 0  # tangent, ones_like
     progress = Progress(n_cases * len(runnable) + extras +
                         n_compile * sum(t.system in compile_time.DIALECTS for t in runnable))
     for t in targets:

@@ -52,8 +52,25 @@ def workloads(device: str, size: dict, data: dict) -> dict:
         tangent()
         e_t = check("W1 tangent", y.dual.numpy(), g_ref)
         return [Case("W1 forward", fwd, errors={"W1 forward": e_f}),
-                Case("W1 backward", bwd, errors={"W1 backward": e_b}),
+                Case("W1 backward", bwd, errors={"W1 backward": e_b}), w1_user_seed(x, y, g_ref),
                 Case("W1 tangent", tangent, errors={"W1 tangent": e_t}), *w1_floors(x, x_np)]
+
+    def w1_user_seed(x, y, g_ref):
+        """W1 backward as users write it (issue 43): a tape's backward seeded with a ones array made once,
+        tape.backward(grads={y: gk.ones_like(y)}); the tape folds the constant as adj_outputs=[1.0] does."""
+        n = x.shape[0]
+        tape = gk.Tape()
+        with tape:
+            gk.launch(W.w1_stream, n, inputs=[x], outputs=[y], device=device)
+        ones = gk.ones_like(y)
+
+        def bwd():
+            tape.backward(grads={y: ones})
+            sync()
+        x.grad.zero_()
+        bwd()
+        name = "W1 backward: grads=ones_like"
+        return Case(name, bwd, errors={name: check("W1 backward", x.grad.numpy(), g_ref)})
 
     def w1_floors(x, x_np):
         """W1's bytes alone: a copy (read x, write y: the forward's, and Dr.Jit's backward writing a fresh
