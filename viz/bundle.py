@@ -196,11 +196,13 @@ def _truncate(text: str, limit: int) -> str:
 FOLD_OVER = 24      # launches beyond which a bundle's tape graph folds repeats (tape.visualize(simplify_graph=True))
 
 
-def _hazards(tape, arrays: dict, launch_of_record: dict) -> list[dict]:
-    """The tape's hazards (runtime/tape/hazards.py) as bundle data: kind, message, the ids of the arrays they
-    explain (bundled ones), the launches involved (None: a host write) and the source lines."""
+def _hazards(tape, arrays: dict, launch_of_record: dict, params=()) -> list[dict]:
+    """The tape's hazards (runtime/tape/hazards.py; `params` the arrays the script declared as trained) as
+    bundle data: kind, message, the ids of the arrays they explain (bundled ones), the launches involved
+    (None: a host write) and the source lines."""
+    from ..runtime.tape.hazards import find_hazards
     try:
-        found = tape.hazards()
+        found = find_hazards(tape, params)
     except Exception as exc:                 # the report must never cost the bundle
         return [{"kind": "error", "message": f"hazard analysis failed: {exc}", "arrays": [], "launches": [],
                  "lines": []}]
@@ -225,7 +227,8 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
     from ..core.config import config
     cap = config.snapshot_max_bytes if max_bytes is None else max_bytes
     path = pathlib.Path(path)
-    declared = {f"a{id(a)}" for a in [*(params or ()), *getattr(tape, "params", ())]}
+    trained = list(params or ())                  # `params` is reused below for each launch's parameter names
+    declared = {f"a{id(a)}" for a in [*trained, *getattr(tape, "params", ())]}
     # arrays a Python step on the tape overwrote (a linear solve, a host copy): intermediates too
     step_written = {f"a{id(a)}" for rec in tape.records if getattr(rec, "kind", "") != "launch"
                     for a in getattr(rec, "writes", ())}
@@ -313,7 +316,7 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
                 "notes": notes}
     if history:
         manifest["history"] = history
-    hazards = _hazards(tape, arrays, launch_of_record)
+    hazards = _hazards(tape, arrays, launch_of_record, trained)
     if hazards:
         manifest["hazards"] = hazards
     _portable_paths(manifest, path)

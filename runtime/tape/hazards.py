@@ -6,6 +6,10 @@
 - *not differentiable*: a parameter (an array with `requires_grad` the tape reads before writing it)
   whose every reading launch uses it only through int(), a comparison, stop_gradient, an index or a
   condition: its gradient is zero whatever the loss. The line of that use is named.
+- *host copy*: a declared parameter (`gk.Tape(params=...)`, an optimiser's) that no recorded step reads,
+  while an array holding the same values is read instead: its values were copied through the host
+  (`gk.array(p.numpy())`), which breaks the gradient chain. The copy's line is named; a declared parameter
+  nothing reads and nothing copied is an *unused parameter*, named by the line that created it.
 
 `tape.hazards()` lists them; `Tape(check=True)` / `gk.config.check_ad` warn (GradientHazardWarning) at
 backward; the debugger shows them beside the gradients they explain.
@@ -20,6 +24,8 @@ from ...core.errors import GradientHazardWarning
 
 OVERWRITTEN = "overwritten before read"
 NOT_DIFFERENTIABLE = "not differentiable"
+HOST_COPY = "host copy"
+UNUSED_PARAMETER = "unused parameter"
 
 
 @dataclass(frozen=True)
@@ -38,7 +44,9 @@ class Hazard:
 
 
 def _label(a, fallback: str) -> str:
-    return getattr(a, "label", None) or fallback
+    """The array's label, else the user's variable gradkit debug found for it, else `fallback`."""
+    origin = getattr(a, "_origin", None)
+    return getattr(a, "label", None) or (origin[2] if origin and origin[2] else None) or fallback
 
 
 def _user_positions(fn) -> dict[int, int]:
@@ -68,8 +76,9 @@ def _site(site) -> str:
     return f"{site[0]}:{site[1]}" if site else "an unknown line"
 
 
-def find_hazards(tape) -> list[Hazard]:
-    """Every hazard on `tape`'s records, in record order."""
+def find_hazards(tape, params=()) -> list[Hazard]:
+    """Every hazard on `tape`'s records, in record order, then the declared parameters (the tape's own and
+    `params`) that no step reads."""
     facts: dict[int, _Kernel] = {}
     writers: dict[int, tuple] = {}        # id(buffer) -> (record index, array, line, who) of a covering write
     first_use: dict[int, str] = {}        # id(buffer) -> "read" | "write": how the tape first used it
@@ -135,6 +144,65 @@ def find_hazards(tape) -> list[Hazard]:
             out.append(Hazard(NOT_DIFFERENTIABLE, a,
                               f"'{_label(a, 'a parameter')}' reaches the outputs only through {why}: its gradient "
                               "is zero whatever the loss", (index,), (why.rsplit(" at ", 1)[-1],), (a,)))
+    return out + unread_parameters(tape, params)
+
+
+def _created(a) -> str | None:
+    """'file:line' where `a` was created (recorded under gradkit debug's Capture), else None."""
+    origin = getattr(a, "_origin", None)
+    return f"{origin[0]}:{origin[1]}" if origin and origin[0] else None
+
+
+def _same_values(a, b) -> bool:
+    import numpy as np
+    if tuple(a.shape) != tuple(b.shape) or a.dtype is not b.dtype:
+        return False
+    try:
+        return bool(np.array_equal(np.asarray(a._read()), np.asarray(b._read())))
+    except Exception:                          # a released or unreadable buffer: no evidence either way
+        return False
+
+
+def unread_parameters(tape, params=()) -> list[Hazard]:
+    """Declared parameters (the tape's `params` and `params`) with requires_grad that no step on the tape
+    reads: a *host copy* when an array the tape reads but never writes holds the same values (its creation
+    line named), else an *unused parameter*. Either way the parameter's gradient is zero."""
+    declared = {id(p.buffer): p for p in (*getattr(tape, "params", ()), *params)
+                if hasattr(p, "buffer") and p.requires_grad}
+    if not declared:
+        return []
+    used, written, read_only = set(), set(), {}
+    for rec in tape.records:
+        arrays = rec.args if rec.kind == "launch" else getattr(rec, "arrays", ())
+        for a in arrays:
+            if hasattr(a, "buffer"):
+                used.add(id(a.buffer))
+                read_only.setdefault(id(a.buffer), a)
+        written.update(id(a.buffer) for a in getattr(rec, "writes", ()) if hasattr(a, "buffer"))
+        if rec.kind == "launch":
+            facts = rec.kernel_obj.facts()
+            written.update(id(rec.args[j].buffer) for j in facts.written if hasattr(rec.args[j], "buffer"))
+    out = []
+    for key, p in declared.items():
+        if key in used:
+            continue
+        name = _label(p, "a declared parameter")
+        copy = next((a for k, a in read_only.items() if k not in written and k not in declared
+                     and _same_values(a, p)), None)
+        if copy is not None:
+            line = _created(copy)
+            at = f" at {line}" if line else ""
+            out.append(Hazard(HOST_COPY, p,
+                              f"'{name}' is a declared parameter, but no launch reads it: '{_label(copy, 'a copy')}',"
+                              f" created{at} with the same values, is read instead. A copy through the host "
+                              f"(gk.array({name}.numpy())) breaks the gradient chain, so '{name}' gets no gradient:"
+                              f" pass '{name}' itself", (), (line,) if line else (), (p,)))
+        else:
+            line = _created(p)
+            at = f" (created at {line})" if line else ""
+            out.append(Hazard(UNUSED_PARAMETER, p,
+                              f"'{name}'{at} is a declared parameter, but no step on the tape reads it: its "
+                              "gradient is zero", (), (line,) if line else (), (p,)))
     return out
 
 

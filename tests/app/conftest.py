@@ -59,6 +59,19 @@ def bundles(bundle_dir):
 
 
 @pytest.fixture(scope="session")
+def planted(tmp_path_factory):
+    """Issue 41's acceptance program (tests/app/planted.py: 201 launches over 50 steps, four planted bugs)
+    captured as `gradkit debug` does: (folder holding the one bundle 'planted', {bug: line})."""
+    from gradkit.app.cli import capture_script
+    from tests.app.planted import write_program
+    work = tmp_path_factory.mktemp("planted")
+    lines = write_program(work / "planted.py")
+    report = capture_script(work / "planted.py", [], work / "bundles" / "planted")
+    assert report.bundle is not None, report.error
+    return work / "bundles", lines
+
+
+@pytest.fixture(scope="session")
 def example_bundles(tmp_path_factory) -> pathlib.Path:
     """Every bundled example script captured as `gradkit examples` does (one bundle each)."""
     from gradkit.app import cli
