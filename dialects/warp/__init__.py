@@ -31,6 +31,7 @@ from .device import (Device, ScopedDevice, get_cuda_device_count, get_cuda_devic
                      get_device, get_preferred_device, is_cuda_available, set_device, synchronize,
                      synchronize_device)
 from .errors import GEOMETRY, WarpFeatureMissing, missing
+from .tape import WarpGradientError  # noqa: F401
 from .runtime import (Graph, ScopedCapture, ScopedTimer, Tape, array, array1d, array2d, array3d,  # noqa: F401
                       array4d, capture_begin, capture_end, capture_launch, clone, config, constant, copy,
                       empty, empty_like, full, full_like, func, kernel, launch, ones, ones_like, zeros,

@@ -15,9 +15,9 @@ from ..runtime.arrays.host_ops import copy as _gk_copy
 from ..core.func import Func
 from ..runtime.launch.kernel import Kernel
 from ..runtime.launch.launch import launch as _gk_launch
-from ..runtime.tape.tape import Tape as _GkTape
 from .device import to_gk
 from .errors import WarpFeatureMissing
+from .tape import Tape as _WarpTape, consume_for_adjoint_launch, retain
 
 _GkArray = _array_mod.array
 
@@ -34,7 +34,7 @@ class _ArrayType(type):
 
     def __call__(cls, data=None, dtype=None, shape=None, strides=None, ptr=None, capacity=None, device=None,
                  pinned=False, copy=True, owner=False, deleter=None, ndim=None, grad=None,
-                 requires_grad=False):
+                 requires_grad=False, retain_grad=False):
         if ptr is not None or capacity is not None or strides is not None:
             raise WarpFeatureMissing("array(ptr=, capacity=, strides=)", "arrays over foreign pointers or with "
                                      "explicit strides; use wp.from_torch / gradkit's DLPack interop")
@@ -45,7 +45,7 @@ class _ArrayType(type):
         if grad is not None and isinstance(a, _GkArray):
             a.requires_grad = True
             _gk_copy(a.grad, grad)
-        return a
+        return retain(a, retain_grad) if retain_grad else a
 
     def __getitem__(cls, item):
         dtype, ndim = (item, cls.ndim_default or 1) if not isinstance(item, tuple) else item
@@ -75,26 +75,27 @@ class array4d(metaclass=_ArrayType):
     ndim_default = 4
 
 
-def zeros(shape=None, dtype=float, device=None, requires_grad=False, pinned=False, **kwargs):
-    return _creation.zeros(shape if shape is not None else 0, dtype=_dtype(dtype), device=to_gk(device),
-                           requires_grad=requires_grad)
+def zeros(shape=None, dtype=float, device=None, requires_grad=False, pinned=False, retain_grad=False, **kwargs):
+    return retain(_creation.zeros(shape if shape is not None else 0, dtype=_dtype(dtype), device=to_gk(device),
+                       requires_grad=requires_grad), retain_grad)
 
 
-def ones(shape=None, dtype=float, device=None, requires_grad=False, pinned=False, **kwargs):
-    return _creation.ones(shape if shape is not None else 0, dtype=_dtype(dtype), device=to_gk(device),
-                          requires_grad=requires_grad)
+def ones(shape=None, dtype=float, device=None, requires_grad=False, pinned=False, retain_grad=False, **kwargs):
+    return retain(_creation.ones(shape if shape is not None else 0, dtype=_dtype(dtype), device=to_gk(device),
+                      requires_grad=requires_grad), retain_grad)
 
 
-def empty(shape=None, dtype=float, device=None, requires_grad=False, pinned=False, **kwargs):
-    return _creation.empty(shape if shape is not None else 0, dtype=_dtype(dtype), device=to_gk(device),
-                           requires_grad=requires_grad)
+def empty(shape=None, dtype=float, device=None, requires_grad=False, pinned=False, retain_grad=False, **kwargs):
+    return retain(_creation.empty(shape if shape is not None else 0, dtype=_dtype(dtype), device=to_gk(device),
+                       requires_grad=requires_grad), retain_grad)
 
 
-def full(shape=None, value=0, dtype=None, device=None, requires_grad=False, pinned=False, **kwargs):
+def full(shape=None, value=0, dtype=None, device=None, requires_grad=False, pinned=False, retain_grad=False,
+         **kwargs):
     if dtype is None:                   # Warp infers it from the value
         dtype = float if isinstance(value, float) else int if isinstance(value, int) else None
-    return _creation.full(shape if shape is not None else 0, value, dtype=_dtype(dtype), device=to_gk(device),
-                          requires_grad=requires_grad)
+    return retain(_creation.full(shape if shape is not None else 0, value, dtype=_dtype(dtype),
+                                 device=to_gk(device), requires_grad=requires_grad), retain_grad)
 
 
 def _like(src, device, requires_grad):
@@ -102,31 +103,31 @@ def _like(src, device, requires_grad):
             src.requires_grad if requires_grad is None else requires_grad)
 
 
-def zeros_like(src, device=None, requires_grad=None, pinned=None):
+def zeros_like(src, device=None, requires_grad=None, pinned=None, retain_grad=False):
     shape, dtype, dev, rg = _like(src, device, requires_grad)
-    return _creation.zeros(shape, dtype=dtype, device=dev, requires_grad=rg)
+    return retain(_creation.zeros(shape, dtype=dtype, device=dev, requires_grad=rg), retain_grad)
 
 
-def ones_like(src, device=None, requires_grad=None, pinned=None):
+def ones_like(src, device=None, requires_grad=None, pinned=None, retain_grad=False):
     shape, dtype, dev, rg = _like(src, device, requires_grad)
-    return _creation.ones(shape, dtype=dtype, device=dev, requires_grad=rg)
+    return retain(_creation.ones(shape, dtype=dtype, device=dev, requires_grad=rg), retain_grad)
 
 
-def empty_like(src, device=None, requires_grad=None, pinned=None):
+def empty_like(src, device=None, requires_grad=None, pinned=None, retain_grad=False):
     shape, dtype, dev, rg = _like(src, device, requires_grad)
-    return _creation.empty(shape, dtype=dtype, device=dev, requires_grad=rg)
+    return retain(_creation.empty(shape, dtype=dtype, device=dev, requires_grad=rg), retain_grad)
 
 
-def full_like(src, value, device=None, requires_grad=None, pinned=None):
+def full_like(src, value, device=None, requires_grad=None, pinned=None, retain_grad=False):
     shape, dtype, dev, rg = _like(src, device, requires_grad)
-    return _creation.full(shape, value, dtype=dtype, device=dev, requires_grad=rg)
+    return retain(_creation.full(shape, value, dtype=dtype, device=dev, requires_grad=rg), retain_grad)
 
 
-def clone(src, device=None, requires_grad=None, pinned=None):
+def clone(src, device=None, requires_grad=None, pinned=None, retain_grad=False):
     shape, dtype, dev, rg = _like(src, device, requires_grad)
     out = _creation.empty(shape, dtype=dtype, device=dev, requires_grad=rg)
     _gk_copy(out, src)
-    return out
+    return retain(out, retain_grad)
 
 
 def copy(dest, src, dest_offset: int = 0, src_offset: int = 0, count: int = 0):
@@ -184,6 +185,9 @@ def launch(kernel, dim=None, inputs=(), outputs=(), adj_inputs=(), adj_outputs=(
     args = dict(inputs=list(inputs or ()), outputs=list(outputs or ()), device=to_gk(device), adjoint=adjoint,
                 adj_inputs=list(adj_inputs) if adj_inputs else None,
                 adj_outputs=list(adj_outputs) if adj_outputs else None, record_tape=record_tape)
+    if adjoint:         # Warp's stores reset the gradient they read when it is the array's own .grad
+        args["consume"] = consume_for_adjoint_launch(kernel, args["inputs"] + args["outputs"],
+                                                     list(adj_inputs or ()) + list(adj_outputs or ()))
     if _capturing():
         _CAPTURE[-1].ops.append((_gk_launch, (kernel, dim), args))
         return None
@@ -226,11 +230,8 @@ def capture_launch(graph: Graph, stream=None) -> None:
 
 # --------------------------------------------------------------------------- tape and timer
 
-class Tape(_GkTape):
-    """`wp.Tape()`: gradkit's tape with Warp's constructor (no arguments) and `record_scope`."""
-
-    def __init__(self):
-        super().__init__()
+class Tape(_WarpTape):
+    """`wp.Tape()`: Warp 1.19's tape semantics over gradkit's (tape.py), with `record_scope`."""
 
     @contextlib.contextmanager
     def record_scope(self, name: str, color=None):
