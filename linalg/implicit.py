@@ -56,4 +56,6 @@ def record_solve(tape, method: str, A, b, x, tol, atol, maxiter, M, M_built, ite
     tape.record_func(backward, arrays)
     record = tape.records[-1]
     record.name = f"{method} ({iters} iterations, residual {res:.3g})"     # the debugger's node label
+    record.meta = {"method": method, "iterations": int(iters), "residual": float(res), "tol": float(tol),
+                   "unknowns": int(x.shape[0])}
     record.writes = [x]          # the solve overwrites x: its backward consumes x's gradient (tape_consume)
