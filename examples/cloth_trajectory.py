@@ -146,13 +146,37 @@ def loss_reference(out: dict, velocity: np.ndarray) -> float:
     return float(((final - out["target"]) ** 2).sum(1).mean())
 
 
+def render(out: dict, path: str) -> None:
+    """The thrown cloth seen from the front, and its loss per iteration (matplotlib, headless: the docs gallery's picture)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig = plt.figure(figsize=(8, 3.4))
+    a = fig.add_subplot(1, 2, 1, projection="3d")
+    for pts, style, label in ((out["pos"], "o", "start"), (out["target"], "x", "target"), (out["final"], ".", "landed")):
+        a.plot(pts[:, 0], pts[:, 2], pts[:, 1], style, ms=3, label=label)
+    for i, j in out["pairs"]:
+        a.plot(out["final"][[i, j], 0], out["final"][[i, j], 2], out["final"][[i, j], 1], "-", color="C2", lw=0.4)
+    a.set(title="cloth after the trajectory", xlabel="x", ylabel="z", zlabel="y (up)")
+    a.legend(fontsize=7)
+    b = fig.add_subplot(1, 2, 2)
+    b.semilogy(out["losses"])
+    b.set(title="loss", xlabel="iteration")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", default=None, help="draw the result into this PNG (needs matplotlib)")
     parser.add_argument("--device", default=None, help="gradkit device (default: the current device)")
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--steps", type=int, default=60)
     args = parser.parse_args(argv)
     out = run(args.device, steps=args.steps, iters=args.iters, verbose=True)
+    if args.image:
+        render(out, args.image)
     first, last = out["losses"][0], out["losses"][-1]
     print(f"loss {first:.5f} -> {last:.6f} over {len(out['losses'])} iterations "
           f"(float64 reference trajectory from the last velocities: {loss_reference(out, out['velocity']):.6f})")

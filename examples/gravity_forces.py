@@ -78,16 +78,37 @@ def run(device: str | None = None, bodies: int = 256, softening: float = 0.1, se
 
         ref_energy, ref_force = reference(pos_np, mass_np, softening)
         return {"energy": float(energy.numpy()[0]), "autodiff_force": -pos.grad.numpy(),
-                "closed_form_force": force.numpy(), "ref_energy": ref_energy, "ref_force": ref_force,
+                "closed_form_force": force.numpy(), "positions": pos_np, "ref_energy": ref_energy, "ref_force": ref_force,
                 "tape": tape}
+
+
+def render(out: dict, path: str) -> None:
+    """Bodies with their forces -dU/dx, and the autodiff forces against the closed form (matplotlib, headless: the docs gallery's picture)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (a, b) = plt.subplots(1, 2, figsize=(8, 3.4))
+    pos, f = out["positions"], out["autodiff_force"]
+    a.quiver(pos[:, 0], pos[:, 1], f[:, 0], f[:, 1], color="C0", width=0.004)
+    a.set(title="bodies and -dU/dx (x, y)", aspect="equal")
+    b.plot(out["closed_form_force"].ravel(), f.ravel(), ".", ms=3)
+    lim = np.abs(f).max()
+    b.plot([-lim, lim], [-lim, lim], "k-", lw=0.5)
+    b.set(title="force components", xlabel="closed form", ylabel="autodiff")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", default=None, help="draw the result into this PNG (needs matplotlib)")
     parser.add_argument("--device", default=None, help="gradkit device (default: the current device)")
     parser.add_argument("--bodies", type=int, default=256)
     args = parser.parse_args(argv)
     out = run(args.device, args.bodies)
+    if args.image:
+        render(out, args.image)
 
     scale = np.abs(out["ref_force"]).max()
     err_ad = np.abs(out["autodiff_force"] - out["ref_force"]).max() / scale

@@ -97,13 +97,33 @@ def run(device: str | None = None, n: int = 48, steps: int = 16, iters: int = 40
                 "hidden": hidden_field(n), "alpha": alpha, "steps": steps, "tape": tape}
 
 
+def render(out: dict, path: str) -> None:
+    """The hidden initial field, the recovered one, the target and the loss (matplotlib, headless: the docs gallery's picture)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 4, figsize=(11, 2.9))
+    for a, (field, title) in zip(axes, ((out["hidden"], "hidden initial field"), (out["initial"], "recovered"),
+                                        (out["target"], "target (16 steps later)"))):
+        a.imshow(field, cmap="inferno")
+        a.set(title=title, xticks=[], yticks=[])
+    axes[3].semilogy(out["losses"])
+    axes[3].set(title="loss", xlabel="iteration")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", default=None, help="draw the result into this PNG (needs matplotlib)")
     parser.add_argument("--device", default=None, help="gradkit device (default: the current device)")
     parser.add_argument("--iters", type=int, default=40)
     parser.add_argument("--size", type=int, default=48)
     args = parser.parse_args(argv)
     out = run(args.device, n=args.size, iters=args.iters, verbose=True)
+    if args.image:
+        render(out, args.image)
     first, last = out["losses"][0], out["losses"][-1]
     final = loss_reference(out["initial"], out["target"], out["alpha"], out["steps"])
     print(f"loss {first:.5f} -> {last:.6f} over {len(out['losses'])} iterations "

@@ -109,11 +109,14 @@ def run(device: str | None = None, size: int = 6, seed: int = 0) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", default=None, help="draw the result into this PNG (needs matplotlib)")
     parser.add_argument("--device", default=None, help="gradkit device (default: the current device)")
     parser.add_argument("--size", type=int, default=6)
     parser.add_argument("--plot", default=None, help="draw the Jacobians into this image (needs matplotlib)")
     args = parser.parse_args(argv)
     out = run(args.device, args.size)
+    if args.image:
+        args.plot = args.image
     if args.plot:
         gk.autograd.jacobian_plot(out["reverse"], polar_to_cartesian, inputs=out["inputs"], show_plot=False,
                                   title="polar_to_cartesian", filename=args.plot)

@@ -97,13 +97,34 @@ def run(device: str | None = None, n: int = 16, iters: int = 6, lr: float | None
                 "target": target_u.numpy().copy(), "cg_iterations": counts, "n": n, "tape": tape}
 
 
+def render(out: dict, path: str) -> None:
+    """The hidden source, the recovered one, the target temperature and the loss (matplotlib, headless: the docs gallery's picture)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    n = out["n"]
+    fig, axes = plt.subplots(1, 4, figsize=(11, 2.9))
+    for a, (field, title) in zip(axes, ((hidden_source(n), "hidden source"), (out["source"], "recovered source"),
+                                        (out["target"], "target temperature"))):
+        a.imshow(np.asarray(field).reshape(n, n), cmap="viridis")
+        a.set(title=title, xticks=[], yticks=[])
+    axes[3].semilogy(out["losses"], "o-")
+    axes[3].set(title="loss", xlabel="iteration")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", default=None, help="draw the result into this PNG (needs matplotlib)")
     parser.add_argument("--device", default=None, help="gradkit device (default: the current device)")
     parser.add_argument("--iters", type=int, default=6)
     parser.add_argument("--size", type=int, default=16)
     args = parser.parse_args(argv)
     out = run(args.device, n=args.size, iters=args.iters, verbose=True)
+    if args.image:
+        render(out, args.image)
     first, last = out["losses"][0], out["losses"][-1]
     print(f"loss {first:.5g} -> {last:.5g} over {len(out['losses'])} iterations")
     ok = last < 0.1 * first

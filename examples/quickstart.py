@@ -3,6 +3,8 @@
 Run: python examples/quickstart.py
 """
 
+import argparse
+
 import numpy as np
 
 import gradkit as gk
@@ -20,7 +22,29 @@ def sum_squares(y: gk.array(dtype=float), loss: gk.array(dtype=float)):
     gk.atomic_add(loss, 0, y[i] * y[i])
 
 
-def main() -> None:
+def render(x: np.ndarray, y: np.ndarray, grad: np.ndarray, path: str) -> None:
+    """y = 2 sin x and the tape's gradient of sum(y²) against the analytic one (matplotlib, headless: the docs
+    gallery's picture)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, a = plt.subplots(figsize=(6, 3.4))
+    xs = np.linspace(0.0, 1.0, 200)
+    a.plot(xs, 2 * np.sin(xs), "C0-", lw=1, label="y = 2 sin x")
+    a.plot(xs, 8 * np.sin(xs) * np.cos(xs), "C1-", lw=1, label="8 sin x cos x (analytic)")
+    a.plot(x, y, "C0o", ms=4, label="kernel")
+    a.plot(x, grad, "C1s", ms=4, label="tape gradient")
+    a.set(title="d sum(y²)/dx through a gk.Tape", xlabel="x")
+    a.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", default=None, help="draw the result into this PNG (needs matplotlib)")
+    args = parser.parse_args(argv)
     n = 8
     x = gk.array(np.linspace(0.0, 1.0, n, dtype=np.float32), requires_grad=True)
     y = gk.zeros(n, requires_grad=True)
@@ -34,6 +58,8 @@ def main() -> None:
 
     xs = x.numpy().astype(np.float64)
     expected = 8.0 * np.sin(xs) * np.cos(xs)          # d/dx sum (2 sin x)^2
+    if args.image:
+        render(x.numpy(), y.numpy(), x.grad.numpy(), args.image)
     print("loss      ", loss.numpy()[0])
     print("dloss/dx  ", x.grad.numpy())
     print("analytic  ", expected.astype(np.float32))

@@ -106,12 +106,37 @@ def run(device: str = "cpu", steps: int = 100, iters: int = 40, lr: float = 0.1)
     return {"losses": losses, "omega0": before, "grad": grad, "steps": steps, "final_q": states[-1].q.numpy()[0]}
 
 
+def render(out: dict, path: str) -> None:
+    """Where the marker points before and after training, and the loss (matplotlib, headless: the docs gallery's picture)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig = plt.figure(figsize=(8, 3.4))
+    a = fig.add_subplot(1, 2, 1, projection="3d")
+    def marker(q):                          # the body's x axis rotated by q (what `aim` compares)
+        return hamilton(hamilton(q, np.r_[1.0, 0, 0, 0]), np.r_[-q[:3], q[3]])[:3]
+    first = marker(simulate_reference(np.array([0.3, -0.2, 0.5]), out["steps"]))
+    for d, label in ((first, "first try"), (marker(out["final_q"]), "trained"), (TARGET, "target")):
+        a.plot([0, d[0]], [0, d[1]], [0, d[2]], lw=2, label=label)
+    a.set(xlim=(-1, 1), ylim=(-1, 1), zlim=(-1, 1), title="marker after 100 steps")
+    a.legend(fontsize=7)
+    b = fig.add_subplot(1, 2, 2)
+    b.semilogy(out["losses"])
+    b.set(title="loss", xlabel="Adam step")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", default=None, help="draw the result into this PNG (needs matplotlib)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--iters", type=int, default=40)
     args = parser.parse_args(argv)
     out = run(args.device, iters=args.iters)
+    if args.image:
+        render(out, args.image)
     ref = loss_reference(out["omega0"], out["steps"])
     print(f"marker misfit {out['losses'][0]:.4f} -> {out['losses'][-1]:.6f} over {args.iters} iterations "
           f"(float64 NumPy reference of the last: {ref:.6f}); initial angular velocity {out['omega0'].round(4)}")

@@ -108,8 +108,34 @@ def run(device: str | None = None) -> dict:
         return out
 
 
+def render(out: dict, path: str) -> None:
+    """The four gradients: inf and NaN with the built-ins, finite with the custom gradient (matplotlib, headless: the docs gallery's picture)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (a, b) = plt.subplots(1, 2, figsize=(8, 3.4))
+    for ax, keys, labels in ((a, ("sqrt", "safe_sqrt"), [f"x={v:g}" for v in XS]),
+                             (b, ("length", "safe_length"), [f"{p}" for p in POINTS])):
+        for k, key in enumerate(keys):
+            g = np.asarray(out[key], np.float64)
+            g = g if g.ndim == 1 else g[0]
+            finite = np.where(np.isfinite(g), g, 0.0)
+            bars = ax.bar(np.arange(len(g)) + 0.4 * k, finite, 0.4, label=key)
+            for bar, v in zip(bars, g):
+                if not np.isfinite(v):
+                    ax.annotate(str(v), (bar.get_x() + 0.2, 0), ha="center", va="bottom", color="red")
+        ax.set_xticks(np.arange(len(labels)) + 0.2, labels, fontsize=7)
+        ax.legend(fontsize=7)
+    a.set(title="d sum(sqrt(x)) / dx")
+    b.set(title="d length / d px")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", default=None, help="draw the result into this PNG (needs matplotlib)")
     parser.add_argument("--device", default=None, help="gradkit device (default: the current device)")
     parser.add_argument("--check-nan", action="store_true", help="raise gk.NaNError at the first NaN/Inf")
     args = parser.parse_args(argv)
@@ -117,6 +143,8 @@ def main(argv=None) -> int:
         gk.config.check_nan = True
     with np.printoptions(precision=8):
         out = run(args.device)
+    if args.image:
+        render(out, args.image)
         print(f"d sum(sqrt(x))/dx at x = {XS}")
         print(f"  built-in sqrt : {out['sqrt']}")
         print(f"  safe_sqrt     : {out['safe_sqrt']}")

@@ -51,11 +51,33 @@ def reference(height: float) -> np.ndarray:
     return np.zeros(3) if n == 0 else -2.0 * (n - REST) * d / n
 
 
+def render(out: dict, path: str) -> None:
+    """The anchor's gradient at each height (NaN marked in red) (matplotlib, headless: the docs gallery's picture)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, a = plt.subplots(figsize=(6, 3.4))
+    heights = [2.0 - step for step in range(len(out["grads"]))]
+    g = np.array([gr[1] for gr in out["grads"]])
+    a.bar(heights, np.where(np.isfinite(g), g, 0.0), 0.6)
+    for h, v in zip(heights, g):
+        if not np.isfinite(v):
+            a.annotate("NaN", (h, 0), ha="center", va="bottom", color="red", fontsize=14)
+    a.set(title="d energy / d anchor height", xlabel="anchor height (the weight sits at 0)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--image", default=None, help="draw the result into this PNG (needs matplotlib)")
     ap.add_argument("--device", default=None)
     args = ap.parse_args(argv)
-    for step, g in enumerate(train(args.device)):
+    grads = train(args.device)
+    if args.image:
+        render({"grads": grads}, args.image)
+    for step, g in enumerate(grads):
         want = reference(2.0 - step)
         ok = np.allclose(g, want, rtol=1e-5, atol=1e-6, equal_nan=True)
         print(f"step {step}: anchor gradient {g} (float64 reference {want}){'' if ok else '  MISMATCH'}")

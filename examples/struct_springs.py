@@ -147,12 +147,35 @@ def run(device: str = "cpu", n: int = 8, steps: int = 40, iters: int = 30, lr: f
             "log": log.numpy(), "final": states[-1].pos.numpy(), "n_recorded": len(tape.launches)}
 
 
+def render(out: dict, path: str) -> None:
+    """The chain's trajectory towards the target, and the loss (matplotlib, headless: the docs gallery's picture)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (a, b) = plt.subplots(1, 2, figsize=(8, 3.4))
+    log = out["log"]
+    for t in range(0, len(log), 4):
+        a.plot(log[t, :, 0], log[t, :, 1], "-", color=plt.cm.viridis(t / len(log)), lw=0.8)
+    a.plot(log[:, -1, 0], log[:, -1, 1], "k:", lw=0.8, label="free end")
+    a.plot(*out["target"][:2], "rx", label="target")
+    a.set(title="the chain every 4 steps (x, y)", aspect="equal")
+    a.legend(fontsize=7)
+    b.semilogy(out["losses"])
+    b.set(title="loss", xlabel="SGD step")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", default=None, help="draw the result into this PNG (needs matplotlib)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--iters", type=int, default=30)
     args = parser.parse_args(argv)
     out = run(args.device, iters=args.iters)
+    if args.image:
+        render(out, args.image)
     ref = loss_reference(out["velocity"], out["target"], out["steps"])
     print(f"loss {out['losses'][0]:.4f} -> {out['losses'][-1]:.6f} over {args.iters} iterations "
           f"(float64 NumPy reference of the last: {ref:.6f}); {out['n_recorded']} launches recorded per "

@@ -110,8 +110,22 @@ def launch_workers(device: str, world: int, iters: int) -> list[dict]:
     return [json.loads(o.strip().splitlines()[-1]) for o in outs]
 
 
+def render(out: dict, path: str) -> None:
+    """The loss of torch's optimiser through the gradkit rollout (matplotlib, headless: the docs gallery's picture)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, a = plt.subplots(figsize=(6, 3.4))
+    a.semilogy(out["losses"])
+    a.set(title=f"learned k = {out['k']:.4f} (true {TRUE_K})", xlabel="torch SGD step", ylabel="loss")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", default=None, help="draw the result into this PNG (needs matplotlib)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--world-size", type=int, default=1, help="processes to start on this host")
     parser.add_argument("--iters", type=int, default=60)
@@ -136,6 +150,8 @@ def main(argv=None) -> int:
         out = launch_workers(args.device, args.world_size, args.iters)[0]
     else:
         out = train(args.device, iters=args.iters)
+    if args.image:
+        render(out, args.image)
     if args.json:
         print(json.dumps(out))
     else:
