@@ -18,7 +18,7 @@ author = "the gradkit developers"
 copyright = "gradkit developers"
 version = release = gradkit.__version__
 
-extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "gradkit_docs"]
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "gradkit_docs", "gallery"]
 exclude_patterns = ["_build", "_ext", "**/*.md"]
 root_doc = "index"
 source_suffix = {".rst": "restructuredtext"}
