@@ -24,7 +24,8 @@ else:
                          ndarray, root)
     from .kernels import (BoundFunc, TiFunc, TiKernel, data_oriented, func, grouped, kernel, ndrange,  # noqa: F401
                          real_func, template)
-    from .lang import (Matrix, Vector, atan2, atomic_add, atomic_max, atomic_min, atomic_sub, cast, ceil, floor, max, min, pow, random, round, rsqrt,  # noqa: F401,A004
+    from .lang import (Matrix, Vector, atan2, atomic_add, atomic_and, atomic_max, atomic_min, atomic_or, atomic_sub,
+                       atomic_xor, cast, ceil, floor, max, min, pow, random, round, rsqrt,  # noqa: F401,A004
                        select, sqr)
     from .runtime import (amdgpu, arm64, cpu, cuda, dx11, dx12, gpu, init, metal, opencl, reset, vulkan,  # noqa: F401
                           x64)
@@ -54,8 +55,7 @@ else:
     asin, acos, atan = _gk.asin, _gk.acos, _gk.atan
     abs = _gk.abs  # noqa: A001
     static = _gk.static
-    polar_decompose = _gk.polar_decompose
-    svd = _gk.svd3
+    from .decompose import polar_decompose, svd, sym_eig  # noqa: F401
 
     def sync() -> None:
         _gk.synchronize()

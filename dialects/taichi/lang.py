@@ -437,6 +437,7 @@ def dtype_of(E, x):
 
 # ti.atomic_add(x[i], v) and friends: the translator rewrites calls on field elements into gradkit atomics
 # (macros.py); these objects only name them
-atomic_add, atomic_sub, atomic_min, atomic_max = (
-    LangFunction(f"atomic_{k}", "macro", macro=None, host=_kernel_only(f"atomic_{k}"))
-    for k in ("add", "sub", "min", "max"))
+# (macros.py); these objects only name them. Each returns the element's old value, as in Taichi.
+ATOMIC_KINDS = ("add", "sub", "min", "max", "and", "or", "xor")
+atomic_add, atomic_sub, atomic_min, atomic_max, atomic_and, atomic_or, atomic_xor = (
+    LangFunction(f"atomic_{k}", "macro", macro=None, host=_kernel_only(f"atomic_{k}")) for k in ATOMIC_KINDS)

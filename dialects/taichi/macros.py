@@ -79,6 +79,21 @@ def _atomic(kind):
     return fn
 
 
+def _bitwise(op):
+    """ti.atomic_and/or/xor(x[i], v): the old value, then x[i] = old op v. gradkit has no bitwise atomics, so
+    this is a plain read-modify-write; the translator allows it only in serial code (one thread), where it
+    is exact (rewrite.py refuses it inside a parallel loop)."""
+    def fn(E, arr, e, v):
+        if not (isinstance(arr, Value) and arr.type.is_array and arr.type.dtype.is_scalar
+                and arr.type.dtype.is_int):
+            E.fail(f"ti.atomic_{op[4:]}(x[i], v) needs an element of an integer field")
+        idx = _indices(E, arr, e)
+        old = E.lw.b.load(arr, idx)
+        E.lw.b.store(arr, idx, _as(E, arr, E.lw.binop(op, old, _as(E, arr, v), E.node)))
+        return old
+    return fn
+
+
 def _rmw(op):
     def fn(E, arr, e, v):                   # x[I] *= v with a vector index: load, operate, store
         idx = _indices(E, arr, e)
@@ -119,5 +134,6 @@ MACROS = {
     "__ti_as": _m("__ti_as", as_field_type), "__ti_keep": _m("__ti_keep", keep),
     "__ti_ivec": _m("__ti_ivec", ivec),
     **{f"__ti_atomic_{k}": _m(f"__ti_atomic_{k}", _atomic(k)) for k in ("add", "sub", "min", "max")},
+    **{f"__ti_atomic_{k}": _m(f"__ti_atomic_{k}", _bitwise(f"bit_{k}")) for k in ("and", "or", "xor")},
     **{f"__ti_rmw_{op}": _m(f"__ti_rmw_{op}", _rmw(op)) for op in ("mul", "div", "floordiv", "mod", "pow")},
 }

@@ -42,6 +42,7 @@ class Rewriter(ast.NodeTransformer):
         self.grouped: set = set()       # names holding a ti.grouped index vector
         self.uses: set = set()          # field params and inlines used by the statements rewritten
         self.random = False
+        self.bitwise = None             # where the first ti.atomic_and/or/xor is (not atomic: serial code only)
         self.defined: set = set()
 
     def error(self, node, msg) -> CompileError:
@@ -150,9 +151,10 @@ class Rewriter(ast.NodeTransformer):
             self.uses.add(inline.name)
             self.uses |= inline.uses
             self.random |= inline.random
+            self.bitwise = self.bitwise or inline.bitwise
             return node
         from . import lang as ti_lang
-        atomics = {getattr(ti_lang, "atomic_" + k, None): k for k in ("add", "sub", "min", "max")}
+        atomics = {getattr(ti_lang, "atomic_" + k): k for k in ti_lang.ATOMIC_KINDS}
         if callee is not _STATIC and callee in atomics:
             return self.atomic(atomics[callee], node)
         if callee is ti_lang.random:
@@ -182,7 +184,10 @@ class Rewriter(ast.NodeTransformer):
         f = self.field_of(target.value) if isinstance(target, ast.Subscript) else None
         if f is None:
             raise unsupported(f"ti.atomic_{kind} on a local variable ({self.src.loc(node).file}:"
-                              f"{self.src.loc(node).line})", "write `x += v` (the old value is not returned)")
+                              f"{self.src.loc(node).line})", "write `x += v`, or keep the value in a field")
+        if kind in ("and", "or", "xor"):
+            loc = self.src.loc(node)
+            self.bitwise = self.bitwise or f"{loc.file}:{loc.line}"
         idx = self.index_expr(target.slice)
         return _call(f"__ti_atomic_{kind}", [self.field_name(f, target.value), idx, self.visit(value)], node)
 
@@ -332,8 +337,20 @@ class Rewriter(ast.NodeTransformer):
 
     def visit_While(self, node):
         node.test = self.visit(node.test)
-        node.body = self.body(node.body, self.defined)
+        node.body = self.loop_body(node.body, self.defined, node)
         return node
+
+    def loop_body(self, stmts: list, defined: set, node) -> list:
+        """A run-time loop's body; one that draws ti.random() starts with `__ti_rng = __ti_rng`, so the
+        frontend (which finds loop-carried locals syntactically) carries the advanced random state from
+        one iteration to the next instead of drawing the same number in each."""
+        before, self.random = self.random, False
+        body = self.body(stmts, defined)
+        if self.random:
+            body.insert(0, _loc(ast.Assign(targets=[_loc(ast.Name(id="__ti_rng", ctx=ast.Store()), node)],
+                                           value=_name("__ti_rng", node)), node))
+        self.random |= before
+        return body
 
     def visit_Return(self, node):
         if node.value is not None:
@@ -351,8 +368,8 @@ class Rewriter(ast.NodeTransformer):
         dims = self.loop_dims(node.iter)
         if dims is None:
             node.iter = self.visit(node.iter)
-            node.body = self.body(node.body, self.defined | {n.id for n in ast.walk(node.target)
-                                                              if isinstance(n, ast.Name)})
+            node.body = self.loop_body(node.body, self.defined | {n.id for n in ast.walk(node.target)
+                                                                   if isinstance(n, ast.Name)}, node)
             return node
         bounds, grouped = dims
         names = [f"__ti_i{id(node)}_{k}" for k in range(len(bounds))]
@@ -366,7 +383,7 @@ class Rewriter(ast.NodeTransformer):
             loop_vars = names
         else:
             loop_vars = targets
-        inner = self.body(node.body, self.defined | set(targets))
+        inner = self.loop_body(node.body, self.defined | set(targets), node)
         body = body_prefix + inner
         for var, (lo, hi) in reversed(list(zip(loop_vars, bounds))):
             rng = _loc(ast.Call(func=_name("range", node), args=[self.visit(lo), self.visit(hi)], keywords=[]),
@@ -455,7 +472,7 @@ class Inline:
                                    "at the end")
         self.body = body
         self.ns.update(shared.helpers)          # the functions this one calls, made while rewriting it
-        self.uses, self.random = rw.uses, rw.random
+        self.uses, self.random, self.bitwise = rw.uses, rw.random, rw.bitwise
         self.src = src
         self.lang = LangFunction(self.name, "macro", macro=self.expand)
         shared.helpers[self.name] = self.lang

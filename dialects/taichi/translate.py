@@ -34,6 +34,7 @@ import gradkit as gk
 from gradkit.core.frontend.source import SourceInfo
 
 from . import runtime
+from .errors import unsupported
 from .rewrite import Rewriter
 from .scope import Shared, _call, _loc, _name, local_names, namespace_of
 
@@ -119,6 +120,10 @@ def translate(tikernel, static: dict, arg_types: dict, ret_type) -> Translation:
         else:
             node = part
             stmts, bounds, prologue = loop_kernel(rw, part, defined)
+            if rw.bitwise is not None:
+                raise unsupported(f"ti.atomic_and / atomic_or / atomic_xor inside a parallel loop ({rw.bitwise}: "
+                                  "gradkit has no bitwise atomics)",
+                                  "use them in the kernel's serial code, or combine with ti.atomic_max/min/add")
         # top-level locals of earlier serial code that this launch reads: recomputed here
         need = _uses_names(stmts)
         pre = []
