@@ -105,12 +105,33 @@ def gradient_flow(bundle: Bundle, vanishing: float = VANISHING, exploding: float
                              ran_backward=ran_backward, reached=aid not in unreached, consumed=consumed,
                              norm=norm, nonfinite=nonfinite, vanishing=vanishing, exploding=exploding,
                              unused=aid in unused, partial=partial)
+        if flag == flow.VANISHING and _converging(bundle, a["label"], vanishing):
+            flag = flow.CONVERGING
         rows.append({"array": a["label"], "id": aid, "role": role(a), "parameter": a.get("param", ""),
                      "shape": "x".join(map(str, a["shape"])),
                      "requires_grad": a["requires_grad"], "grad norm": norm, "non-finite": nonfinite,
                      "flag": flag, "hazard": " ".join(explained.get(aid, []))})
     order = {"parameter": 0, "intermediate": 1, "constant": 2}
     return sorted(rows, key=lambda r: order[r["role"]])      # parameters first (stable within a role)
+
+
+def _converging(bundle: Bundle, name: str, vanishing: float) -> bool:
+    """Whether the run's history shows array `name`'s gradient above `vanishing` at an earlier pass, with a
+    higher loss than the last pass's where both losses are recorded (a torch-driven run records none): a
+    gradient that shrank as training converged, not one that vanished."""
+    h = bundle.manifest.get("history") or {}
+    norms = (h.get("norms") or {}).get(name) or []
+    losses = list(h.get("loss") or [])
+    losses += [None] * (len(norms) - len(losses))
+    if len(norms) < 2:
+        return False
+    last = losses[len(norms) - 1]
+    return any(_finite(n) and n >= vanishing and (not (_finite(loss) and _finite(last)) or loss > last)
+               for n, loss in zip(norms[:-1], losses))
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v)
 
 
 def hazards(bundle: Bundle) -> list[dict]:

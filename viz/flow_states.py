@@ -24,14 +24,17 @@ NO_BACKWARD = "no backward"
 NOT_STORED = "not stored"
 UNUSED = "unused output"
 PARTIAL = "partial"
+CONVERGING = "converging"
 
 COLORS = {OK: "#4c78a8", CONSUMED: "#72b7b2", ZERO: "#f2b701", VANISHING: "#e45756", EXPLODING: "#b279a2",
           NONFINITE: "#d62728", NOT_REACHED: "#9d755d", CUT_OFF: "#ff9da6", NOT_DIFFERENTIABLE: "#bab0ac",
-          NO_BACKWARD: "#bab0ac", NOT_STORED: "#bab0ac", UNUSED: "#d8d8d8", PARTIAL: "#c7b9a8"}
+          NO_BACKWARD: "#bab0ac", NOT_STORED: "#bab0ac", UNUSED: "#d8d8d8", PARTIAL: "#c7b9a8",
+          CONVERGING: "#88c77b"}
 # graph node fills (lighter, so labels stay readable)
 FILLS = {OK: "#cfe8ff", CONSUMED: "#d4efec", ZERO: "#ffe9a8", VANISHING: "#f8c9c9", EXPLODING: "#ead7f0",
          NONFINITE: "#ff6b6b", NOT_REACHED: "#e8dccf", CUT_OFF: "#ffd6d6", NOT_DIFFERENTIABLE: "#eeeeee",
-         NO_BACKWARD: "#eeeeee", NOT_STORED: "#eeeeee", UNUSED: "#f4f4f4", PARTIAL: "#efe8df"}
+         NO_BACKWARD: "#eeeeee", NOT_STORED: "#eeeeee", UNUSED: "#f4f4f4", PARTIAL: "#efe8df",
+         CONVERGING: "#dcf0d5"}
 ALARMS = (NONFINITE, EXPLODING, VANISHING, ZERO)      # states worth a red flag
 
 EXPLAIN = {
@@ -54,6 +57,8 @@ EXPLAIN = {
             "reach it (expected for an output the loss does not use)",
     PARTIAL: "backward stopped before every gradient arrived: a zero or small gradient here may be only the "
              "part that arrived, so no vanishing or zero alarm is raised",
+    CONVERGING: "the gradient is below the vanishing threshold now, but it was above it earlier in this run and "
+                "shrank as the loss fell: the training is converging, not losing its gradient",
 }
 
 

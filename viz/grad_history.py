@@ -14,7 +14,9 @@ QUANTILES = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
 def _label(a, name: str) -> str:
-    return getattr(a, "label", None) or name
+    """As a bundle names the array (viz/bundle.py): its label, the user's variable, else the parameter."""
+    origin = getattr(a, "_origin", None)
+    return getattr(a, "label", None) or (origin[2] if origin and origin[2] else None) or name
 
 
 def arrived_norms(tape) -> dict:
