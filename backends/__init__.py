@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .capabilities import CONTRACT_VERSION  # noqa: F401  (the plugin contract gradkit speaks)
+
 
 def available() -> list[str]:
     """Names of the backend plugins that loaded (entry-point group `gradkit.backends`)."""

@@ -90,6 +90,14 @@ class Backend:
     """Base class of every backend plugin. Subclass and override every method below."""
 
     name: str = "base"
+    # The contract version this plugin was written against (gradkit.backends.CONTRACT_VERSION when it was
+    # written; None: older than versioning, read as 1). It implies the capabilities below unless given.
+    contract_version: int | None = None
+    # Optional: what the plugin implements, a gradkit.backends.capabilities.Capabilities or a dict with any of
+    # "primitives", "atomics", "features"; None: whatever its contract_version implies
+    # (backends/capabilities.py HISTORY). gradkit lowers what is missing before `compile` (erf as
+    # polynomials, idiv/irem, shifts, bit operations, CAS-loop atomics) or raises a CompileError naming it.
+    capabilities: Any = None
     # Primitives with an `expand` rule in core/builtins that this backend implements itself, so the expand
     # pass leaves them (by default every such call arrives written in other primitives).
     native_prims: frozenset = frozenset()

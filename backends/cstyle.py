@@ -48,7 +48,7 @@ class CStyleLanguage:
 
     def __init__(self) -> None:
         self.code_for_op: dict[str, Formatter] = self.op_table()
-        self.helpers: dict[str, str] = self.helper_table()
+        self.helpers: dict[str, str] = {**self.helper_table(), **self.cas_fallbacks()}
 
     # ------------------------------------------------------------------ types and literals
     def ctype(self, t: T.ScalarType) -> str:
@@ -254,19 +254,21 @@ class CStyleLanguage:
             "    }\n}\n")}
 
     def cas_loops(self, t: T.ScalarType, bits: str, cmpxchg: str,
-                  kinds=("add", "min", "max")) -> dict[str, str]:
+                  kinds=("add", "min", "max"), prefix: str = "gk_atomic") -> dict[str, str]:
         """Atomic read-modify-writes of `t` as compare-and-swap loops on its bit pattern (`bits`, the unsigned
         type of its width; `cmpxchg(p, expected, desired)` returns what *p held); each returns the old
         value."""
         c, g = self.ctype(t), self.global_qualifier
         out = {}
         for kind in kinds:
-            expr = "old.f + v" if kind == "add" else self.plain_minmax(kind, "old.f", "v", t)
-            skip = "" if kind == "add" else \
+            expr = {"add": "old.f + v", "sub": "old.f - v", "xchg": "v"}.get(kind) or \
+                self.plain_minmax(kind, "old.f", "v", t)
+            skip = "" if kind in ("add", "sub", "xchg") else \
                 "        if (upd.u == old.u) return old.f;   /* nothing to write */\n"
-            native = self.native_atomic(kind, t)
-            out[f"gk_atomic_{kind}_{c}"] = (
-                f"{self.function_prefix} {c} gk_atomic_{kind}_{c}(volatile {g}{c}* p, {c} v) {{\n{native}"
+            native = self.native_atomic(kind, t) if prefix == "gk_atomic" else ""
+            name = f"{prefix}_{kind}_{c}"
+            out[name] = (
+                f"{self.function_prefix} {c} {name}(volatile {g}{c}* p, {c} v) {{\n{native}"
                 f"    union {{ {bits} u; {c} f; }} old, upd;\n"
                 f"    old.f = *p;\n"
                 f"    for (;;) {{\n"
@@ -276,6 +278,32 @@ class CStyleLanguage:
                 f"        old.u = seen;\n"
                 f"    }}\n" + ("#endif\n" if native else "") + "}\n")
         return out
+
+    def cas_function(self, bits: int) -> str | None:
+        """The name of this dialect's compare-and-swap helper on `bits`-wide unsigned words
+        (`f(p, expected, desired)` returning what *p held), or None: then atomics the backend does not
+        declare cannot be written as CAS loops (core/passes/lower_capabilities.py marks them `cas`)."""
+        return None
+
+    def cas_fallbacks(self) -> dict[str, str]:
+        """`gk_casloop_<kind>_<type>` helpers: every atomic kind on every numeric type as a CAS loop over the
+        dialect's `cas_function`, for atomics the lowering marked `cas` (those the backend lacks)."""
+        out: dict[str, str] = {}
+        for t in (T.float32, T.float64, T.int32, T.int64, T.uint32):
+            fn = self.cas_function(t.bits)
+            if fn is None:
+                continue
+            bits = self.unsigned_names.get(t.name) or self.unsigned_names.get(
+                "int32" if t.bits == 32 else "int64")
+            out.update(self.cas_loops(t, bits, fn, kinds=("add", "sub", "min", "max", "xchg"),
+                                      prefix="gk_casloop"))
+        return out
+
+    def cas_atomic(self, kind: str, ptr: str, v: str, st: T.ScalarType) -> str:
+        """Atomic `kind` of `v` into lvalue `ptr` as a compare-and-swap loop, giving the old value."""
+        if self.cas_function(st.bits) is None:
+            raise NotImplementedError(f"the {self.name} dialect has no compare-and-swap for atomic {kind}")
+        return f"gk_casloop_{kind}_{self.ctype(st)}(&{ptr}, {v})"
 
     def native_atomic(self, kind: str, t: T.ScalarType) -> str:
         """Code opening a CAS-loop helper that may do the update natively instead: `#ifdef X ... #else`

@@ -286,6 +286,8 @@ class CStyleKernel:
                 self.lang.plain_minmax(kind, old, v, st)
             return ([f"{R} = {ptr}"] if wanted else []) + [f"{ptr} = {new}"]
         take = f"{R} = " if wanted else ""
+        if ins.attrs.get("cas"):            # a kind the backend does not declare: a CAS loop (lowering)
+            return [take + self.lang.cas_atomic(kind, ptr, v, st)]
         return [take + self.atomic(kind, ptr, v, st)]
 
     def atomic(self, kind: str, ptr: str, v: str, st: T.ScalarType) -> str:

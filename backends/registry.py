@@ -91,6 +91,8 @@ def _construct(name: str, spec: Any) -> Any:
         raise TypeError(f"{_describe(spec)} is not a gradkit Backend (it has no devices()/alloc())")
     if getattr(backend, "name", None) in (None, "base"):
         backend.name = name
+    from .capabilities import attach
+    attach(backend)             # lower what the plugin does not declare before its compile sees it
     return backend
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from ...backends.analysis import local_margin, local_scatters, reduction_sites, shared_writes, written_params
 from ...backends.base import Backend, DeviceInfo, KernelFault, fault_error
+from ...backends.capabilities import CONTRACT_VERSION
 from ...core import types as T
 from ...core.ir import fingerprint
 from ...core.locks import COMPILING, fork_safe
@@ -218,6 +219,7 @@ class CPUBackend(HostMemory, Backend):
     """LLVM CPU backend: one device, "cpu"."""
 
     name = "cpu"
+    contract_version = CONTRACT_VERSION     # built in: implements the whole contract, as it stands
     # gathered stencil adjoints run their interior threads in a loop of their own without guards, which
     # vectorises (codegen.inner_loops): W4's step adjoint 0.71 -> 0.37 ms against the chunked scatter
     prefers_gather = True

@@ -1,76 +1,8 @@
-"""Host memory for the CPU backend: 64-byte aligned NumPy buffers (zero-copy views for gradkit arrays)."""
+"""Host memory for the CPU backend: the shared host buffers of backends/host_memory.py (64-byte aligned
+NumPy buffers, zero-copy views for gradkit arrays; adopted arrays must be 64-byte aligned)."""
 
 from __future__ import annotations
 
-import os
+from ..host_memory import ALIGN, HostBuffer, HostMemory, physical_memory
 
-import numpy as np
-
-from ...core.errors import allocation_error, format_bytes
-
-ALIGN = 64
-
-
-def physical_memory() -> int | None:
-    """Bytes of RAM in this machine, when the OS says (for messages only)."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-class HostBuffer:
-    """A zero-filled, 64-byte aligned block of host memory (or, `adopt`ed, another library's)."""
-
-    __slots__ = ("data", "ptr", "nbytes", "_owner")
-
-    def __init__(self, nbytes: int):
-        owner = np.zeros(nbytes + ALIGN, dtype=np.uint8)
-        offset = (-owner.ctypes.data) % ALIGN
-        self._owner = owner
-        self.data = owner[offset:offset + nbytes]
-        self.ptr = self.data.ctypes.data
-        self.nbytes = nbytes
-
-    @classmethod
-    def adopt(cls, host: np.ndarray) -> "HostBuffer | None":
-        """A buffer over `host`'s own memory (kept alive through it), when it is C-contiguous, writable
-        and 64-byte aligned as generated code assumes; else None (the caller copies)."""
-        if not (host.flags.c_contiguous and host.flags.writeable) or host.ctypes.data % ALIGN:
-            return None
-        buf = object.__new__(cls)
-        buf._owner = host
-        buf.data = host.reshape(-1).view(np.uint8)
-        buf.ptr, buf.nbytes = host.ctypes.data, host.nbytes
-        return buf
-
-
-class HostMemory:
-    """The memory half of the Backend interface for host memory."""
-
-    def alloc(self, device, nbytes: int) -> HostBuffer:
-        try:
-            return HostBuffer(nbytes)
-        except (MemoryError, ValueError, OverflowError):   # NumPy: out of memory / too many elements
-            ram = physical_memory()
-            raise allocation_error(nbytes, device.name, "the host cannot provide it" + (
-                f" (this machine has {format_bytes(ram)} of RAM)" if ram else "")) from None
-
-    def copy_from_host(self, device, dst: HostBuffer, src: np.ndarray) -> None:
-        dst.data[:src.nbytes] = np.ascontiguousarray(src).reshape(-1).view(np.uint8)
-
-    def copy_to_host(self, device, src: HostBuffer, dst: np.ndarray) -> None:
-        dst.reshape(-1).view(np.uint8)[:] = src.data[:dst.nbytes]
-
-    def copy(self, device, dst: HostBuffer, src: HostBuffer, nbytes: int) -> None:
-        dst.data[:nbytes] = src.data[:nbytes]
-
-    def fill_zero(self, device, buf: HostBuffer, nbytes: int) -> None:
-        buf.data[:nbytes] = 0
-
-    def host_view(self, device, buf: HostBuffer) -> np.ndarray:
-        return buf.data
-
-    def adopt_host(self, device, host: np.ndarray) -> HostBuffer | None:
-        """A buffer sharing `host`'s memory (zero-copy interop), or None when it cannot be shared."""
-        return HostBuffer.adopt(host)
+__all__ = ["ALIGN", "HostBuffer", "HostMemory", "physical_memory"]

@@ -27,6 +27,7 @@ import threading
 import numpy as np
 
 from ...backends.base import Backend, CompileOptions, DeviceInfo, KernelFault, fault_error
+from ...backends.capabilities import CONTRACT_VERSION
 from ...core.errors import DeviceError, allocation_error
 from ...core.ir import Function, fingerprint
 from ...core.locks import fork_safe
@@ -100,6 +101,7 @@ class OpenCLBackend(Backend):
     """OpenCL devices, GPUs first: "opencl:0", "opencl:1", ..."""
 
     name = "opencl"
+    contract_version = CONTRACT_VERSION     # built in: implements the whole contract, as it stands
 
     def __init__(self) -> None:
         self._devs: list | None = None

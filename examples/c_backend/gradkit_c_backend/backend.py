@@ -11,14 +11,15 @@ import threading
 
 import numpy as np
 
+from gradkit.backends import CONTRACT_VERSION
 from gradkit.backends.base import Backend, CompileOptions, DeviceInfo, KernelFault, fault_error
+from gradkit.backends.host_memory import HostMemory
 from gradkit.core import types as T
 from gradkit.core.builtins import BUILTINS
 from gradkit.core.ir import Function, fingerprint
 
 from . import compiler
 from .codegen import CKernel
-from .memory import HostMemory
 
 CHUNK = 1 << 22             # threads per call of a straight-line kernel (Ctrl-C is noticed between calls)
 CHUNK_LOOPS = 1 << 14       # threads per call of a kernel with loops
@@ -91,6 +92,9 @@ class CBackend(HostMemory, Backend):
     Args: openmp (False: single-threaded; default: on unless GRADKIT_C_OPENMP=0), cc (the compiler)."""
 
     name = "c"
+    # written against the contract as it stands: every primitive, atomic and feature of CONTRACT_VERSION
+    contract_version = CONTRACT_VERSION
+    adopt_align = 1             # generated C reads any C-contiguous host array (no aligned loads assumed)
     # The emitter spells every expandable prim itself (floored // and %, clamp, sign, integer abs, rsqrt).
     native_prims = frozenset(name for name, entry in BUILTINS.items() if entry.expand is not None)
 

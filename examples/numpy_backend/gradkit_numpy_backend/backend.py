@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gradkit.backends import CONTRACT_VERSION
 from gradkit.backends.base import Backend, CompileOptions, DeviceInfo, fault_error
 from gradkit.core.builtins import BUILTINS
 from gradkit.core.errors import CompileError
@@ -36,6 +37,7 @@ class NumpyBackend(Backend):
     """A reference interpreter of lowered IR, vectorised over threads with NumPy. One device, "numpy"."""
 
     name = "numpy"
+    contract_version = CONTRACT_VERSION     # the reference: the whole contract as it stands
     # The reference evaluates every primitive by the builtins table's own NumPy semantics, the expandable
     # ones (floored // and %, clamp, sign, abs) included: the fuzz oracle then checks their expansions.
     native_prims = frozenset(name for name, entry in BUILTINS.items() if entry.expand is not None)
