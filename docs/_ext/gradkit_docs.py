@@ -2,7 +2,8 @@
 table generated from the builtins, and a check that every Python block in the site is run by a test.
 
 * ``.. gradkit-markdown: PATH`` (an rST comment, so the page reads fine without this extension) is
-  replaced by PATH converted to reStructuredText. The Markdown pages (docs/errors.md, docs/coverage.md,
+  replaced by PATH converted to reStructuredText; ``.. gradkit-markdown: PATH nested`` puts the file's
+  headings one level under the page's title (a Markdown file shown as a section of a page). The Markdown pages (docs/errors.md, docs/coverage.md,
   backends/README.md, ...) stay the single source: tests and generators read and write them.
 * ``.. gradkit-language:`` is replaced by one ``py:function`` entry per kernel-language name
   (``gradkit.core.lang.NAMES``: ``gk.sin``, ``gk.tid``, ...) with its signature and its one-line doc.
@@ -23,7 +24,7 @@ import re
 DOCS = pathlib.Path(__file__).resolve().parents[1]
 ROOT = DOCS.parent
 
-MARKDOWN_MARK = re.compile(r"^\.\. gradkit-markdown: (\S+)[ \t]*$", re.M)
+MARKDOWN_MARK = re.compile(r"^\.\. gradkit-markdown: (\S+)(?:[ \t]+nested)?[ \t]*$", re.M)
 LANGUAGE_MARK = re.compile(r"^\.\. gradkit-language:[ \t]*$", re.M)
 
 # Markdown files linked from the converted pages, and the site page that renders each.
@@ -124,12 +125,16 @@ def python_fences(text: str):
         i += 1
 
 
-def md_to_rst(text: str, base: str = "") -> str:
+def md_to_rst(text: str, base: str = "", nested: bool = False) -> str:
     """Convert the Markdown the repository's pages use (ATX headings, paragraphs, lists, pipe tables,
-    fenced code) to reStructuredText."""
+    fenced code) to reStructuredText. `nested`: the headings the file uses, in order of depth, become the
+    levels under a page title (``-``, ``~``, ``^``) instead of starting at a title's ``=``."""
     lines = text.splitlines()
     out: list[str] = []
     underline = {1: "=", 2: "-", 3: "~", 4: "^"}
+    if nested:
+        depths = sorted({len(m.group(1)) for m in re.finditer(r"^(#{1,4}) ", text, re.M)})
+        underline = {d: "-~^\"'"[k] for k, d in enumerate(depths)}
     i = 0
     para: list[str] = []
 
@@ -281,7 +286,8 @@ def _source_read(app, docname, source):
         path = path.resolve()
         app.env.note_dependency(str(path))
         base = str(path.parent.relative_to(ROOT)) if path.parent != ROOT else ""
-        return md_to_rst(path.read_text(encoding="utf-8"), "" if base == "docs" else base)
+        return md_to_rst(path.read_text(encoding="utf-8"), "" if base == "docs" else base,
+                         nested=m.group(0).rstrip().endswith(" nested"))
 
     text = MARKDOWN_MARK.sub(markdown, text)
     text = LANGUAGE_MARK.sub(lambda m: language_rst(), text)
