@@ -134,3 +134,13 @@ class CBackend(HostMemory, Backend):
 
     def source(self, compiled: CompiledC) -> str:
         return compiled.source
+
+    def conformance_snippets(self) -> dict:
+        """The conformance suite's reference native functions in C (gradkit/conformance/suite/test_native.py):
+        scalars by value, arrays as pointers to their flat data, `adj_<p>` accumulators in the adjoint."""
+        return {
+            "scaled_square": {"forward": "return a * x * x;", "replay": "return (a * x) * x;",
+                              "adjoint": "adj_a += x * x * adj_ret; adj_x += 2.0f * a * x * adj_ret;"},
+            "scale_into": {"forward": "out[i] = a * x[i];", "replay": "out[i] = a * x[i];",
+                           "adjoint": "adj_a += x[i] * adj_out[i]; adj_x[i] += a * adj_out[i];"},
+        }

@@ -98,3 +98,12 @@ class NumpyBackend(Backend):
 
     def source(self, compiled: CompiledKernel) -> str:
         return str(compiled.fn)
+
+    def conformance_snippets(self) -> dict:
+        """The conformance suite's reference native functions as NumPy snippets (native.py's convention)."""
+        return {
+            "scaled_square": {"forward": "return a * x * x", "replay": "return (a * x) * x",
+                              "adjoint": "adj_a += x * x * adj_ret\nadj_x += 2 * a * x * adj_ret"},
+            "scale_into": {"forward": "out[i] = a * x[i]", "replay": "out[i] = a * x[i]",
+                           "adjoint": "adj_a += x[i] * adj_out[i]\nnp.add.at(adj_x, i, a * adj_out[i])"},
+        }

@@ -35,7 +35,7 @@ from gradkit.core.builtins import BUILTINS
 from gradkit.core.ir import Function, Instr, Region
 from gradkit.core.ops import Op
 
-from . import memory
+from . import memory, native
 
 Value = object   # a NumPy array over the threads, or a 0-d NumPy scalar (uniform)
 
@@ -302,6 +302,9 @@ class Run:
 
     def op_pop(self, ins: Instr, mask) -> None:
         self.env[ins.result.id] = self.stack.pop(ins.result.type.np_dtype, memory.lanes_of(mask))
+
+    def op_native(self, ins: Instr, mask) -> None:
+        native.call(self, ins, memory.lanes_of(mask))
 
 
 OPS = {name[3:]: fn for name, fn in vars(Run).items() if name.startswith("op_")}
