@@ -16,6 +16,7 @@ import numpy as np
 import gradkit as gk
 
 from ..runtime.state import current as _recording
+from .fused import cg_fused, fusable
 from .operators import apply, resolve_preconditioner, vector_info
 from .vector import Vectors
 
@@ -49,9 +50,14 @@ def _precondition(M, r: gk.array, z: gk.array, record: bool) -> gk.array:
 def cg_iterations(A, b, x, tol, atol, maxiter, M, record: bool, check_every: int = 1) -> tuple:
     """Preconditioned conjugate gradients. Coefficients stay on the device (one-element arrays read by the
     update kernels); only the convergence test reads a number back, every `check_every` iterations.
+    Unrecorded on a BsrMatrix with no or a block-diagonal preconditioner it runs fused (linalg/fused.py).
     `record`: every launch recorded, each iterate a new array (the unrolled, differentiable form)."""
     bs, scalar = vector_info(b)
     n = b.shape[0]
+    if not record and fusable(A, M):
+        vec = Vectors(n, bs, scalar, b.device, False)
+        it, rr = cg_fused(A, b, x, _target(vec, b, tol, atol), maxiter, M, check_every, vec)
+        return it, math.sqrt(max(rr, 0.0))
     grad = record and (b.requires_grad or getattr(getattr(A, "values", None), "requires_grad", False))
     vec = Vectors(n, bs, scalar, b.device, record)
     new = lambda: vec.new(grad)

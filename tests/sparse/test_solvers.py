@@ -145,3 +145,60 @@ def test_solve_is_one_tape_step(rng):
         it, res = L.cg(A, b, x, tol=1e-8)
     assert len(tape.records) == 1 and tape.records[0].name.startswith(f"cg ({it} iterations")
     assert tape.launches == []
+
+
+@pytest.mark.parametrize("bs", [1, 3])
+@pytest.mark.parametrize("M", [None, "diag", "block_diag"])
+def test_fused_cg_takes_the_general_loops_steps(device, rng, bs, M):
+    """The fused CG (a BsrMatrix, no or a block-diagonal preconditioner) against the general loop (the same
+    matrix and preconditioner as matrix-free operators): the same iteration count and solution, and
+    SciPy's direct solve."""
+    K = laplacian(6)
+    C = rng.standard_normal((bs, bs))
+    B = sp.kron(K, np.eye(bs)) + sp.kron(sp.identity(K.shape[0]), C @ C.T + np.eye(bs))
+    A = S.from_scipy(sp.bsr_matrix(B, blocksize=(bs, bs)), device=device)
+    P = None if M is None else L.preconditioner(A, M)
+    assert L.fused.fusable(A, P)
+    b = rng.standard_normal(B.shape[0])
+    vec = (lambda v: gk.array(v, dtype=A.vector_type, device=device)) if bs == 1 else (
+        lambda v: gk.array(v.reshape(-1, bs), dtype=A.vector_type, device=device))
+    x_fused, x_loop = vec(np.zeros(B.shape[0])), vec(np.zeros(B.shape[0]))
+    op = L.LinearOperator(A.nrow, A.vector_type, device, lambda u, y: S.bsr_mv(A, u, y), symmetric=True)
+    precondition = None if P is None else (lambda r, z: S.bsr_mv(P, r, z))
+    assert not L.fused.fusable(op, None)
+    it_f, res_f = L.cg(A, vec(b), x_fused, tol=1e-10, M=P)
+    it_l, res_l = L.cg(op, vec(b), x_loop, tol=1e-10, M=precondition)
+    assert it_f == it_l and res_f == pytest.approx(res_l, rel=1e-6, abs=1e-13)
+    np.testing.assert_allclose(x_fused.numpy(), x_loop.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(x_fused.numpy().reshape(-1), spla.spsolve(B.tocsc(), b), atol=1e-8)
+    assert np.linalg.norm(b - B @ x_fused.numpy().reshape(-1)) == pytest.approx(res_f, rel=1e-3, abs=1e-12)
+    it_3, _ = L.cg(A, vec(b), vec(np.zeros(B.shape[0])), tol=1e-10, M=P, check_every=3)
+    assert it_f <= it_3 < it_f + 3 or it_3 == 2 * B.shape[0]
+
+
+@pytest.mark.parametrize("method", ["cg", "bicgstab", "gmres"])
+def test_block_implicit_gradient_is_the_adjoint_solution(device, rng, method):
+    """3x3 blocks, block-Jacobi: dloss/db = λ and dloss/dA = −λ xᵀ on A's pattern (Aᵀλ = w, loss = w·x),
+    from float64 dense solves."""
+    nb, bs = 6, 3
+    K = laplacian(3)[:nb, :nb].toarray()
+    D = np.kron(K, np.eye(bs)) + np.kron(np.eye(nb), 0.5 * np.eye(bs))
+    D = D + 0.1 * np.kron(np.abs(K) > 0, rng.standard_normal((bs, bs)) @ np.eye(bs) * 0.5)
+    if method == "cg":
+        D = 0.5 * (D + D.T)
+    A = S.from_scipy(sp.bsr_matrix(D, blocksize=(bs, bs)), device=device, requires_grad=True)
+    Dd = A.to_dense().astype(np.float64)
+    b, w = rng.standard_normal(nb * bs), rng.standard_normal(nb * bs)
+    tb = gk.array(b.reshape(-1, bs), dtype=gk.vec3d, device=device, requires_grad=True)
+    x = gk.zeros(nb, dtype=gk.vec3d, device=device, requires_grad=True)
+    tape = gk.Tape()
+    with tape:
+        getattr(L, method)(A, tb, x, tol=1e-13, M="block_diag", maxiter=400)
+    tape.backward(grads={x: gk.array(w.reshape(-1, bs), dtype=gk.vec3d, device=device)})
+    xs, lam = np.linalg.solve(Dd, b), np.linalg.solve(Dd.T, w)
+    np.testing.assert_allclose(x.numpy().reshape(-1), xs, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(tb.grad.numpy().reshape(-1), lam, rtol=1e-8, atol=1e-10)
+    full = -np.outer(lam, xs)
+    rows, (_, cols) = A.block_rows(), A.structure()
+    expected = np.array([full[r * bs:(r + 1) * bs, c * bs:(c + 1) * bs] for r, c in zip(rows, cols)])
+    np.testing.assert_allclose(A.values.grad.numpy(), expected, rtol=1e-8, atol=1e-10)
