@@ -26,6 +26,8 @@ from ..runtime.arrays.interop import from_jax, from_torch, to_jax, to_torch  # n
 from ..runtime.launch.kernel import Kernel  # noqa: F401
 from ..runtime.tools import autograd  # noqa: F401
 from . import builtins as _builtins
+from . import transforms as _transforms
+from .intersect import intersect_tri_tri  # noqa: F401
 from . import types  # noqa: F401
 from .device import (Device, ScopedDevice, get_cuda_device_count, get_cuda_devices,  # noqa: F401
                      get_device, get_preferred_device, is_cuda_available, set_device, synchronize,
@@ -49,6 +51,7 @@ globals().update(types.MATRICES)
 globals().update(types.QUATS)
 globals().update(_builtins.SHARED)            # wp.sin, wp.tid, wp.atomic_add, wp.select, ... (gradkit's)
 globals().update(_builtins.WARP_MACROS)       # wp.lerp, wp.smoothstep, wp.mod, ... (written here)
+globals().update(_transforms.WARP_TRANSFORMS)  # wp.transform, transform_point, ... (transforms.py)
 
 pi = PI = _math.pi
 e = E = _math.e

@@ -17,13 +17,14 @@ from ..runtime.launch.kernel import Kernel
 from ..runtime.launch.launch import launch as _gk_launch
 from .device import to_gk
 from .errors import WarpFeatureMissing
+from .transforms import DTYPES as _TRANSFORM_DTYPES
 from .tape import Tape as _WarpTape, consume_for_adjoint_launch, retain
 
 _GkArray = _array_mod.array
 
 
 def _dtype(dtype):
-    return None if dtype is None else T.as_type(dtype)
+    return None if dtype is None else T.as_type(_TRANSFORM_DTYPES.get(id(dtype), dtype))
 
 
 # --------------------------------------------------------------------------- arrays
@@ -49,7 +50,7 @@ class _ArrayType(type):
 
     def __getitem__(cls, item):
         dtype, ndim = (item, cls.ndim_default or 1) if not isinstance(item, tuple) else item
-        return _GkArray(dtype=T.as_type(dtype), ndim=ndim)
+        return _GkArray(dtype=_dtype(dtype), ndim=ndim)
 
     def __instancecheck__(cls, obj) -> bool:
         return isinstance(obj, _GkArray)

@@ -5,8 +5,8 @@ against a deforming mesh: mesh_query_point_sign_normal, mesh_eval_position, refi
 
 Both read bunny.usd through OpenUSD's `pxr`, which is not installed here: a stand-in `pxr` module (the same
 in both runs) gives them a closed, jittered sphere mesh in the bunny's place, so what is compared is the
-geometry code, not the asset. example_mesh_intersect.py and optim/example_diffray.py need more than Mesh
-(wp.transform and its functions, intersect_tri_tri: docs/porting/warp.md) and are not run."""
+geometry code, not the asset. example_mesh_intersect.py and optim/example_diffray.py, which need
+transforms and intersect_tri_tri besides Mesh, run in test_warp_transform_examples.py."""
 
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ warp.config.quiet = True
 warp.init()
 
 
-def _fake_pxr(points: np.ndarray, indices: np.ndarray) -> types.ModuleType:
-    """`from pxr import Usd, UsdGeom` giving one mesh for any stage and prim."""
+def _fake_pxr(points: np.ndarray, indices: np.ndarray, by_prim: dict | None = None) -> types.ModuleType:
+    """`from pxr import Usd, UsdGeom` giving one mesh for any stage and prim (`by_prim`: {prim path:
+    (points, indices)} for the prims named there)."""
     class _Attr:
         def __init__(self, value):
             self.value = value
@@ -37,13 +38,13 @@ def _fake_pxr(points: np.ndarray, indices: np.ndarray) -> types.ModuleType:
 
     class _Mesh:
         def __init__(self, prim):
-            pass
+            self.points, self.indices = (by_prim or {}).get(prim, (points, indices))
 
         def GetPointsAttr(self):
-            return _Attr(points.copy())
+            return _Attr(self.points.copy())
 
         def GetFaceVertexIndicesAttr(self):
-            return _Attr(indices.copy())
+            return _Attr(self.indices.reshape(-1).copy())
 
     class _Stage:
         @staticmethod

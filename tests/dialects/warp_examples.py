@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 _IMPORT = re.compile(r"^(\s*)import warp(\.[\w.]+)?( as wp)?\s*$", re.M)
+_FROM = re.compile(r"^(\s*)from warp(\.[\w.]+)? import ", re.M)
 _count = itertools.count()
 
 
@@ -31,13 +32,16 @@ def example_path(rel: str) -> pathlib.Path:
 
 
 def _gradkit_imports(source: str) -> tuple[str, int]:
-    """Only the import lines change; `warp.<sub>` then names gradkit.warp's submodule."""
+    """Only the import lines change; `warp.<sub>` then names gradkit.warp's submodule, and
+    `from warp.<sub> import X` imports from gradkit.warp.<sub>."""
     def repl(m):
         indent, sub, alias = m.group(1), m.group(2) or "", m.group(3)
         if alias and not sub:
             return f"{indent}import gradkit.warp as wp"
         return f"{indent}import gradkit.warp{sub}; from gradkit import warp"
-    return _IMPORT.subn(repl, source)
+    source, n = _IMPORT.subn(repl, source)
+    source, m = _FROM.subn(lambda m: f"{m.group(1)}from gradkit.warp{m.group(2) or ''} import ", source)
+    return source, n + m
 
 
 def load(rel: str, gradkit: bool, edits: tuple = ()) -> types.ModuleType:
