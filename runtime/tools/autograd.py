@@ -30,8 +30,20 @@ def jacobian(function, dim=None, inputs=None, outputs=None, input_output_mask=No
     """Reverse-mode Jacobians {(out_idx, in_idx): (out.size*ncomp, in.size*ncomp) float64 array}, one adjoint
     per output row. `function` is a kernel (launched over `dim` with `inputs`, `outputs`) or a Python
     function of `inputs` that launches kernels and returns array(s) (`dim`, `outputs` not given).
-    `input_output_mask=[(input, output), ...]` (names or indices) picks pairs; `max_outputs_per_var` caps
-    the rows evaluated per output (the rest read NaN); `plot_jacobians` draws them (`jacobian_plot`)."""
+
+    Args:
+        function: a kernel, launched over `dim` with `inputs` and `outputs`; or a Python function of
+            `inputs` that launches kernels and returns its output array(s) (then `dim` and `outputs` are
+            not given).
+        dim: the launch dimensions of a kernel (an int or a tuple of up to 4 ints).
+        inputs: the arguments before the outputs, arrays and scalars, in the kernel's parameter order; the
+            Jacobian's columns are the elements of the float arrays among them.
+        outputs: the kernel's output arrays (its remaining parameters); the Jacobian's rows.
+        input_output_mask: the (input, output) pairs to evaluate, as names or indices
+            (`[("x", "y")]`, Warp 1.19's form); None evaluates every pair.
+        device: where to launch (default: the arrays' device).
+        max_outputs_per_var: evaluate at most this many rows per output (the rest read NaN); -1: all.
+        plot_jacobians: also draw them with `jacobian_plot` (needs matplotlib)."""
     target = make_target(function, dim, inputs, outputs, device)
     try:
         pairs = target.pairs(input_output_mask)
@@ -58,8 +70,24 @@ def _stored_dtype(a):
 
 def jacobian_fd(function, dim=None, inputs=None, outputs=None, input_output_mask=None, device=None,
                 max_inputs_per_var: int = -1, eps: float = 1e-4, plot_jacobians: bool = False) -> dict:
-    """Central-difference Jacobians, as `jacobian` (kernel or function; `max_inputs_per_var` caps the
-    columns evaluated per input). Inputs and a kernel's outputs are put back as they were afterwards."""
+    """Central-difference Jacobians, as `jacobian` (kernel or function). Inputs and a kernel's outputs are put
+    back as they were afterwards.
+
+    Args:
+        function: a kernel, launched over `dim` with `inputs` and `outputs`; or a Python function of
+            `inputs` that launches kernels and returns its output array(s) (then `dim` and `outputs` are
+            not given).
+        dim: the launch dimensions of a kernel (an int or a tuple of up to 4 ints).
+        inputs: the arguments before the outputs, arrays and scalars, in the kernel's parameter order; the
+            Jacobian's columns are the elements of the float arrays among them.
+        outputs: the kernel's output arrays (its remaining parameters); the Jacobian's rows.
+        input_output_mask: the (input, output) pairs to evaluate, as names or indices
+            (`[("x", "y")]`, Warp 1.19's form); None evaluates every pair.
+        device: where to launch (default: the arrays' device).
+        max_inputs_per_var: evaluate at most this many columns per input (the rest read NaN); -1: all.
+        eps: the step of the central differences, (f(x + eps) - f(x - eps)) / 2 eps (divided by the step
+            the input's precision actually took).
+        plot_jacobians: also draw them with `jacobian_plot` (needs matplotlib)."""
     target = make_target(function, dim, inputs, outputs, device)
     saved = {}
     try:
@@ -92,7 +120,21 @@ def jacobian_fd(function, dim=None, inputs=None, outputs=None, input_output_mask
 def jacobian_fwd(function, dim=None, inputs=None, outputs=None, input_output_mask=None, device=None,
                  max_inputs_per_var: int = -1, plot_jacobians: bool = False) -> dict:
     """Forward-mode Jacobians, one tangent launch (or tangent call of the function) per input column; the
-    arguments' duals are put back as they were afterwards."""
+    arguments' duals are put back as they were afterwards.
+
+    Args:
+        function: a kernel, launched over `dim` with `inputs` and `outputs`; or a Python function of
+            `inputs` that launches kernels and returns its output array(s) (then `dim` and `outputs` are
+            not given).
+        dim: the launch dimensions of a kernel (an int or a tuple of up to 4 ints).
+        inputs: the arguments before the outputs, arrays and scalars, in the kernel's parameter order; the
+            Jacobian's columns are the elements of the float arrays among them.
+        outputs: the kernel's output arrays (its remaining parameters); the Jacobian's rows.
+        input_output_mask: the (input, output) pairs to evaluate, as names or indices
+            (`[("x", "y")]`, Warp 1.19's form); None evaluates every pair.
+        device: where to launch (default: the arrays' device).
+        max_inputs_per_var: evaluate at most this many columns per input (the rest read NaN); -1: all.
+        plot_jacobians: also draw them with `jacobian_plot` (needs matplotlib)."""
     target = make_target(function, dim, inputs, outputs, device)
     try:
         pairs = target.pairs(input_output_mask)
@@ -113,7 +155,15 @@ def jacobian_fwd(function, dim=None, inputs=None, outputs=None, input_output_mas
 
 def jacobian_plot(jacobians: dict, function=None, inputs=None, **options):
     """Draw Jacobians as images, one per (output, input) pair, and return the matplotlib Figure (the
-    drawing lives in viz/: `gradkit.viz.jacobian_plot.jacobian_plot` lists the options)."""
+    drawing lives in viz/: `gradkit.viz.jacobian_plot.jacobian_plot` lists the options).
+
+    Args:
+        jacobians: {(out_idx, in_idx): matrix}, as `jacobian`, `jacobian_fwd` and `jacobian_fd` return.
+        function: the kernel or Python function they were taken of; names the axes (optional).
+        inputs: its input arrays; their labels name the columns (optional).
+        options: `show_plot` (call `pyplot.show()`, default True), `show_colorbar`,
+            `scale_colors_per_submatrix`, `title`, `colormap`, `log_scale`, `filename` (save the figure,
+            format from its suffix)."""
     from ...viz.jacobian_plot import jacobian_plot as plot
     return plot(jacobians, function, inputs=inputs, **options)
 
@@ -143,7 +193,28 @@ def gradcheck(function, dim=None, inputs=None, outputs=None, eps: float = 1e-4, 
     """Compare reverse-mode and central-difference Jacobians of a kernel launch or a function (as
     `jacobian`); True when |a - n| <= atol + rtol*|n| on every entry both evaluated (the first
     `max_outputs_per_var` rows by `max_inputs_per_var` columns of each pair), and no NaN/Inf there.
-    `plot_*_error` draws the error matrices with `jacobian_plot`."""
+
+    Args:
+        function: a kernel, launched over `dim` with `inputs` and `outputs`; or a Python function of
+            `inputs` that launches kernels and returns its output array(s) (then `dim` and `outputs` are
+            not given).
+        dim: the launch dimensions of a kernel (an int or a tuple of up to 4 ints).
+        inputs: the arguments before the outputs, arrays and scalars, in the kernel's parameter order; the
+            Jacobian's columns are the elements of the float arrays among them.
+        outputs: the kernel's output arrays (its remaining parameters); the Jacobian's rows.
+        input_output_mask: the (input, output) pairs to evaluate, as names or indices
+            (`[("x", "y")]`, Warp 1.19's form); None evaluates every pair.
+        device: where to launch (default: the arrays' device).
+        eps: the central-difference step.
+        atol: the absolute tolerance of the comparison.
+        rtol: the relative tolerance, times the finite-difference value.
+        raise_exception: on a mismatch raise `gk.GradientCheckError` with a table of the worst entries
+            (True) or return False.
+        show_worst: how many entries that table lists.
+        max_inputs_per_var: compare at most this many columns per input; -1: all.
+        max_outputs_per_var: compare at most this many rows per output; -1: all.
+        plot_relative_error: draw the relative error matrices with `jacobian_plot`.
+        plot_absolute_error: draw the absolute error matrices with `jacobian_plot`."""
     analytic = jacobian(function, dim, inputs, outputs, input_output_mask=input_output_mask, device=device,
                         max_outputs_per_var=max_outputs_per_var)
     numeric = jacobian_fd(function, dim, inputs, outputs, input_output_mask=input_output_mask, device=device,
@@ -179,8 +250,17 @@ def gradcheck(function, dim=None, inputs=None, outputs=None, eps: float = 1e-4, 
 def gradcheck_tape(tape, eps: float = 1e-4, atol: float = 1e-3, rtol: float = 1e-2, raise_exception: bool = True,
                    input_output_masks: dict | None = None, max_inputs_per_var: int = -1,
                    max_outputs_per_var: int = -1) -> bool:
-    """`gradcheck` on every launch recorded on `tape` (with the arrays' current values);
-    `input_output_masks` maps a kernel's name to the `input_output_mask` of its launches."""
+    """`gradcheck` on every launch recorded on `tape` (with the arrays' current values); True when all pass.
+
+    Args:
+        tape: a `gk.Tape` that recorded launches.
+        eps: the central-difference step.
+        atol: the absolute tolerance of the comparison.
+        rtol: the relative tolerance, times the finite-difference value.
+        raise_exception: raise `gk.GradientCheckError` at the first launch that fails (True) or return False.
+        input_output_masks: maps a kernel's name to the `input_output_mask` of its launches.
+        max_inputs_per_var: compare at most this many columns per input; -1: all.
+        max_outputs_per_var: compare at most this many rows per output; -1: all."""
     ok = True
     masks = input_output_masks or {}
     for rec in tape.launches:
