@@ -102,7 +102,15 @@ class _Optimizer:
 
 class SGD(_Optimizer):
     """Stochastic gradient descent with optional momentum, dampening, weight decay and Nesterov momentum
-    (PyTorch's rule, as warp.optim.SGD): `opt.step(grads)` updates the parameters in place."""
+    (PyTorch's rule, as warp.optim.SGD): `opt.step(grads)` updates the parameters in place.
+
+    Args:
+        params: the arrays to train (a list of float gk.arrays); None to set them later with `set_params`.
+        lr: the learning rate, finite and > 0.
+        momentum: the momentum factor, in [0, 1); 0 is plain gradient descent.
+        dampening: how much of each new gradient the momentum buffer takes, (1 - dampening), in [0, 1].
+        weight_decay: an L2 penalty added to the gradient (weight_decay * p), >= 0.
+        nesterov: use Nesterov momentum (needs momentum > 0 and dampening 0)."""
 
     def __init__(self, params=None, lr: float = 0.001, momentum: float = 0.0, dampening: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False):
@@ -127,6 +135,11 @@ class SGD(_Optimizer):
         self.t = 0
 
     def step(self, grad) -> None:
+        """Update every parameter in place by one step (a kernel per parameter, on its device, not recorded on a tape).
+
+        Args:
+            grad: one gradient array per parameter, in the order of `params` (typically `[p.grad for p in params]`),
+                each of its parameter's shape, dtype and device."""
         from ..launch.launch import launch
         self._check()
         for p, g, b in zip(self._flat, self._grads(grad), self.b):
@@ -137,7 +150,13 @@ class SGD(_Optimizer):
 
 
 class Adam(_Optimizer):
-    """Adam with bias correction (Kingma and Ba; warp.optim.Adam): `opt.step(grads)` updates in place."""
+    """Adam with bias correction (Kingma and Ba; warp.optim.Adam): `opt.step(grads)` updates in place.
+
+    Args:
+        params: the arrays to train (a list of float gk.arrays); None to set them later with `set_params`.
+        lr: the learning rate, finite and > 0.
+        betas: the decay rates (beta1, beta2) of the first and second moment estimates, each in [0, 1).
+        eps: added to the square root of the second moment before dividing, > 0."""
 
     def __init__(self, params=None, lr: float = 0.001, betas=(0.9, 0.999), eps: float = 1e-08):
         self.lr, self.betas, self.eps = lr, betas, eps
@@ -165,6 +184,11 @@ class Adam(_Optimizer):
         self.t = 0
 
     def step(self, grad) -> None:
+        """Update every parameter in place by one step (a kernel per parameter, on its device, not recorded on a tape).
+
+        Args:
+            grad: one gradient array per parameter, in the order of `params` (typically `[p.grad for p in params]`),
+                each of its parameter's shape, dtype and device."""
         from ..launch.launch import launch
         self._check()
         self.t += 1
