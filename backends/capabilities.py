@@ -181,3 +181,28 @@ def attach(backend) -> None:
     compile.__doc__ = inner.__doc__
     backend.compile = compile
     backend._gk_lowering = True
+
+
+def since(name: str, kind: str = "prims") -> int | None:
+    """The contract version that added primitive (or, with kind="atomics"/"features", atomic kind or
+    feature) `name`."""
+    for change in HISTORY:
+        if name in getattr(change, kind):
+            return change.version
+    return None
+
+
+def primitives_markdown() -> str:
+    """The table of primitives a backend sees, as backends/README.md shows it (a test keeps them equal)."""
+    from ..core.passes.lower_capabilities import FALLBACKS
+    rows = ["| primitive | C math function | since | without it |", "|---|---|---|---|"]
+    for name in backend_primitives():
+        entry = BUILTINS[name]
+        fallback = "lowered by gradkit" if name in FALLBACKS else "skipped: not declared"
+        if since(name) == 1:
+            fallback = "- (every contract has it)"
+        if name == "rem":
+            fallback = "integers lowered (via irem); floats skipped: not declared"
+        rows.append(f"| `{name}` | {f'`{entry.cmath}`' if entry.cmath else ''} | {since(name) or ''} | "
+                    f"{fallback} |")
+    return "\n".join(rows)
