@@ -1,9 +1,17 @@
-"""`warp.examples`: where Warp's example assets are (the installed Warp package's, when there is one)."""
+"""`warp.examples`: where Warp's example assets are (the installed Warp package's, when there is one), and
+`load_example`, which loads one of Warp's example scripts with only its imports pointed at gradkit.warp
+(the example tests and benchmarks/warp_programs.py run them so)."""
 
 from __future__ import annotations
 
 import importlib.util
+import itertools
+import linecache
 import os
+import pathlib
+import re
+import sys
+import types
 
 
 def get_source_directory() -> str:
@@ -20,3 +28,48 @@ def get_asset_directory() -> str:
 
 def get_output_directory() -> str:
     return os.path.join(os.getcwd(), "example_output")
+
+
+_IMPORT = re.compile(r"^(\s*)import warp(\.[\w.]+)?( as wp)?\s*$", re.M)
+_FROM = re.compile(r"^(\s*)from warp(\.[\w.]+)? import ", re.M)
+_count = itertools.count()
+
+
+def gradkit_imports(source: str) -> tuple[str, int]:
+    """`source` with only its import lines pointed at gradkit.warp (`import warp as wp` -> `import
+    gradkit.warp as wp`, `import warp.<sub>` -> gradkit.warp.<sub> bound as `warp`, `from warp.<sub> import
+    X` -> from gradkit.warp.<sub>), and how many lines changed."""
+    def repl(m):
+        indent, sub, alias = m.group(1), m.group(2) or "", m.group(3)
+        if alias and not sub:
+            return f"{indent}import gradkit.warp as wp"
+        return f"{indent}import gradkit.warp{sub}; from gradkit import warp"
+    source, n = _IMPORT.subn(repl, source)
+    source, m = _FROM.subn(lambda m: f"{m.group(1)}from gradkit.warp{m.group(2) or ''} import ", source)
+    return source, n + m
+
+
+def load_example(rel: str, gradkit: bool = True, edits: tuple = ()) -> types.ModuleType:
+    """One of Warp's example scripts (`rel` under the installed warp package's examples/, e.g.
+    "core/example_sph.py") as a module, not run as __main__: as written (`gradkit=False`: real Warp), or
+    with its import lines pointed at gradkit.warp and the (old, new) source `edits` applied, each of which
+    must match exactly once (docs/porting/warp.md lists the edits gradkit still needs)."""
+    path = pathlib.Path(get_source_directory()) / rel
+    source = path.read_text()
+    if gradkit:
+        for old, new in edits:
+            if source.count(old) != 1:
+                raise ValueError(f"{rel}: the edit's text {old!r} is not there once")
+            source = source.replace(old, new)
+        source, n = gradkit_imports(source)
+        if n < 1:
+            raise ValueError(f"{rel}: no `import warp` line found")
+    name = f"_warp_example_{path.stem}_{'gk' if gradkit else 'wp'}_{next(_count)}"
+    module = types.ModuleType(name)
+    module.__file__ = str(path)       # kernels read their source from it (the text compiled is `source`)
+    sys.modules[name] = module        # @wp.struct / dataclasses look their module up
+    code = compile(source, str(path), "exec")
+    if gradkit:       # gradkit reads a kernel's source through linecache: give it the rewritten text
+        linecache.cache[str(path)] = (len(source), None, source.splitlines(True), str(path))
+    exec(code, module.__dict__)
+    return module

@@ -7,18 +7,13 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
-import itertools
 import pathlib
-import re
-import sys
 import types
 
 import numpy as np
 import pytest
 
-_IMPORT = re.compile(r"^(\s*)import warp(\.[\w.]+)?( as wp)?\s*$", re.M)
-_FROM = re.compile(r"^(\s*)from warp(\.[\w.]+)? import ", re.M)
-_count = itertools.count()
+from gradkit.warp.examples import load_example
 
 
 def example_path(rel: str) -> pathlib.Path:
@@ -31,41 +26,12 @@ def example_path(rel: str) -> pathlib.Path:
     return path
 
 
-def _gradkit_imports(source: str) -> tuple[str, int]:
-    """Only the import lines change; `warp.<sub>` then names gradkit.warp's submodule, and
-    `from warp.<sub> import X` imports from gradkit.warp.<sub>."""
-    def repl(m):
-        indent, sub, alias = m.group(1), m.group(2) or "", m.group(3)
-        if alias and not sub:
-            return f"{indent}import gradkit.warp as wp"
-        return f"{indent}import gradkit.warp{sub}; from gradkit import warp"
-    source, n = _IMPORT.subn(repl, source)
-    source, m = _FROM.subn(lambda m: f"{m.group(1)}from gradkit.warp{m.group(2) or ''} import ", source)
-    return source, n + m
-
-
 def load(rel: str, gradkit: bool, edits: tuple = ()) -> types.ModuleType:
-    """The example as a module (not __main__: its command-line part does not run). `edits`: (old, new)
-    source replacements gradkit still needs besides the imports (docs/porting/warp.md lists them)."""
-    path = example_path(rel)
-    source = path.read_text()
-    if gradkit:
-        for old, new in edits:
-            assert source.count(old) == 1, f"{rel}: the edit's text {old!r} is not there once"
-            source = source.replace(old, new)
-        source, n = _gradkit_imports(source)
-        assert n >= 1, f"{rel}: no `import warp` line found"
-    name = f"_warp_example_{path.stem}_{'gk' if gradkit else 'wp'}_{next(_count)}"
-    module = types.ModuleType(name)
-    module.__file__ = str(path)       # kernels read their source from it (the text compiled is `source`)
-    sys.modules[name] = module        # @wp.struct / dataclasses look their module up
-    code = compile(source, str(path), "exec")
-    if gradkit:
-        # gradkit reads a kernel's source from its file; give it the rewritten text under the same name
-        import linecache
-        linecache.cache[str(path)] = (len(source), None, source.splitlines(True), str(path))
-    exec(code, module.__dict__)
-    return module
+    """The example as a module (not __main__: its command-line part does not run), by gradkit.warp's
+    `load_example`. `edits`: (old, new) source replacements gradkit still needs besides the imports
+    (docs/porting/warp.md lists them)."""
+    example_path(rel)
+    return load_example(rel, gradkit=gradkit, edits=edits if gradkit else ())
 
 
 def quiet(fn):
