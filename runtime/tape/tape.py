@@ -22,7 +22,24 @@ from .version_check import check_unchanged, copies_for_backward
 
 
 class Tape:
-    """Records launches inside `with tape:`; `backward()` runs their adjoints in reverse order."""
+    """Records launches inside `with tape:`; `backward()` runs their adjoints in reverse order.
+
+    Args:
+        loss: Taichi style: a one-element array that entering the `with` block zeroes (with its `.grad`),
+            and whose `backward(loss=loss)` leaving the block runs. None (Warp style): call `backward` yourself.
+        clear_gradients: with `loss`, also zero on entry every gradient the tape touches.
+        check: run the gradient rule checks (Taichi's global data access rules, Warp's overwrite hazard) on
+            this tape's launches and raise `gk.GradientRuleError` before a launch that breaks them; None
+            follows `gk.config.check_ad`.
+        snapshots: keep a copy of every array each launch touched, for debug bundles (`save`); None follows
+            `gk.config.snapshot_launches`.
+        check_versions: at `backward`, raise when an array an adjoint reads was modified after it was
+            recorded (False: you vouch that recorded inputs are unchanged).
+        validation: Taichi's spelling of `check`.
+        grad_check: Taichi's: arrays whose gradients `backward` (with `loss`) compares with central
+            differences afterwards.
+        params: the arrays being trained, which the debugger leads with (else it infers them: arrays with
+            `requires_grad` that no recorded launch writes)."""
 
     def __init__(self, loss=None, clear_gradients: bool = True, check: bool | None = None,
                  snapshots: bool | None = None, check_versions: bool = True, validation: bool | None = None,
@@ -141,7 +158,12 @@ class Tape:
             process.capture.recorded(self)
 
     def record_func(self, backward, arrays) -> None:
-        """Record `backward()` to run at this point of the backward pass; `arrays` are zeroed by `zero()`."""
+        """Record `backward()` to run at this point of the backward pass; `arrays` are zeroed by `zero()`.
+
+        Args:
+            backward: a callable with no arguments that propagates gradients by hand (adjoint launches,
+                host arithmetic on `.grad` arrays).
+            arrays: the arrays it reads or writes gradients of, so the tape's `zero()` and `reset()` clear them."""
         arrays = list(arrays)
         for a in arrays:
             self._touch(a)
@@ -157,6 +179,11 @@ class Tape:
                                        user_site(2), whole))
 
     def record_scope_begin(self, name: str) -> None:
+        """Open a named group of the launches recorded next (closed by `record_scope_end`); the debugger
+        and `visualize` draw it as a cluster.
+
+        Args:
+            name: the scope's label; scopes nest."""
         self._scopes.append(str(name))
         self.scope_events.append((len(self.records), "begin", str(name)))
 
@@ -168,6 +195,10 @@ class Tape:
 
     @contextlib.contextmanager
     def scope(self, name: str):
+        """`with tape.scope(name):` groups the launches recorded inside (`record_scope_begin` / `record_scope_end`).
+
+        Args:
+            name: the scope's label; scopes nest."""
         self.record_scope_begin(name)
         try:
             yield self
@@ -188,7 +219,12 @@ class Tape:
         A backward pass that raises leaves every gradient as it was before the call: what can be checked
         (seeds, recorded values changed since, adjoints that cannot be built) is checked before anything is
         written, and gradients are copied first when a later step may still raise (NaN checks, Python
-        records, checkpoint recomputes, value stacks, forward-over-reverse, snapshots)."""
+        records, checkpoint recomputes, value stacks, forward-over-reverse, snapshots).
+
+        Args:
+            loss: a one-element float array with `requires_grad=True`; its gradient is seeded with 1.
+            grads: {output array: seed gradient} (arrays, NumPy arrays or lists of the output's shape):
+                rows of a Jacobian, or the incoming gradient of an outer framework."""
         self._check_seeds(loss, grads)
         risky = self._check_records()
         if self._checking():
@@ -453,20 +489,41 @@ class Tape:
                   hide_readonly_arrays: bool = False, show_gradients: bool = False,
                   simplify_graph: bool | None = None) -> str:
         """GraphViz dot source of the recorded launches (viz/tape_graph.py), as a str that Jupyter draws
-        inline; `simplify_graph` draws launches repeated back to back once, with their count (default: on
-        past 50 launches, where the full graph stops being readable or quick to lay out)."""
+        inline.
+
+        Args:
+            filename: also write it there: `.dot`/`.gv` as text, `.svg`/`.png`/`.pdf` rendered by GraphViz's
+                `dot` (the `graphviz` package).
+            array_labels: {array: name} for arrays without a `label` (default names come from the launches'
+                parameter names).
+            graph_direction: GraphViz's rankdir: "LR" (left to right) or "TB" (top to bottom).
+            hide_readonly_arrays: leave out arrays no launch writes (constants, data).
+            show_gradients: label each array with the magnitude of its gradient.
+            simplify_graph: draw launches repeated back to back once, with their count (default: on past 50
+                launches, where the full graph stops being readable or quick to lay out)."""
         from ...viz.tape_graph import tape_graph
         return tape_graph(self, filename=filename, array_labels=array_labels, graph_direction=graph_direction,
                           hide_readonly_arrays=hide_readonly_arrays, show_gradients=show_gradients,
                           simplify_graph=simplify_graph)
 
     def save(self, path) -> None:
+        """Write a debug bundle of this tape (records, graph, array snapshots and gradients, as `.npz` + JSON, never
+        pickle) that `gradkit open` shows in the debugger.
+
+        Args:
+            path: the bundle's folder (created)."""
         from ...viz.bundle import save_bundle
         save_bundle(self, path)
 
 
 class ScopedTimer:
-    """Times a block (prints when `print=True`) and, inside a recording tape, opens a scope named after it."""
+    """Times a block (prints when `print=True`) and, inside a recording tape, opens a scope named after it;
+    `elapsed` holds the time in milliseconds afterwards.
+
+    Args:
+        name: the block's name, printed and used as the tape scope's label.
+        print: print "NAME took X ms" when the block ends.
+        synchronize: wait for the current device's launches to finish before stopping the clock."""
 
     def __init__(self, name: str, print: bool = True, synchronize: bool = False):
         self.name, self.print, self.synchronize = name, print, synchronize
