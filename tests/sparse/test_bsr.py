@@ -149,24 +149,58 @@ def test_bsr_mv_gradients_match_central_differences(device, rng, bs):
     np.testing.assert_allclose(gy, _central(lambda y: forward(values, xs, y), ys), rtol=1e-6, atol=1e-8)
 
 
-def test_transpose_axpy_mm_gradients(rng):
-    """Value ops are launches: a loss through transpose, axpy and mm has the values' gradient of its dense
-    counterpart (cpu, float64)."""
+@pytest.mark.parametrize("bs", [1, 2, 3])
+def test_transpose_axpy_mm_diag_gradients(device, rng, bs):
+    """Value ops are launches: a loss through transpose, axpy, mm and get_diag has the values' gradient of
+    its dense counterpart (float64 central differences)."""
     n = 4
-    rows, cols, values = random_triplets(rng, n, n, 7, 2)
-    w = rng.standard_normal((n * 2, n * 2))
+    rows, cols, values = random_triplets(rng, n, n, 7, bs)
+    values = values.reshape(-1) if bs == 1 else values
+    M = S.bsr_from_triplets(1, 1, [0], [0], values[:1], device=device).block_type
+    w = rng.standard_normal((n * bs, n * bs))
+    wd = rng.standard_normal((n, bs, bs))
 
     def loss(vals, grad=False):
-        tv = gk.array(vals, dtype=gk.mat22d, requires_grad=grad)
+        tv = gk.array(vals, dtype=M, device=device, requires_grad=grad)
         tape = gk.Tape()
         with tape:
             A = S.bsr_from_triplets(n, n, rows, cols, tv)
             C = S.bsr_axpy(S.bsr_transposed(A), S.bsr_mm(A, A), alpha=2.0, beta=0.5)
-        D = C.to_dense()
+            d = S.bsr_get_diag(C)
+        D = C.to_dense().astype(np.float64)
+        value = float((D * w).sum() + (d.numpy().reshape(n, bs, bs) * wd).sum())
         if not grad:
-            return float((D * w).sum())
-        seed = np.array([w[r * 2:r * 2 + 2, c * 2:c * 2 + 2] for r, c in zip(C.block_rows(), C.columns.numpy())])
-        tape.backward(grads={C.values: gk.array(seed, dtype=gk.mat22d)})
+            return value
+        seed = np.array([w[r * bs:r * bs + bs, c * bs:c * bs + bs] for r, c in zip(C.block_rows(), C.columns.numpy())])
+        shape = (lambda a: a.reshape(a.shape[0])) if bs == 1 else (lambda a: a)
+        tape.backward(grads={C.values: gk.array(shape(seed), dtype=M, device=device),
+                             d: gk.array(shape(wd), dtype=M, device=device)})
         return tv.grad.numpy()
 
     np.testing.assert_allclose(loss(values, grad=True), _central(loss, values), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("dtype", [gk.float64, gk.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("bs", [1, 2, 3])
+def test_set_from_triplets_diag_and_rectangular_diag_match_scipy(device, rng, bs, dtype):
+    """bsr_set_from_triplets (duplicates summed, the old pattern dropped) against SciPy's COO sum, bsr_diag
+    from one block repeated, bsr_get_diag of a wide and a tall matrix, for every block size and dtype."""
+    tol = TOL[dtype]
+    A, _ = build(rng, 5, 6, 10, bs, dtype, device)
+    rows, cols, values = random_triplets(rng, 5, 6, 14, bs)
+    values = values.astype(NP[dtype])
+    assert S.bsr_set_from_triplets(A, rows, cols, values.reshape(-1) if bs == 1 else values) is A
+    ref = sp.coo_matrix((values.reshape(-1).astype(np.float64),
+                         (np.repeat(rows * bs, bs * bs) + np.tile(np.repeat(np.arange(bs), bs), rows.size),
+                          np.repeat(cols * bs, bs * bs) + np.tile(np.tile(np.arange(bs), bs), cols.size))),
+                        shape=(5 * bs, 6 * bs)).toarray()
+    np.testing.assert_allclose(A.to_scipy().toarray(), ref, **tol)
+    assert A.dtype is dtype and A.nnz == len(set(zip(rows.tolist(), cols.tolist())))
+    for M, D in ((A, ref), (S.bsr_transposed(A), ref.T)):        # wide, then tall: min(nrow, ncol) blocks
+        diag = S.bsr_get_diag(M).numpy().reshape(-1, bs, bs)
+        assert diag.shape[0] == 5
+        for r in range(5):
+            np.testing.assert_allclose(diag[r], D[r * bs:(r + 1) * bs, r * bs:(r + 1) * bs], **tol)
+    block = rng.standard_normal((bs, bs)).astype(NP[dtype])
+    E = S.bsr_diag(block[0, 0] if bs == 1 else block, rows_of_blocks=4, dtype=dtype, device=device)
+    np.testing.assert_allclose(E.to_dense(), np.kron(np.eye(4), block), **tol)
