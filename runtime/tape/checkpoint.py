@@ -29,7 +29,10 @@ def no_grad(fn=None):
     """`with gk.no_grad():` launches and host copies inside are not recorded on this thread's active
     tape (PyTorch's `torch.no_grad`); writes to arrays the tape recorded are still caught at backward.
     As a decorator, `@gk.no_grad` makes a Python function run so, and a kernel never recorded (Taichi's
-    `@ti.ad.no_grad`: its gradient is a no-op)."""
+    `@ti.ad.no_grad`: its gradient is a no-op).
+
+    Args:
+        fn: None for the context manager; a Python function or a kernel when used as a decorator."""
     if fn is None:
         return _suspended()
     if getattr(fn, "_gk_kernel", False):
@@ -57,7 +60,12 @@ def checkpoint(fn, *args, **kwargs):
     intermediate arrays `fn` allocates live only while its block is being differentiated.
     `fn` must write (not accumulate into) its outputs, since it runs twice. The recompute refuses inputs
     changed since the block ran (GradientRuleError) and puts back what later launches wrote into the
-    block's outputs (runtime/tape/block.py)."""
+    block's outputs (runtime/tape/block.py).
+
+    Args:
+        fn: a Python function that launches kernels; its return value is returned.
+        args: the positional arguments `fn` is called with (both times).
+        kwargs: its keyword arguments (both times)."""
     tape = state.tape
     if tape is None:
         return fn(*args, **kwargs)
@@ -86,7 +94,10 @@ def checkpoint(fn, *args, **kwargs):
 
 def grad_replaced(fn):
     """Taichi's `@ti.ad.grad_replaced`: inside a Tape, `fn`'s launches are not recorded; its
-    `@gk.grad_for(fn)` function runs in their place during backward, with the same arguments."""
+    `@gk.grad_for(fn)` function runs in their place during backward, with the same arguments.
+
+    Args:
+        fn: the Python function (launching kernels) whose gradient is written by hand."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -113,7 +124,11 @@ def grad_replaced(fn):
 
 
 def grad_for(primal):
-    """Taichi's `@ti.ad.grad_for(primal)`: register the decorated function as `primal`'s backward."""
+    """Taichi's `@ti.ad.grad_for(primal)`: register the decorated function as `primal`'s backward.
+
+    Args:
+        primal: the `@gk.grad_replaced` function the decorated one differentiates; it is called with the
+            same arguments during the backward pass."""
     if not getattr(primal, "_gk_grad_replaced", False):
         raise TypeError("gk.grad_for(f) needs f decorated with @gk.grad_replaced")
 

@@ -17,7 +17,16 @@ class ForwardMode:
 
     `clear_gradients=True` zeroes the dual of every array the block touches before its first use there
     (False keeps existing duals, to accumulate tangents over several blocks); the seeds' duals are
-    zeroed again on exit, so one direction does not leak into the next block."""
+    zeroed again on exit, so one direction does not leak into the next block.
+
+    Args:
+        seeds: {array: tangent}: each array's `.dual` is set to its tangent (an array, NumPy array, list or
+            scalar of the array's shape; duals are allocated as needed); afterwards an output's `.dual` holds
+            J·v.
+        clear_gradients: zero the duals the block touches before their first use (see above).
+        loss: Taichi's spelling: the output whose `.dual` is read afterwards (kept as `.loss`; it changes nothing).
+        param: Taichi's spelling of a single seed: the input array (instead of `seeds`).
+        seed: the tangent for `param` (default 1 for a one-element `param`)."""
 
     def __init__(self, seeds: dict | None = None, clear_gradients: bool = True, *, loss=None, param=None,
                  seed=None):
