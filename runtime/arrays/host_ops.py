@@ -82,7 +82,14 @@ def record(name: str, dst, src=None, dst_offset: int = 0, src_offset: int = 0, c
 
 def copy(dst, src, dest_offset: int = 0, src_offset: int = 0, count: int | None = None):
     """`gk.copy`: copy `count` elements of `src` from `src_offset` into `dst` at `dest_offset` (flat element
-    indices; all of `src` by default); recorded on a tape and differentiated like a launch. Returns dst."""
+    indices; all of `src` by default); recorded on a tape and differentiated like a launch. Returns dst.
+
+    Args:
+        dst: the array written (same dtype as `src`; any device).
+        src: the array read.
+        dest_offset: the first element of `dst` written (a flat index).
+        src_offset: the first element of `src` read (a flat index).
+        count: how many elements; None: from `src_offset` to the end of `src`."""
     from .array import array
     for name, a in (("dst", dst), ("src", src)):
         if not isinstance(a, array):
