@@ -59,7 +59,24 @@ memory = _MemoryStats()
 
 class array:
     """A gradkit array. `gk.array(data, dtype=None, shape=None, device=None, requires_grad=False,
-    requires_dual=False, label=None)` copies `data`; in annotations `gk.array(dtype=T, ndim=N)` is a type."""
+    requires_dual=False, label=None)` copies `data`; in annotations `gk.array(dtype=T, ndim=N)` is a type.
+
+    Args:
+        data: what to copy: a NumPy array, nested list, scalar or another `gk.array`. None with `shape`: a
+            zero-filled array; None without `shape`: the array *type* `gk.array(dtype=T, ndim=N)` for kernel
+            annotations.
+        dtype: the element type (gk.float32, gk.vec3, a `@gk.struct` class, Python float/int/bool ...); None:
+            inferred from `data` (NumPy's dtype is kept: float64 stays float64) or float32. A vector/matrix
+            dtype reads `data`'s trailing dimensions as components: shape (n, 3) data makes n gk.vec3.
+        shape: the shape (an int or a tuple of up to 4 ints) of a zero-filled array, or the shape `data` (of as
+            many elements) is read into.
+        device: a device name ("cpu", "opencl:0", ...) or `gk.Device`; None: `data`'s device for a `gk.array`,
+            else the current device.
+        requires_grad: allocate `.grad` (same shape, zeros) for a tape's backward pass to accumulate into
+            (float dtypes only).
+        requires_dual: allocate `.dual`, the tangent array forward mode writes.
+        ndim: in an annotation, the number of dimensions of the array type (default 1); with data, checked.
+        label: a name shown by the debugger, `tape.visualize` and error messages."""
 
     __slots__ = ("shape", "ndim", "size", "dtype", "device", "buffer", "nbytes", "version", "label",
                  "_host", "_grad", "_dual", "_held", "_exposed", "_crc", "_family", "_origin", "__weakref__")
@@ -174,7 +191,10 @@ class array:
 
     # Views ------------------------------------------------------------------------
     def reshape(self, shape) -> "array":
-        """The same memory with another shape (one dimension may be -1); no copy (Warp's reshape)."""
+        """The same memory with another shape (one dimension may be -1); no copy (Warp's reshape).
+
+        Args:
+            shape: the new shape, an int or a tuple of up to 4 ints with the same number of elements."""
         return views.reshape(self, shape)
 
     def flatten(self) -> "array":
@@ -182,7 +202,10 @@ class array:
         return views.reshape(self, (self.size,))
 
     def view(self, dtype) -> "array":
-        """The same memory read as `dtype` elements of the same size (float32 <-> int32 ...); no copy."""
+        """The same memory read as `dtype` elements of the same size (float32 <-> int32 ...); no copy.
+
+        Args:
+            dtype: an element type of the same byte size as this array's."""
         return views.view(self, dtype)
 
     # Gradients and duals --------------------------------------------------------
@@ -350,7 +373,11 @@ class array:
 
     # Writes ------------------------------------------------------------------------
     def assign(self, values) -> "array":
-        """Copy `values` (gk.array, NumPy array, nested list, or a scalar) into this array; same shape."""
+        """Copy `values` (gk.array, NumPy array, nested list, or a scalar) into this array; same shape.
+
+        Args:
+            values: the new contents, of this array's shape (a scalar fills every element). Recorded on an active
+                tape and differentiated."""
         if isinstance(values, array):
             if values.shape != self.shape or values.dtype.shape != self.dtype.shape:
                 raise ValueError(f"values: shape {values.shape} ({values.dtype.name}) does not match this "
@@ -387,7 +414,11 @@ class array:
         return self
 
     def fill_(self, value) -> "array":
-        """Set every element to `value` (a scalar, or one vector/matrix value for vec/mat dtypes)."""
+        """Set every element to `value` (a scalar, or one vector/matrix value for vec/mat dtypes).
+
+        Args:
+            value: the fill value. Recorded on an active tape (an overwrite: it consumes the gradient of what it
+                overwrote)."""
         self._fill(value)
         host_ops.record("fill_", self)
         return self
@@ -454,7 +485,10 @@ class array:
         return array_copy.reduce(self)
 
     def to(self, device) -> "array":
-        """This array on `device`: itself if already there, else a copy."""
+        """This array on `device`: itself if already there, else a copy.
+
+        Args:
+            device: a device name ("cpu", "opencl:0", ...) or `gk.Device`."""
         dev = get_device(device)
         return self if dev is self.device else self._copy_to(dev)
 
@@ -468,20 +502,32 @@ class array:
 # --------------------------------------------------------------------------- type aliases
 
 def array1d(dtype=float32) -> ArrayType:
-    """The 1-d array type of `dtype` (same as `gk.array(dtype=dtype)`)."""
+    """The 1-d array type of `dtype`, for kernel annotations (same as `gk.array(dtype=dtype, ndim=1)`).
+
+    Args:
+        dtype: the element type (a scalar, vector, matrix or struct type; Python float means float32)."""
     return array_type(_as_dtype(dtype), 1)
 
 
 def array2d(dtype=float32) -> ArrayType:
-    """The 2-d array type of `dtype` (same as `gk.array(dtype=dtype, ndim=2)`)."""
+    """The 2-d array type of `dtype`, for kernel annotations (same as `gk.array(dtype=dtype, ndim=2)`).
+
+    Args:
+        dtype: the element type (a scalar, vector, matrix or struct type; Python float means float32)."""
     return array_type(_as_dtype(dtype), 2)
 
 
 def array3d(dtype=float32) -> ArrayType:
-    """The 3-d array type of `dtype` (same as `gk.array(dtype=dtype, ndim=3)`)."""
+    """The 3-d array type of `dtype`, for kernel annotations (same as `gk.array(dtype=dtype, ndim=3)`).
+
+    Args:
+        dtype: the element type (a scalar, vector, matrix or struct type; Python float means float32)."""
     return array_type(_as_dtype(dtype), 3)
 
 
 def array4d(dtype=float32) -> ArrayType:
-    """The 4-d array type of `dtype` (same as `gk.array(dtype=dtype, ndim=4)`)."""
+    """The 4-d array type of `dtype`, for kernel annotations (same as `gk.array(dtype=dtype, ndim=4)`).
+
+    Args:
+        dtype: the element type (a scalar, vector, matrix or struct type; Python float means float32)."""
     return array_type(_as_dtype(dtype), 4)
