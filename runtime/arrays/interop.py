@@ -34,7 +34,15 @@ def to_torch(a, requires_grad: bool | None = None):
     `requires_grad` (default: `a.requires_grad`) is set on the tensor, and `a.grad` becomes its `.grad`
     (shared likewise). A uint32 array is the exception: it comes back as an int64 copy, because torch's
     own uint32 is a limited-support dtype (no `+`, comparisons or `max` on CPU in torch 2.13);
-    `torch.from_numpy(a.numpy())` shares it as such a tensor."""
+    `torch.from_numpy(a.numpy())` shares it as such a tensor.
+
+    Args:
+        a: the array (any device; vector/matrix dtypes become trailing tensor dimensions).
+        requires_grad: set on the tensor; None: `a.requires_grad`.
+
+    Args:
+        a: the array (any device; vector/matrix dtypes become trailing tensor dimensions).
+        requires_grad: set on the tensor; None: `a.requires_grad`."""
     torch = _torch()
     if not hasattr(a, "buffer"):
         raise TypeError(f"a: gk.to_torch takes a gk.array, got {type(a).__name__}")
@@ -68,7 +76,21 @@ def from_torch(t, dtype=None, requires_grad: bool | None = None, device=None):
     `dtype` (e.g. gk.vec3) reads trailing dimensions as vector/matrix components; `requires_grad`
     (default: `t.requires_grad`) gives the array a `.grad`, shared with `t.grad` when there is one. Values
     that do not fit `dtype`, and tensors of more than 4 dimensions (besides a vector/matrix dtype's), are a
-    ValueError naming `t`; a 0-d tensor is a one-element array (as `gk.array` makes of a scalar)."""
+    ValueError naming `t`; a 0-d tensor is a one-element array (as `gk.array` makes of a scalar).
+
+    Args:
+        t: a torch tensor (CPU tensors can be shared; others are copied).
+        dtype: the gradkit element type; a vector/matrix type reads trailing dimensions as components; None:
+            the tensor's scalar type.
+        requires_grad: give the array a `.grad`; None: `t.requires_grad`.
+        device: the gradkit device of the array; None: "cpu" for a CPU tensor.
+
+    Args:
+        t: a torch tensor (CPU tensors can be shared; others are copied).
+        dtype: the gradkit element type; a vector/matrix type reads trailing dimensions as components; None:
+            the tensor's scalar type.
+        requires_grad: give the array a `.grad`; None: `t.requires_grad`.
+        device: the gradkit device of the array; None: "cpu" for a CPU tensor."""
     from .array import array
     from ..launch.device import get_device
     torch = _torch()
@@ -103,7 +125,21 @@ def torch_function(fn, dtypes=None, device=None):
     a gk.Tape (recomputing it) and runs `tape.backward` with torch's output gradients. `dtypes` gives the
     gradkit element type of each tensor argument (None: its scalar type); `device` the gradkit device the
     tensors are put on (default: "cpu" for CPU tensors, shared without a copy). Non-tensor arguments pass
-    through. Outputs come back as CPU tensors (sharing the output arrays' memory on the cpu device)."""
+    through. Outputs come back as CPU tensors (sharing the output arrays' memory on the cpu device).
+
+    Args:
+        fn: a Python function taking gk.arrays (and other arguments) and returning a gk.array or a tuple
+            of them, launching kernels.
+        dtypes: the gradkit element type of each tensor argument, in order (e.g. `[gk.vec3d, None]`); None
+            or a None entry: the tensor's scalar type.
+        device: the gradkit device the tensors are put on; None: "cpu" for CPU tensors.
+
+    Args:
+        fn: a Python function taking gk.arrays (and other arguments) and returning a gk.array or a tuple
+            of them, launching kernels.
+        dtypes: the gradkit element type of each tensor argument, in order (e.g. `[gk.vec3d, None]`); None
+            or a None entry: the tensor's scalar type.
+        device: the gradkit device the tensors are put on; None: "cpu" for CPU tensors."""
     torch = _torch()
     from ..tape.checkpoint import no_grad
     from ..tape.tape import Tape
@@ -180,7 +216,13 @@ def _jax():
 def to_jax(a):
     """A JAX array of `a`'s data: through DLPack (the same memory, where JAX takes it) for a host-memory
     (cpu) array, else from a host copy. JAX arrays are immutable: do not write `a` while JAX uses it. A
-    64-bit array needs JAX's 64-bit mode (JAX would otherwise round it to 32 bits)."""
+    64-bit array needs JAX's 64-bit mode (JAX would otherwise round it to 32 bits).
+
+    Args:
+        a: the array (vector/matrix dtypes become trailing dimensions).
+
+    Args:
+        a: the array (vector/matrix dtypes become trailing dimensions)."""
     jax = _jax()
     if not hasattr(a, "buffer"):
         raise TypeError(f"a: gk.to_jax takes a gk.array, got {type(a).__name__}")
@@ -195,7 +237,19 @@ def to_jax(a):
 def from_jax(x, dtype=None, device=None):
     """A gradkit array holding a copy of JAX array `x` (JAX arrays are immutable; gradkit arrays are written
     by kernels). `dtype` (e.g. gk.vec3) reads trailing dimensions as vector/matrix components; values that do
-    not fit it are a ValueError naming `x`, as in `gk.array`."""
+    not fit it are a ValueError naming `x`, as in `gk.array`.
+
+    Args:
+        x: a JAX array.
+        dtype: the gradkit element type; a vector/matrix type reads trailing dimensions as components;
+            None: the array's scalar type.
+        device: the gradkit device of the copy; None: the current device.
+
+    Args:
+        x: a JAX array.
+        dtype: the gradkit element type; a vector/matrix type reads trailing dimensions as components;
+            None: the array's scalar type.
+        device: the gradkit device of the copy; None: the current device."""
     from .array import array
     jax = _jax()
     if not isinstance(x, jax.Array):
@@ -213,7 +267,19 @@ def jax_function(fn, dtypes=None, device=None):
     per input signature. Under `vmap`, `fn` runs once per batch element (`vmap_method="sequential"`).
     `dtypes` gives each argument's gradkit element type (None: its scalar type); `device` where it runs.
     Arguments are converted by `from_jax`'s rules (a value that does not fit is a ValueError naming the
-    argument, raised when the callback runs)."""
+    argument, raised when the callback runs).
+
+    Args:
+        fn: a Python function taking gk.arrays (and other arguments) and returning a gk.array or a tuple
+            of them, launching kernels.
+        dtypes: the gradkit element type of each argument, in order; None or a None entry: its scalar type.
+        device: the gradkit device `fn` runs on; None: the current device.
+
+    Args:
+        fn: a Python function taking gk.arrays (and other arguments) and returning a gk.array or a tuple
+            of them, launching kernels.
+        dtypes: the gradkit element type of each argument, in order; None or a None entry: its scalar type.
+        device: the gradkit device `fn` runs on; None: the current device."""
     jax = _jax()
     import numpy as np_
     from ..tape.checkpoint import no_grad
