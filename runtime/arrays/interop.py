@@ -38,10 +38,6 @@ def to_torch(a, requires_grad: bool | None = None):
 
     Args:
         a: the array (any device; vector/matrix dtypes become trailing tensor dimensions).
-        requires_grad: set on the tensor; None: `a.requires_grad`.
-
-    Args:
-        a: the array (any device; vector/matrix dtypes become trailing tensor dimensions).
         requires_grad: set on the tensor; None: `a.requires_grad`."""
     torch = _torch()
     if not hasattr(a, "buffer"):
@@ -77,13 +73,6 @@ def from_torch(t, dtype=None, requires_grad: bool | None = None, device=None):
     (default: `t.requires_grad`) gives the array a `.grad`, shared with `t.grad` when there is one. Values
     that do not fit `dtype`, and tensors of more than 4 dimensions (besides a vector/matrix dtype's), are a
     ValueError naming `t`; a 0-d tensor is a one-element array (as `gk.array` makes of a scalar).
-
-    Args:
-        t: a torch tensor (CPU tensors can be shared; others are copied).
-        dtype: the gradkit element type; a vector/matrix type reads trailing dimensions as components; None:
-            the tensor's scalar type.
-        requires_grad: give the array a `.grad`; None: `t.requires_grad`.
-        device: the gradkit device of the array; None: "cpu" for a CPU tensor.
 
     Args:
         t: a torch tensor (CPU tensors can be shared; others are copied).
@@ -126,13 +115,6 @@ def torch_function(fn, dtypes=None, device=None):
     gradkit element type of each tensor argument (None: its scalar type); `device` the gradkit device the
     tensors are put on (default: "cpu" for CPU tensors, shared without a copy). Non-tensor arguments pass
     through. Outputs come back as CPU tensors (sharing the output arrays' memory on the cpu device).
-
-    Args:
-        fn: a Python function taking gk.arrays (and other arguments) and returning a gk.array or a tuple
-            of them, launching kernels.
-        dtypes: the gradkit element type of each tensor argument, in order (e.g. `[gk.vec3d, None]`); None
-            or a None entry: the tensor's scalar type.
-        device: the gradkit device the tensors are put on; None: "cpu" for CPU tensors.
 
     Args:
         fn: a Python function taking gk.arrays (and other arguments) and returning a gk.array or a tuple
@@ -219,9 +201,6 @@ def to_jax(a):
     64-bit array needs JAX's 64-bit mode (JAX would otherwise round it to 32 bits).
 
     Args:
-        a: the array (vector/matrix dtypes become trailing dimensions).
-
-    Args:
         a: the array (vector/matrix dtypes become trailing dimensions)."""
     jax = _jax()
     if not hasattr(a, "buffer"):
@@ -238,12 +217,6 @@ def from_jax(x, dtype=None, device=None):
     """A gradkit array holding a copy of JAX array `x` (JAX arrays are immutable; gradkit arrays are written
     by kernels). `dtype` (e.g. gk.vec3) reads trailing dimensions as vector/matrix components; values that do
     not fit it are a ValueError naming `x`, as in `gk.array`.
-
-    Args:
-        x: a JAX array.
-        dtype: the gradkit element type; a vector/matrix type reads trailing dimensions as components;
-            None: the array's scalar type.
-        device: the gradkit device of the copy; None: the current device.
 
     Args:
         x: a JAX array.
@@ -268,12 +241,6 @@ def jax_function(fn, dtypes=None, device=None):
     `dtypes` gives each argument's gradkit element type (None: its scalar type); `device` where it runs.
     Arguments are converted by `from_jax`'s rules (a value that does not fit is a ValueError naming the
     argument, raised when the callback runs).
-
-    Args:
-        fn: a Python function taking gk.arrays (and other arguments) and returning a gk.array or a tuple
-            of them, launching kernels.
-        dtypes: the gradkit element type of each argument, in order; None or a None entry: its scalar type.
-        device: the gradkit device `fn` runs on; None: the current device.
 
     Args:
         fn: a Python function taking gk.arrays (and other arguments) and returning a gk.array or a tuple
