@@ -17,7 +17,16 @@ DEFAULT_SPEC = "cpu"
 
 
 class Device:
-    """One device of one backend plugin. Compares and hashes by `name` (equal to its name string too)."""
+    """One device of one backend plugin. Compares and hashes by `name` (equal to its name string too).
+    Made by gradkit (`gk.get_device`, `gk.get_devices`), not by users.
+
+    Args:
+        name: what `device=` takes: "cpu", "opencl:0", "foo:1".
+        backend: the plugin's registry name ("cpu", "opencl", ...).
+        impl: the Backend object that runs it (internal).
+        info: its DeviceInfo: `description` and the backend's `properties` (for OpenCL: type, fp64, memory,
+            platform, driver version, ...).
+        ordinal: its index among the plugin's devices."""
 
     __slots__ = ("name", "backend", "description", "ordinal", "impl", "info", "__weakref__")
 
@@ -139,7 +148,11 @@ def _resolve(spec: str) -> Device:
 
 def get_device(spec=None) -> Device:
     """The Device for `spec`: None → the current default ("cpu" unless set), a Device passes through,
-    "opencl" → the first OpenCL device, "opencl:N" → the N-th, "foo"/"foo:N" → plugin foo's devices."""
+    "opencl" → the first OpenCL device, "opencl:N" → the N-th, "foo"/"foo:N" → plugin foo's devices.
+    `gk.DeviceError` says what is missing when the plugin or device is not there.
+
+    Args:
+        spec: a device name ("cpu", "opencl", "opencl:N", a plugin's "foo" / "foo:N") or a `gk.Device`. None: the current default device."""
     if spec is None:
         return _default if _default is not None else get_device(DEFAULT_SPEC)
     if spec.__class__ is Device:
@@ -172,7 +185,10 @@ def get_devices() -> list[Device]:
 
 
 def set_device(spec) -> Device:
-    """Make `spec` the default device (used when `device=None`); returns the Device."""
+    """Make `spec` the default device (used when `device=None`); returns the Device.
+
+    Args:
+        spec: a device name ("cpu", "opencl", "opencl:N", a plugin's "foo" / "foo:N") or a `gk.Device`."""
     global _default
     dev = get_device(spec)
     _default = dev
@@ -180,7 +196,10 @@ def set_device(spec) -> Device:
 
 
 class ScopedDevice:
-    """`with gk.ScopedDevice("opencl"):` — the default device inside the block; nestable, restored on exit."""
+    """`with gk.ScopedDevice("opencl"):` — the default device inside the block; nestable, restored on exit.
+
+    Args:
+        spec: a device name ("cpu", "opencl", "opencl:N", a plugin's "foo" / "foo:N") or a `gk.Device`."""
 
     def __init__(self, spec):
         self.device = get_device(spec)
@@ -198,7 +217,10 @@ class ScopedDevice:
 
 
 def synchronize(device=None) -> None:
-    """Wait for queued work: on `device`, or on every device used so far when None."""
+    """Wait for queued work: on `device`, or on every device used so far when None.
+
+    Args:
+        device: a device name or `gk.Device`; None: every device used so far."""
     if device is not None:
         dev = get_device(device)
         dev.impl.synchronize(dev.info)
