@@ -66,8 +66,27 @@ def _flatten(spec, bound):
 def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = False, adj_inputs=None,
            adj_outputs=None, record_tape: bool = True, tangent: bool = False, consume: bool = False):
     """Run `kernel` over the grid `dim` with `inputs` then `outputs` matched to its parameters in order.
-    `consume` (a tape's backward pass sets it): the adjoint resets the gradient of every element it
-    overwrote, also where the kernel alone would not need it (ad/consume.py)."""
+    Inside a recording `gk.Tape` the launch is recorded (its adjoint runs at `tape.backward`); inside
+    `gk.ForwardMode` it runs the tangent kernel. Wrong argument counts, dtypes, devices or shapes raise
+    `TypeError`/`ValueError` naming the parameter, before anything runs.
+
+    Args:
+        kernel: a `@gk.kernel`.
+        dim: the number of threads: an int, or a tuple of up to 4 ints (then `gk.tid()` returns a tuple).
+        inputs: the first arguments, in parameter order: gk.arrays for array parameters (not NumPy arrays),
+            Python or NumPy scalars (converted to the parameter's type), vectors/matrices, structs.
+        outputs: the remaining arguments, usually the arrays the kernel writes (inputs and outputs are
+            only told apart for the tape's records and the debugger).
+        device: where to run; None: the arrays' device (all must be on one), else the current device.
+        adjoint: run the kernel's reverse (adjoint) version instead, accumulating into gradient arrays.
+        adj_inputs: with `adjoint`, the gradient of each input (arrays for array parameters, None for
+            scalars); None: each array's `.grad`.
+        adj_outputs: with `adjoint`, the gradient of each output; None: each array's `.grad`.
+        record_tape: record the launch on the active tape (False: run it unrecorded, like `gk.no_grad`).
+        tangent: run the tangent (forward-mode) kernel, reading and writing the arrays' `.dual`; implied
+            inside `gk.ForwardMode`.
+        consume: (a tape's backward pass sets it) the adjoint resets the gradient of every element it
+            overwrote, also where the kernel alone would not need it (ad/consume.py)."""
     # The hot path of every launch (W5: ~2 µs in all on cpu): each step is inlined here or cached on the
     # kernel; every check still runs (the binder's per-parameter checks, dim, tid arity, device).
     if not getattr(kernel, "_gk_kernel", False):
