@@ -11,6 +11,7 @@ import io
 import numpy as np
 import pytest
 
+from gradkit.warp.examples import KNOWN_EDITS
 from tests.dialects.warp_examples import close as _close, load, quiet as _quiet, run_both
 
 warp = pytest.importorskip("warp")
@@ -19,12 +20,7 @@ warp.init()        # the examples build a wp.HashGrid before their first launch 
 
 
 # gradkit needs a return annotation on a @wp.func that returns from inside a branch (Warp infers it)
-SPH_EDITS = (
-    ("xyz: wp.vec3, pressure: float, neighbor_pressure: float, neighbor_rho: float, smoothing_length: float\n):",
-     "xyz: wp.vec3, pressure: float, neighbor_pressure: float, neighbor_rho: float, smoothing_length: float\n"
-     ") -> wp.vec3:"),
-    ("neighbor_rho: float, smoothing_length: float):", "neighbor_rho: float, smoothing_length: float) -> wp.vec3:"),
-)
+SPH_EDITS = KNOWN_EDITS["core/example_sph.py"]
 
 
 def test_sph_runs_with_two_annotations():
@@ -64,8 +60,7 @@ def test_dem_runs_unchanged():
 
 
 # gk.grad takes scalar parameters only: the potential's gradient with respect to the vec3 `d` is written out
-REPULSION_EDITS = (("f_i -= wp.grad(compute_potential)(d)",
-                    "f_i -= -A * d / (wp.length(d) * (wp.length(d) + EPS) * (wp.length(d) + EPS))"),)
+REPULSION_EDITS = KNOWN_EDITS["optim/example_particle_repulsion.py"]
 
 
 def test_particle_repulsion_runs_with_the_potential_gradient_written_out():

@@ -22,6 +22,7 @@ import sys
 import numpy as np
 import pytest
 
+from gradkit.warp.examples import KNOWN_EDITS
 from tests.dialects.test_warp_mesh_examples import _fake_pxr
 from tests.dialects.warp_examples import close, load, quiet
 from tests.geometry.test_mesh import sphere
@@ -30,7 +31,7 @@ warp = pytest.importorskip("warp")
 warp.config.quiet = True
 warp.init()
 
-DIFFRAY_EDITS = ((" = rays_width / num_samples", " = rays_width // num_samples"),)
+DIFFRAY_EDITS = KNOWN_EDITS["optim/example_diffray.py"]
 OFFSET_ROT = [0.0, (math.sqrt(3) - 1) / (2.0 * math.sqrt(2.0)), 0.0, (math.sqrt(3) + 1) / (2.0 * math.sqrt(2.0))]
 
 

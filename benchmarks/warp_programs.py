@@ -1,0 +1,195 @@
+"""Warp's own example programs under `gradkit.warp` and under Warp, time per step (issue #40 item 4).
+
+    python benchmarks/warp_programs.py [--quick] [--steps N] [--programs sph,dem,diffray] [--json out.json]
+
+The programs are example_sph, example_dem and optim/example_diffray from the installed `warp` package,
+loaded by `gradkit.warp.examples.load_example` as written (Warp) and with only their imports pointed at
+gradkit.warp plus the edits docs/porting/warp.md lists (gradkit); rendering off. One step is the example's
+own `step()`: a frame of simulation substeps (sph, dem), or a taped forward and backward pass with an SGD
+update (diffray). Sizes are the examples' own where a step stays near a second on a 2-core CPU, else set
+from outside through the example's attributes (SIZES). example_diffray loads bunny.usd through OpenUSD,
+which need not be installed: a stand-in `pxr` gives both systems the same sphere mesh.
+
+Both systems run in this process on the CPU, their steps alternating (Warp, gradkit, gradkit, Warp, ...)
+so that load on the machine slows them alike. The first step is reported apart (kernel compilation or
+loading from each system's disk cache, first allocations); per step is the median of the later ones, in
+wall seconds. `run(quick)` returns the rows {program, system, first_step_s, per_step_s, ...} for `make
+bench`; the command line prints a Markdown table and writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import math
+import os
+import statistics
+import sys
+import time
+import types
+
+import numpy as np
+
+PROGRAMS = ("sph", "dem", "diffray")
+SYSTEMS = ("warp", "gradkit.warp")
+
+# per program: (full, quick) settings: sph substeps per step; dem particle block divisor and substeps;
+# diffray image height
+SIZES = {
+    "sph": ({"substeps": 2}, {"substeps": 1}),
+    "dem": ({"shrink": 2, "substeps": 8}, {"shrink": 4, "substeps": 2}),
+    "diffray": ({"height": 128}, {"height": 24}),
+}
+
+
+def _sphere(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A closed UV sphere (radius 0.5 about (0, 0.5, 0): about the bunny's size and place), n rings."""
+    th = np.linspace(0, np.pi, n + 1)[1:-1]
+    ph = np.linspace(0, 2 * np.pi, 2 * n, endpoint=False)
+    pts = [[0, 0, 1]] + [[np.sin(a) * np.cos(b), np.sin(a) * np.sin(b), np.cos(a)] for a in th for b in ph]
+    pts = np.array(pts + [[0, 0, -1]]) * 0.5 + np.array([0.0, 0.5, 0.0])
+    m, tris = 2 * n, []
+    for b in range(m):
+        tris.append([0, 1 + b, 1 + (b + 1) % m])
+    for r in range(n - 2):
+        for b in range(m):
+            a0, a1 = 1 + r * m + b, 1 + r * m + (b + 1) % m
+            tris += [[a0, a0 + m, a1 + m], [a0, a1 + m, a1]]
+    last = len(pts) - 1
+    for b in range(m):
+        tris.append([last, 1 + (n - 2) * m + (b + 1) % m, 1 + (n - 2) * m + b])
+    return pts.astype(np.float32), np.array(tris, np.int32).reshape(-1)
+
+
+def _stand_in_pxr(n: int = 48) -> types.ModuleType:
+    """`from pxr import Usd, UsdGeom` giving the same sphere mesh for any stage and prim."""
+    points, indices = _sphere(n)
+
+    class _Attr:
+        def __init__(self, value):
+            self.value = value
+
+        def Get(self):
+            return self.value.copy()
+
+    class _Mesh:
+        def __init__(self, prim):
+            pass
+
+        def GetPointsAttr(self):
+            return _Attr(points)
+
+        def GetFaceVertexIndicesAttr(self):
+            return _Attr(indices)
+
+    class _Stage:
+        @staticmethod
+        def Open(path):
+            return _Stage()
+
+        def GetPrimAtPath(self, path):
+            return path
+
+    pxr = types.ModuleType("pxr")
+    pxr.Usd = types.SimpleNamespace(Stage=_Stage)
+    pxr.UsdGeom = types.SimpleNamespace(Mesh=_Mesh)
+    return pxr
+
+
+def _load(rel: str, system: str):
+    from gradkit.warp.examples import KNOWN_EDITS, load_example
+    gk = system != "warp"
+    return load_example(rel, gradkit=gk, edits=KNOWN_EDITS.get(rel, ()) if gk else ())
+
+
+def _make(program: str, system: str, size: dict):
+    """The example object, ready to step, and a description of its size."""
+    if program == "sph":
+        e = _load("core/example_sph.py", system).Example(stage_path=None)
+        e.sim_step_to_frame_ratio = size["substeps"]
+        return e, f"{e.n} particles, {size['substeps']} substeps/step"
+    if program == "dem":
+        mod = _load("core/example_dem.py", system)
+        full, k = mod.Example.particle_grid, size["shrink"]
+        mod.Example.particle_grid = lambda self, dx, dy, dz, *rest: full(self, dx // k, dy // k, dz // k, *rest)
+        e = mod.Example(stage_path=None)
+        e.sim_substeps = size["substeps"]
+        e.sim_dt = e.frame_dt / e.sim_substeps
+        return e, f"{len(e.x)} particles, {size['substeps']} substeps/step"
+    if program == "diffray":
+        sys.modules.setdefault("pxr", _stand_in_pxr())
+        mod = _load("optim/example_diffray.py", system)
+        ref = mod.Example(height=size["height"], train_iters=1)
+        ref.ray_cast()
+        rot = [0.0, (math.sqrt(3) - 1) / (2.0 * math.sqrt(2.0)), 0.0, (math.sqrt(3) + 1) / (2.0 * math.sqrt(2.0))]
+        e = mod.Example(height=size["height"], train_iters=1, rot_array=rot)
+        mod.wp.copy(e.target_pixels, ref.pixels)
+        return e, f"{e.width}x{e.height} pixels, {e.num_rays} rays, forward+backward+SGD"
+    raise ValueError(f"unknown program {program!r}: one of {', '.join(PROGRAMS)}")
+
+
+def _step(e) -> float:
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):          # the examples print timers and losses
+        e.step()
+    return time.perf_counter() - t0
+
+
+def time_program(program: str, quick: bool = False, steps: int | None = None) -> list[dict]:
+    """Both systems' first step and median later step of `program`, steps alternating between them."""
+    import warp
+    warp.config.quiet = True
+    warp.init()
+    size = SIZES[program][1 if quick else 0]
+    steps = steps or (2 if quick else 5)
+    examples, sizes = {}, {}
+    for system in SYSTEMS:
+        examples[system], sizes[system] = _make(program, system, size)
+    first = {s: _step(examples[s]) for s in SYSTEMS}
+    later: dict = {s: [] for s in SYSTEMS}
+    for k in range(steps):
+        for s in (SYSTEMS if k % 2 == 0 else SYSTEMS[::-1]):
+            later[s].append(_step(examples[s]))
+    return [{"program": program, "system": s, "first_step_s": first[s], "per_step_s": statistics.median(later[s]),
+             "min_step_s": min(later[s]), "steps": steps, "size": sizes[s]} for s in SYSTEMS]
+
+
+def run(quick: bool = False, programs=PROGRAMS, steps: int | None = None) -> list[dict]:
+    """Rows {program, system, first_step_s, per_step_s, min_step_s, steps, size} for every program."""
+    rows = []
+    for program in programs:
+        rows += time_program(program, quick, steps)
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    by = {(r["program"], r["system"]): r for r in rows}
+    out = ["| program | size | Warp first step | gradkit first step | Warp per step | gradkit per step | "
+           "gradkit / Warp per step |", "|---|---|---|---|---|---|---|"]
+    for program in dict.fromkeys(r["program"] for r in rows):
+        w, g = by[(program, "warp")], by[(program, "gradkit.warp")]
+        out.append(f"| {program} | {w['size']} | {w['first_step_s']:.3f} s | {g['first_step_s']:.3f} s | "
+                   f"{w['per_step_s'] * 1e3:.1f} ms | {g['per_step_s'] * 1e3:.1f} ms | "
+                   f"{g['per_step_s'] / w['per_step_s']:.2f}x |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes, 2 timed steps")
+    ap.add_argument("--steps", type=int, default=None, help="timed steps per system after the first")
+    ap.add_argument("--programs", default=",".join(PROGRAMS))
+    ap.add_argument("--json", default=os.path.join("bench-results", "warp_programs.json"))
+    args = ap.parse_args(argv)
+    rows = run(args.quick, [p for p in args.programs.split(",") if p], args.steps)
+    print(markdown(rows))
+    if args.json:
+        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows, "quick": args.quick, "cpu_count": os.cpu_count()}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
