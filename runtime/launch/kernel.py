@@ -86,7 +86,19 @@ def _too_deep(name: str, variant):
 
 
 class Kernel:
-    """A compiled-on-demand gradkit kernel. Launch it with `gk.launch(kernel, dim, inputs, outputs)`."""
+    """A compiled-on-demand gradkit kernel. Launch it with `gk.launch(kernel, dim, inputs, outputs)`.
+    Made by `@gk.kernel`; it compiles on its first launch per device and argument types.
+
+    Args:
+        pyfunc: the Python function whose source is the kernel (parameters annotated with gradkit types).
+        enable_backward: compile an adjoint; False makes `tape.backward` and `adjoint=True` launches through
+            it an error (a kernel that is never differentiated).
+        max_unroll: unroll `for` loops over constant ranges of at most this many iterations (without
+            `break`/`continue`) into straight-line code; None: keep them loops.
+        default_fp: the type of float literals and `float(x)` in the body (gk.float32 or gk.float64); None
+            follows `gk.config.default_fp`.
+        remainder: "floored" (Python's `%` and `//`, the default) or "truncated" (C's, as Warp's kernels:
+            the sign of the dividend; floats: fmod)."""
 
     _gk_kernel = True
 
@@ -229,7 +241,13 @@ class Kernel:
     def ir(self, adjoint: bool = False, tangent: bool = False, lowered: bool | None = None,
            variant: VariantKey | str | None = None) -> str:
         """The printed core IR: typed IR by default, the lowered adjoint/tangent IR when asked, or that of
-        `variant` (a launch record's, say)."""
+        `variant` (a launch record's, say).
+
+        Args:
+            adjoint: the reverse (adjoint) kernel's IR.
+            tangent: the tangent (forward-mode) kernel's IR.
+            lowered: the forward kernel after the lowering passes, instead of the typed IR.
+            variant: a variant name or key, e.g. a launch record's `variant` / `adjoint_variant` (what ran)."""
         if variant is not None or adjoint or tangent:
             return format_function(self.lowered(variant if variant is not None else variant_key(adjoint, tangent)))
         return format_function(self.lowered(FORWARD) if lowered else self.typed_ir)
@@ -237,7 +255,13 @@ class Kernel:
     def source(self, device=None, adjoint: bool = False, tangent: bool = False,
                variant: VariantKey | str | None = None) -> str:
         """The generated code (LLVM IR, OpenCL C, ...) for `device`: of the forward kernel, its adjoint or
-        tangent, or of `variant` (the one a launch record says ran)."""
+        tangent, or of `variant` (the one a launch record says ran).
+
+        Args:
+            device: a device name or `gk.Device`; None: the current device.
+            adjoint: the reverse (adjoint) kernel's code.
+            tangent: the tangent (forward-mode) kernel's code.
+            variant: a variant name or key, e.g. a launch record's `variant` / `adjoint_variant` (what ran)."""
         dev = get_device(device)
         spec = self.specialization(dev, variant if variant is not None else variant_key(adjoint, tangent))
         return dev.impl.source(spec.compiled)
@@ -294,7 +318,13 @@ class Kernel:
         return [k for k, (_, t) in enumerate(self.params) if isinstance(t, ArrayType)]
 
     def grad(self, dim, inputs=(), outputs=(), device=None):
-        """Taichi's `kernel.grad()`: run the adjoint using every array's `.grad`."""
+        """Taichi's `kernel.grad()`: run the adjoint using every array's `.grad`.
+
+        Args:
+            dim: the launch grid, as the forward launch's.
+            inputs: the forward launch's inputs.
+            outputs: the forward launch's outputs (their `.grad` are the incoming gradients).
+            device: where to run; None: the arrays' device."""
         from .launch import launch
         return launch(self, dim, inputs, outputs, device=device, adjoint=True)
 
@@ -309,7 +339,18 @@ def kernel(fn=None, *, enable_backward: bool = True, max_unroll: int | None = No
            remainder: str = "floored"):
     """Decorator: `@gk.kernel` or `@gk.kernel(enable_backward=..., max_unroll=..., default_fp=gk.float64)`.
     `remainder="truncated"` makes `%` in the body C's (the sign of the dividend; floats: fmod), as Warp's
-    kernels compute it; the default "floored" is Python's. `@gk.func(remainder=...)` takes it too."""
+    kernels compute it; the default "floored" is Python's. `@gk.func(remainder=...)` takes it too.
+
+    Args:
+        fn: the function decorated (given when used bare, `@gk.kernel`).
+        enable_backward: compile an adjoint; False makes `tape.backward` and `adjoint=True` launches through
+            it an error (a kernel that is never differentiated).
+        max_unroll: unroll `for` loops over constant ranges of at most this many iterations (without
+            `break`/`continue`) into straight-line code; None: keep them loops.
+        default_fp: the type of float literals and `float(x)` in the body (gk.float32 or gk.float64); None
+            follows `gk.config.default_fp`.
+        remainder: "floored" (Python's `%` and `//`, the default) or "truncated" (C's, as Warp's kernels:
+            the sign of the dividend; floats: fmod)."""
     if fn is None:
         return lambda f: Kernel(f, enable_backward=enable_backward, max_unroll=max_unroll,
                                 default_fp=default_fp, remainder=remainder)
@@ -318,7 +359,12 @@ def kernel(fn=None, *, enable_backward: bool = True, max_unroll: int | None = No
 
 
 def func(fn=None, **options):
-    """Decorator: `@gk.func` marks a device function callable from kernels."""
+    """Decorator: `@gk.func` marks a device function callable from kernels and other functions; it may
+    return a value or a tuple, and is differentiated with the kernels that call it.
+
+    Args:
+        fn: the function decorated (given when used bare, `@gk.func`).
+        options: as `@gk.kernel`'s: `max_unroll`, `default_fp`, `remainder`."""
     if fn is None:
         return lambda f: Func(f, **options)
     return Func(fn, **options)
