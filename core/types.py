@@ -48,7 +48,10 @@ class ScalarType(Type):
         return ()
 
     def __call__(self, value=0):
-        """Host-side cast, e.g. `gk.float32(1.5)` → numpy scalar."""
+        """Host-side cast, e.g. `gk.float32(1.5)` → numpy scalar (in a kernel, `gk.float32(x)` is a cast too).
+
+        Args:
+            value: a Python or NumPy number (or bool) to convert; 0 by default."""
         return self.np_dtype.type(value)
 
     def range_text(self) -> str:
@@ -118,7 +121,10 @@ class VectorType(Type):
         return (self.length,)
 
     def __call__(self, *values):
-        """Host-side construction: `gk.vec3(1, 2, 3)` → numpy array of shape (3,)."""
+        """Host-side construction: `gk.vec3(1, 2, 3)` → numpy array of shape (3,) (in a kernel, a vector value).
+
+        Args:
+            values: one number per component, a single sequence of them, or one number for every component."""
         if len(values) == 1 and np.ndim(values[0]) == 1:
             values = tuple(values[0])
         if len(values) == 1:
@@ -161,7 +167,10 @@ class MatrixType(Type):
         return (self.rows, self.cols)
 
     def __call__(self, *values):
-        """Host-side construction from rows×cols scalars or a nested sequence."""
+        """Host-side construction from rows×cols scalars or a nested sequence.
+
+        Args:
+            values: rows×cols numbers in row-major order, a nested sequence of rows, or one number for every entry."""
         arr = np.array(values[0] if len(values) == 1 else values, dtype=self.scalar.np_dtype)
         if arr.size == 1 and len(values) == 1 and np.ndim(values[0]) == 0:
             arr = np.full(self.shape, arr.item(), dtype=self.scalar.np_dtype)
@@ -217,7 +226,11 @@ _arrays: dict = {}
 
 
 def vector(length: int, dtype=None) -> VectorType:
-    """The (cached) vector type of `length` components of `dtype` (default float32)."""
+    """The (cached) vector type of `length` components of `dtype` (default float32).
+
+    Args:
+        length: the number of components (`gk.vector(3, gk.float32) is gk.vec3`).
+        dtype: the scalar type of the components; None: float32."""
     scalar = as_type(dtype if dtype is not None else float32)
     if not isinstance(scalar, ScalarType) or scalar.is_bool:
         raise TypeError(f"vector dtype must be a numeric scalar type, got {dtype!r}")
@@ -230,7 +243,10 @@ def vector(length: int, dtype=None) -> VectorType:
 
 
 def quaternion(dtype=None) -> QuatType:
-    """The quaternion type of `dtype` (float32 or float64)."""
+    """The quaternion type of `dtype` (float32 or float64).
+
+    Args:
+        dtype: gk.float32 (`gk.quat`) or gk.float64 (`gk.quatd`); None: float32."""
     scalar = as_type(dtype if dtype is not None else float32)
     if scalar not in (float32, float64):
         raise TypeError(f"quaternion dtype must be float32 or float64, got {dtype!r}")
@@ -238,7 +254,11 @@ def quaternion(dtype=None) -> QuatType:
 
 
 def matrix(shape, dtype=None) -> MatrixType:
-    """The (cached) matrix type of `shape` = (rows, cols) of `dtype` (default float32)."""
+    """The (cached) matrix type of `shape` = (rows, cols) of `dtype` (default float32).
+
+    Args:
+        shape: (rows, cols).
+        dtype: the scalar type of the entries; None: float32."""
     scalar = as_type(dtype if dtype is not None else float32)
     if not isinstance(scalar, ScalarType) or not scalar.is_float:
         raise TypeError(f"matrix dtype must be a float scalar type, got {dtype!r}")
