@@ -30,6 +30,7 @@ else:
     from .runtime import (amdgpu, arm64, cpu, cuda, dx11, dx12, gpu, init, metal, opencl, reset, vulkan,  # noqa: F401
                           x64)
     from .ad import clear_all_gradients  # noqa: F401
+    from .structs import Struct, StructField, dataclass  # noqa: F401
 
     # scalar types: gradkit's own (ti.f32 is gk.float32; `ti.f32(x)` casts inside kernels)
     f32 = float32 = _gk.float32
@@ -72,8 +73,6 @@ else:
     _UNSUPPORTED = {
         "GUI": "ti.GUI (gradkit.taichi is headless; draw with matplotlib from to_numpy())",
         "ui": "ti.ui (GGUI)",
-        "Struct": "ti.Struct / ti.Struct.field",
-        "dataclass": "ti.dataclass",
         "SparseMatrixBuilder": "ti.linalg.SparseMatrixBuilder",
         "sparse_matrix_builder": "ti.types.sparse_matrix_builder",
         "linalg": "ti.linalg",

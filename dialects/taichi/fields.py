@@ -314,7 +314,7 @@ class SNode:
             if isinstance(f, (list, tuple)):
                 self.place(*f)
                 continue
-            if not isinstance(f, (Field, _Component)):
+            if not isinstance(f, (Field, _Component)) and not getattr(f, "_ti_struct_field", False):
                 raise TypeError(f"place(): {f!r} is not a field")
             f._place(self.shape)
         return self

@@ -72,6 +72,29 @@ class Rewriter(ast.NodeTransformer):
         v = self.static(node)
         return v if isinstance(v, Field) else None
 
+    def is_struct(self, node) -> bool:
+        return getattr(self.static(node), "_ti_struct_field", False) is True
+
+    def unstruct(self, node):
+        """`s[i].m` (a member of a struct field's element) as `s.m[i]`, innermost first, so nested structs
+        (`s[i].inner.m`) and components (`s[i].v[0]`) reach the member field; other nodes unchanged."""
+        if isinstance(node, (ast.Subscript, ast.Attribute)):
+            node.value = self.unstruct(node.value)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Subscript) and \
+                    self.is_struct(node.value.value):
+                member = _loc(ast.Attribute(value=node.value.value, attr=node.attr, ctx=ast.Load()), node)
+                if self.static(member) is _STATIC:
+                    raise self.error(node, f"struct field '{ast.unparse(node.value.value)}' has no member "
+                                           f"'{node.attr}'")
+                return _loc(ast.Subscript(value=member, slice=node.value.slice, ctx=node.ctx), node)
+        return node
+
+    def no_struct_element(self, node) -> None:
+        if isinstance(node, ast.Subscript) and self.is_struct(node.value):
+            loc = self.src.loc(node)
+            raise unsupported(f"a whole struct field element as a kernel value ({loc.file}:{loc.line}: "
+                              f"{ast.unparse(node)})", f"read and write its members ({ast.unparse(node)}.<member>)")
+
     def is_static_call(self, node) -> bool:
         return isinstance(node, ast.Call) and self.static(node.func) is gk.static
 
@@ -111,6 +134,9 @@ class Rewriter(ast.NodeTransformer):
         return _name(p, node)
 
     def visit_Attribute(self, node):
+        new = self.unstruct(node)
+        if new is not node:
+            return self.visit(new)
         if isinstance(node.ctx, ast.Load):
             f = self.field_of(node)
             if f is not None:
@@ -132,6 +158,8 @@ class Rewriter(ast.NodeTransformer):
         return len(f.shape) > 1 or isinstance(sl, ast.Name) and sl.id in self.grouped
 
     def visit_Subscript(self, node):
+        node = self.unstruct(node)
+        self.no_struct_element(node)
         f = self.field_of(node.value)
         if f is not None and isinstance(node.ctx, ast.Load) and self.vector_index(f, node.slice):
             return _call("__ti_load", [self.field_name(f, node.value), self.visit(node.slice)], node)
@@ -265,6 +293,7 @@ class Rewriter(ast.NodeTransformer):
             self.field_of(t.value.value) is not None and not self.field_of(t.value.value).elem.is_scalar
 
     def visit_Assign(self, node):
+        node.targets = [self.unstruct(t) for t in node.targets]
         if len(node.targets) == 1 and self.is_component_target(node.targets[0]):
             return self.component_store(node, node.targets[0], node.value)
         if len(node.targets) == 1:
@@ -294,7 +323,7 @@ class Rewriter(ast.NodeTransformer):
         return node
 
     def visit_AugAssign(self, node):
-        t = node.target
+        t = node.target = self.unstruct(node.target)
         if self.is_component_target(t):
             return self.component_store(node, t, node.value)
         if isinstance(t, ast.Subscript):
@@ -409,6 +438,8 @@ class Rewriter(ast.NodeTransformer):
         a plain range."""
         from .kernels import grouped, ndrange
         f = self.field_of(it)
+        if f is None and self.is_struct(it):
+            f = self.static(it)
         if f is not None:
             return [(ast.Constant(value=0), ast.Constant(value=s)) for s in f.shape], False
         if not isinstance(it, ast.Call):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from gradkit.core import types as _T
 
-from .errors import unsupported
 from .fields import NdarrayType, scalar_type
 from .kernels import template  # noqa: F401
+from .structs import struct  # noqa: F401
 
 
 def vector(n: int, dtype=float):
@@ -22,8 +22,6 @@ def ndarray(dtype=None, ndim=None, **kwargs) -> NdarrayType:
     return NdarrayType(dtype, ndim, **kwargs)
 
 
-def struct(**fields):
-    raise unsupported("ti.types.struct", "use separate fields")
 
 
 f32, f64, i32, i64 = _T.float32, _T.float64, _T.int32, _T.int64

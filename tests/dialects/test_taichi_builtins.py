@@ -300,3 +300,90 @@ def test_random_semantics_under_taichi(tmp_path):
 def test_random_semantics_under_gradkit(tmp_path, device):
     text = RANDOM.replace("arch=ti.cpu", f"arch=ti.cpu, device={device!r}")
     _check_random(_random_runs(text, "gradkit.taichi", tmp_path), repeats=True)
+
+
+STRUCTS = '''
+import numpy as np
+import taichi as ti
+
+ti.init(arch=ti.cpu, default_fp=ti.f64)
+
+vec2 = ti.types.vector(2, ti.f64)
+Particle = ti.types.struct(pos=vec2, vel=vec2, mass=ti.f64)
+Outer = ti.types.struct(inner=ti.types.struct(w=ti.f64, d=vec2), s=ti.f64)
+n = 8
+ps = Particle.field(shape=n, needs_grad=True)
+links = ti.Struct.field({"a": ti.i32, "b": ti.i32, "k": ti.f64}, shape=4)
+nest = Outer.field()
+ti.root.dense(ti.i, 3).place(nest)
+ti.root.lazy_grad()
+loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+
+@ti.kernel
+def step(dt: ti.f64):
+    for i in ps:
+        ps[i].vel += dt * ti.Vector([0.0, -9.8]) * ps[i].mass
+        ps[i].pos = ps[i].pos + dt * ps[i].vel
+    for s in range(4):
+        d = ps[links[s].a].pos - ps.pos[links[s].b]
+        loss[None] += links[s].k * d.norm_sqr()
+    for i in nest:
+        nest[i].inner.d = ti.Vector([1.0, 2.0]) * nest[i].s
+        nest[i].inner.d[1] += nest[i].inner.w
+        loss[None] += nest[i].inner.d.sum() * nest[i].inner.w
+    for I in ti.grouped(ps):
+        loss[None] += ps[I].pos.norm() * ps[I].mass
+
+
+def run(seed):
+    rng = np.random.default_rng(seed)
+    ps.from_numpy({"pos": rng.uniform(size=(n, 2)), "vel": rng.uniform(size=(n, 2)), "mass": rng.uniform(1, 2, n)})
+    links.a.from_numpy(np.array([0, 1, 2, 3], np.int32))
+    links.b.from_numpy(np.array([4, 5, 6, 7], np.int32))
+    links.k.from_numpy(rng.uniform(1, 2, 4))
+    nest.s.from_numpy(rng.uniform(size=3))
+    nest.inner.w.from_numpy(rng.uniform(size=3))
+    ps[2].mass = 3.0                                   # Python-scope element access writes through
+    with ti.ad.Tape(loss=loss):
+        step(0.01)
+    data = ps.to_numpy()
+    return [loss[None], ps.mass.grad.to_numpy(), ps.pos.grad.to_numpy(), nest.inner.w.grad.to_numpy(),
+            nest.s.grad.to_numpy(), data["pos"], data["vel"], nest.to_numpy()["inner"]["d"], ps[3].pos,
+            links[1].b, np.array(nest.shape), sorted(ps.keys) == ["mass", "pos", "vel"]]
+'''
+
+
+@pytest.mark.filterwarnings("ignore::gradkit.GradientRuleWarning")  # inner.d written twice on purpose
+def test_struct_fields_match_taichi(tmp_path, device):
+    pytest.importorskip("taichi")
+    got = run_program(STRUCTS.replace("arch=ti.cpu", f"arch=ti.cpu, device={device!r}"), "gradkit.taichi",
+                      tmp_path, "structs")["run"](2)
+    theirs = run_program(STRUCTS, "taichi", tmp_path, "structs")["run"](2)
+    for k, (g, t) in enumerate(zip(got, theirs)):
+        assert rel_err(g, t) < 1e-12, k
+    assert got[-1] is True and np.all(np.abs(got[1]) > 0) and np.all(np.abs(got[4]) > 0)
+
+
+def test_struct_values_in_kernels_name_themselves():
+    import gradkit.taichi as ti
+    ti.init(arch=ti.cpu)
+    s = ti.Struct.field({"a": ti.f32, "b": ti.f32}, shape=4)
+
+    @ti.kernel
+    def whole():
+        for i in s:
+            p = s[i]
+            s[i].a = p.b
+
+    with pytest.raises(ti.TaichiUnsupportedError, match="whole struct field element"):
+        whole()
+    with pytest.raises(ti.TaichiUnsupportedError, match="ti.Struct values"):
+        ti.Struct(a=1.0)
+    with pytest.raises(ti.TaichiUnsupportedError, match="methods of a @ti.dataclass"):
+        @ti.dataclass
+        class Sphere:
+            r: ti.f32
+
+            def area(self):
+                return 4 * 3.14159 * self.r ** 2
