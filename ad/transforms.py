@@ -48,7 +48,10 @@ def _static(fn):
 
 @_static
 def jvp(f: Func) -> Func:
-    """`gk.jvp(f)`: a device function taking (primals..., tangents...) and returning (values..., tangents...)."""
+    """`gk.jvp(f)`: a device function taking (primals..., tangents...) and returning (values..., tangents...).
+
+    Args:
+        f: a `@gk.func` of float scalars (usable inside kernels; `gk.jvp(gk.jvp(f))` nests)."""
     key = ("jvp", f)
     if key not in _CACHE:
         def build(building):
@@ -61,7 +64,11 @@ def jvp(f: Func) -> Func:
 
 @_static
 def grad(f: Func, argnum: int = 0) -> Func:
-    """`gk.grad(f, argnum)`: a device function returning ∂f/∂(argument argnum) for a scalar-valued `f`."""
+    """`gk.grad(f, argnum)`: a device function returning ∂f/∂(argument argnum) for a scalar-valued `f`.
+
+    Args:
+        f: a `@gk.func` returning one float (`gk.grad(gk.grad(f))` is the second derivative).
+        argnum: the index of the float parameter to differentiate with respect to."""
     key = ("grad", f, argnum)
     if key not in _CACHE:
         def build(building):

@@ -8,7 +8,11 @@ class GradkitError(Exception):
 
 
 class CompileError(GradkitError, SyntaxError):
-    """Kernel source gradkit cannot compile; the message shows file:line:col and a caret."""
+    """Kernel source gradkit cannot compile; the message shows file:line:col and a caret.
+    Raised by gradkit (at a kernel's first launch, or `kernel.ir()`), also a `SyntaxError`.
+
+    Args:
+        message: the whole message: the kernel, file:line:col, the source line and a caret under the node."""
 
     def __init__(self, message: str):
         # SyntaxError's own formatting would re-render location fields; keep our message whole.

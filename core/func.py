@@ -67,7 +67,11 @@ class Func:
 
 def func_grad(f: Func):
     """`@gk.func_grad(f)`: the decorated function is f's custom adjoint (f's inputs, then output adjoints;
-    it updates `gk.adjoint[x] += ...`)."""
+    it updates `gk.adjoint[x] += ...`).
+
+    Args:
+        f: the `@gk.func` whose adjoint the decorated function replaces. The decorated function takes f's
+            parameters followed by the adjoint of each output (`adj_ret` for a single return)."""
     def deco(pyfunc):
         g = Func(pyfunc, grad_of=f, **_own_fp(f))
         f.custom_grad = g
@@ -77,7 +81,10 @@ def func_grad(f: Func):
 
 
 def func_replay(f: Func):
-    """`@gk.func_replay(f)`: what runs instead of f in the forward replay of the backward pass."""
+    """`@gk.func_replay(f)`: what runs instead of f in the forward replay of the backward pass.
+
+    Args:
+        f: the `@gk.func` replayed; the decorated function has the same signature and returns what f does."""
     def deco(pyfunc):
         r = Func(pyfunc, **_own_fp(f))
         f.custom_replay = r

@@ -113,7 +113,16 @@ class NativeFunc(Func):
 
 
 def func_native(snippets: dict, adj_snippets: dict | None = None, replay_snippets: dict | None = None):
-    """`@gk.func_native(snippets, adj_snippets=None, replay_snippets=None)`: native code per backend name."""
+    """`@gk.func_native(snippets, adj_snippets=None, replay_snippets=None)`: native code per backend name.
+    The decorated Python function gives the signature; a backend without a snippet raises `gk.CompileError`.
+
+    Args:
+        snippets: {backend name: code}: the function body in the backend's language (`"cpu"`: an LLVM IR
+            body, `"opencl"`: OpenCL C), see docs/native.md.
+        adj_snippets: {backend name: code} of the adjoint (reads the output adjoints, accumulates into the
+            inputs.); None: differentiating through it raises `gk.CompileError`.
+        replay_snippets: {backend name: code} run instead of `snippets` in the forward replay of the
+            backward pass; None: `snippets`."""
     for what, table in (("snippets", snippets), ("adj_snippets", adj_snippets), ("replay_snippets", replay_snippets)):
         if table is not None and (not isinstance(table, dict) or
                                   not all(isinstance(k, str) and isinstance(v, str) for k, v in table.items())):
