@@ -12,7 +12,10 @@ from .ops import bsr_axpy, bsr_get_diag, bsr_mm, bsr_mv, bsr_scale, bsr_transpos
 
 
 def to_scipy(A: BsrMatrix):
-    """`A.to_scipy()`: a SciPy BSR (CSR for 1x1 blocks) copy."""
+    """`A.to_scipy()`: a SciPy BSR (CSR for 1x1 blocks) copy.
+
+    Args:
+        A: the `BsrMatrix` to copy to the host."""
     return A.to_scipy()
 
 

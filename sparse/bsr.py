@@ -44,7 +44,17 @@ class BsrMatrix:
     """A block-sparse-row matrix on one device (see the module docstring for its arrays).
 
     `shape` is in scalars (nrow * b, ncol * b); `nrow`, `ncol` count block rows and columns, `nnz` blocks.
-    `block_type` is the element type of `values`, `vector_type` that of vectors it multiplies."""
+    `block_type` is the element type of `values`, `vector_type` that of vectors it multiplies. Build one with
+    `bsr_from_triplets`, `bsr_zeros`, `bsr_diag`, `bsr_identity` or `from_scipy` rather than by hand.
+
+    Args:
+        nrow: the number of block rows.
+        ncol: the number of block columns.
+        block_size: b, the side of the square blocks.
+        scalar: the scalar type of the entries (gk.float32 or gk.float64).
+        offsets: an int32 array of nrow + 1 entries: row r's blocks are offsets[r]:offsets[r+1].
+        columns: an int32 array: the block column of each block, sorted within a row.
+        values: an array of the blocks (`gk.matrix((b, b), scalar)`, or scalars for 1x1 blocks)."""
 
     def __init__(self, nrow: int, ncol: int, block_size: int, scalar, offsets, columns, values):
         self.nrow, self.ncol, self.block_size, self.scalar = int(nrow), int(ncol), int(block_size), scalar
@@ -136,7 +146,14 @@ def _empty_values(n: int, bs: int, scalar, device, requires_grad=False) -> gk.ar
 
 
 def bsr_zeros(rows_of_blocks: int, cols_of_blocks: int, block_shape=(1, 1), dtype=None, device=None) -> BsrMatrix:
-    """An empty (no blocks) `rows_of_blocks` x `cols_of_blocks` matrix of `block_shape` blocks."""
+    """An empty (no blocks) `rows_of_blocks` x `cols_of_blocks` matrix of `block_shape` blocks.
+
+    Args:
+        rows_of_blocks: the number of block rows.
+        cols_of_blocks: the number of block columns.
+        block_shape: (b, b) for square b x b blocks, b in 1..3.
+        dtype: gk.float32 or gk.float64 (or a NumPy float dtype); None: float64.
+        device: where the matrix's arrays live; None: the current device."""
     bs, scalar = _block_size(block_shape), _scalar(dtype)
     device = gk.get_device(device)
     return BsrMatrix(rows_of_blocks, cols_of_blocks, bs, scalar,
@@ -188,7 +205,18 @@ def bsr_from_triplets(rows_of_blocks: int, cols_of_blocks: int, rows, cols, valu
 
     `values`: NumPy data of shape (n,) (1x1 blocks) or (n, b, b), or a gk.array of blocks; the dtype is
     taken from it unless given (float64 for non-float data). From a gk.array recorded on a tape, the sum
-    into the pattern is a launch, so gradients reach the triplet values."""
+    into the pattern is a launch, so gradients reach the triplet values.
+
+    Args:
+        rows_of_blocks: the number of block rows.
+        cols_of_blocks: the number of block columns.
+        rows: the block row of each triplet (ints, NumPy or a gk.array).
+        cols: the block column of each triplet.
+        values: the blocks, as above.
+        block_shape: (b, b); None: from `values`.
+        dtype: gk.float32 or gk.float64; None: from `values`.
+        device: where the matrix's arrays live; None: the current device.
+        requires_grad: give the matrix's values a `.grad`."""
     nrow, ncol = int(rows_of_blocks), int(cols_of_blocks)
     device = gk.get_device(device if device is not None else
                            (values.device if isinstance(values, gk.array) else None))
@@ -207,7 +235,13 @@ def bsr_from_triplets(rows_of_blocks: int, cols_of_blocks: int, rows, cols, valu
 
 
 def bsr_set_from_triplets(A: BsrMatrix, rows, cols, values) -> BsrMatrix:
-    """Rebuild `A` (same block counts, block size, dtype, device) from triplets; returns `A`."""
+    """Rebuild `A` (same block counts, block size, dtype, device) from triplets; returns `A`.
+
+    Args:
+        A: the matrix to rebuild.
+        rows: the block row of each triplet.
+        cols: the block column of each triplet.
+        values: the blocks, as in `bsr_from_triplets`."""
     B = bsr_from_triplets(A.nrow, A.ncol, rows, cols, values, block_shape=A.block_shape, dtype=A.scalar,
                           device=A.device, requires_grad=A.requires_grad)
     A.offsets, A.columns, A.values = B.offsets, B.columns, B.values
@@ -217,7 +251,15 @@ def bsr_set_from_triplets(A: BsrMatrix, rows, cols, values) -> BsrMatrix:
 def bsr_diag(diag, block_shape=None, dtype=None, device=None, rows_of_blocks: int | None = None,
              requires_grad: bool = False) -> BsrMatrix:
     """A block-diagonal matrix: `diag` is one block per row (NumPy (n,), (n, b, b) or a gk.array of blocks),
-    or a single block / scalar repeated on `rows_of_blocks` rows."""
+    or a single block / scalar repeated on `rows_of_blocks` rows.
+
+    Args:
+        diag: the diagonal blocks, or one block / scalar to repeat.
+        block_shape: (b, b); None: from `diag`.
+        dtype: gk.float32 or gk.float64; None: from `diag` (float64 for non-float data).
+        device: where the matrix's arrays live; None: the current device.
+        rows_of_blocks: how many rows a single repeated block fills (needed then).
+        requires_grad: give the values a `.grad` (gradients reach `diag` through a tape)."""
     if not isinstance(diag, gk.array):
         d = np.asarray(diag)
         if rows_of_blocks is not None and (d.ndim == 0 or d.ndim == 2):
@@ -230,7 +272,13 @@ def bsr_diag(diag, block_shape=None, dtype=None, device=None, rows_of_blocks: in
 
 
 def bsr_identity(rows_of_blocks: int, block_shape=(1, 1), dtype=None, device=None) -> BsrMatrix:
-    """The identity of `rows_of_blocks` blocks of `block_shape`."""
+    """The identity of `rows_of_blocks` blocks of `block_shape`.
+
+    Args:
+        rows_of_blocks: the number of block rows (and columns).
+        block_shape: (b, b) for square b x b blocks, b in 1..3.
+        dtype: gk.float32 or gk.float64 (or a NumPy float dtype); None: float64.
+        device: where the matrix's arrays live; None: the current device."""
     bs, scalar = _block_size(block_shape), _scalar(dtype)
     eye = np.broadcast_to(np.eye(bs, dtype=_np_dtype(scalar)), (int(rows_of_blocks), bs, bs))
     return bsr_diag(eye.reshape(-1) if bs == 1 else eye, dtype=scalar, device=device)
@@ -238,7 +286,14 @@ def bsr_identity(rows_of_blocks: int, block_shape=(1, 1), dtype=None, device=Non
 
 def from_scipy(S, block_shape=None, dtype=None, device=None, requires_grad: bool = False) -> BsrMatrix:
     """A BsrMatrix from any SciPy sparse matrix (or array); duplicates summed. `block_shape` defaults to
-    S's block size for a BSR matrix, else 1x1."""
+    S's block size for a BSR matrix, else 1x1.
+
+    Args:
+        S: a SciPy sparse matrix or array (any format).
+        block_shape: (b, b); None: as above.
+        dtype: gk.float32 or gk.float64; None: S's float type (float64 for non-float data).
+        device: where the matrix's arrays live; None: the current device.
+        requires_grad: give the matrix's values a `.grad`."""
     import scipy.sparse as sp
     if block_shape is None:
         block_shape = S.blocksize if sp.issparse(S) and S.format == "bsr" else (1, 1)

@@ -31,7 +31,15 @@ def bsr_mv(A: BsrMatrix, x: gk.array, y: gk.array | None = None, alpha: float = 
     """y = alpha A x + beta y, one thread per block row; returns y (a new array when y is None).
 
     x and y are arrays of `A.vector_type` (scalars for 1x1 blocks). On a recording tape the product is a
-    launch: gradients reach `A.values`, x, and (for beta != 0) y's value before the product."""
+    launch: gradients reach `A.values`, x, and (for beta != 0) y's value before the product.
+
+    Args:
+        A: the matrix.
+        x: the vector multiplied (A.ncol elements of `A.vector_type`).
+        y: the result (A.nrow elements), read when beta != 0; None: a new array.
+        alpha: the factor of A x.
+        beta: the factor of y's value before the product.
+        record_tape: record the product on the active tape (False: run it unrecorded)."""
     _check_vector(A, x, A.ncol, "x")
     k = A.kernels()
     if y is None:
@@ -58,14 +66,22 @@ def bsr_mv(A: BsrMatrix, x: gk.array, y: gk.array | None = None, alpha: float = 
 
 def bsr_scale(A: BsrMatrix, alpha: float) -> BsrMatrix:
     """`A *= alpha` in place (Warp's bsr_scale); returns A. In place, so not for a recording tape: use
-    `bsr_axpy(A, None, alpha)` there."""
+    `bsr_axpy(A, None, alpha)` there.
+
+    Args:
+        A: the matrix scaled.
+        alpha: the factor."""
     if A.nnz:
         gk.launch(A.kernels()["scale"], A.nnz, inputs=[A.values, alpha], device=A.device, record_tape=False)
     return A
 
 
 def bsr_get_diag(A: BsrMatrix, out: gk.array | None = None) -> gk.array:
-    """The diagonal blocks (zero where a row has none) as an array of `A.block_type`, min(nrow, ncol) long."""
+    """The diagonal blocks (zero where a row has none) as an array of `A.block_type`, min(nrow, ncol) long.
+
+    Args:
+        A: the matrix.
+        out: an array to write them into; None: a new array."""
     n = min(A.nrow, A.ncol)
     if out is None:
         out = gk.zeros(n, dtype=A.block_type, device=A.device, requires_grad=A.values.requires_grad)
@@ -76,7 +92,10 @@ def bsr_get_diag(A: BsrMatrix, out: gk.array | None = None) -> gk.array:
 
 
 def bsr_transposed(A: BsrMatrix) -> BsrMatrix:
-    """Aᵀ as a new matrix (each block transposed); its values are a gather launch from A's."""
+    """Aᵀ as a new matrix (each block transposed); its values are a gather launch from A's.
+
+    Args:
+        A: the matrix to transpose."""
     offsets, columns = A.structure()
     rows = A.block_rows()
     perm = np.lexsort((rows, columns))          # blocks ordered by (column, row): Aᵀ's row-major order
@@ -110,7 +129,13 @@ def _from_keys(keys: np.ndarray, nrow: int, ncol: int, values: gk.array, like: B
 
 def bsr_axpy(x: BsrMatrix, y: BsrMatrix | None = None, alpha: float = 1.0, beta: float = 1.0) -> BsrMatrix:
     """y = alpha x + beta y; y's pattern becomes the union of both (new arrays, so this may be recorded on a
-    tape); returns y, or a new matrix alpha x when y is None."""
+    tape); returns y, or a new matrix alpha x when y is None.
+
+    Args:
+        x: the matrix added.
+        y: the matrix added to (same shape, block size and dtype); None: a new matrix alpha x.
+        alpha: the factor of x.
+        beta: the factor of y."""
     if y is None:
         y = bsr_zeros(x.nrow, x.ncol, x.block_shape, x.scalar, x.device)
     _compatible(x, y, "bsr_axpy")
@@ -133,7 +158,14 @@ def bsr_axpy(x: BsrMatrix, y: BsrMatrix | None = None, alpha: float = 1.0, beta:
 def bsr_mm(A: BsrMatrix, B: BsrMatrix, C: BsrMatrix | None = None, alpha: float = 1.0,
            beta: float = 0.0) -> BsrMatrix:
     """C = alpha A B + beta C (C's pattern grows to hold the product); returns C, a new matrix when None.
-    One thread per pair of blocks multiplied, adding into the product's block."""
+    One thread per pair of blocks multiplied, adding into the product's block.
+
+    Args:
+        A: the left matrix.
+        B: the right matrix (A.ncol block rows, same block size and dtype).
+        C: the result, read when beta != 0; None: a new matrix.
+        alpha: the factor of A B.
+        beta: the factor of C's value before the product."""
     _compatible(A, B, "bsr_mm")
     if A.ncol != B.nrow:
         raise ValueError(f"bsr_mm: shapes {A.shape} and {B.shape} do not chain")
