@@ -17,7 +17,15 @@ import numpy as np
 class LinearOperator:
     """A matrix-free operator: `matvec(x, y)` writes y = A x for arrays of `vector_type`; `rmatvec(x, y)`
     (optional) writes y = Aᵀ x, which the gradient of a non-symmetric solve needs (`symmetric=True` uses
-    matvec for it). Gradients through a solve reach b only: the operator's own parameters are opaque."""
+    matvec for it). Gradients through a solve reach b only: the operator's own parameters are opaque.
+
+    Args:
+        n: the number of rows (and columns), in vectors of `vector_type`.
+        vector_type: the element type of the vectors it multiplies (gk.float64, gk.vec3d, ...).
+        device: the device its vectors live on.
+        matvec: a callable `matvec(x, y)` writing y = A x (launching kernels).
+        rmatvec: a callable `rmatvec(x, y)` writing y = Aᵀ x; None: only for a symmetric A.
+        symmetric: A = Aᵀ: `matvec` serves as `rmatvec`."""
 
     def __init__(self, n: int, vector_type, device, matvec, rmatvec=None, symmetric: bool = False):
         self.nrow = self.ncol = int(n)
@@ -93,7 +101,11 @@ def _invert_kernel(bs: int, scalar, block: bool):
 
 def preconditioner(A: BsrMatrix, kind: str = "diag") -> BsrMatrix:
     """A Jacobi ("diag": inverse of the scalar diagonal) or block-Jacobi ("block_diag": inverse of each
-    diagonal block) preconditioner of a square BsrMatrix, as a block-diagonal BsrMatrix (zero pivots: 1)."""
+    diagonal block) preconditioner of a square BsrMatrix, as a block-diagonal BsrMatrix (zero pivots: 1).
+
+    Args:
+        A: a square `gk.sparse.BsrMatrix`.
+        kind: "diag" or "block_diag"."""
     if kind not in ("diag", "block_diag"):
         raise ValueError(f"kind: 'diag' or 'block_diag', got {kind!r}")
     if A.nrow != A.ncol:

@@ -237,12 +237,33 @@ def cg(A, b: gk.array, x: gk.array, tol: float = 1e-6, atol: float = 0.0, maxite
 def bicgstab(A, b: gk.array, x: gk.array, tol: float = 1e-6, atol: float = 0.0, maxiter: int | None = None,
              M=None) -> tuple:
     """Solve A x = b for a general square A by right-preconditioned BiCGSTAB; arguments and result as
-    `cg`'s. Its tape step's backward solves Aᵀλ = x̄ with BiCGSTAB."""
+    `cg`'s. Its tape step's backward solves Aᵀλ = x̄ with BiCGSTAB.
+
+    Args:
+        A: a square `gk.sparse.BsrMatrix`, a `LinearOperator`, or a callable `f(x, y)` writing y = A x.
+        b, x: arrays of A's vector type; x is the initial guess and receives the solution.
+        tol, atol: stop when ‖b − A x‖ <= max(tol ‖b‖, atol).
+        maxiter: iteration limit (default 2n).
+        M: preconditioner: None, "diag" (Jacobi), "block_diag" (block-Jacobi), a BsrMatrix, or a callable.
+
+    Returns:
+        (iterations, residual norm)."""
     return _solve("bicgstab", A, b, x, tol, atol, maxiter, M, "implicit")
 
 
 def gmres(A, b: gk.array, x: gk.array, tol: float = 1e-6, atol: float = 0.0, maxiter: int | None = None,
           M=None, restart: int = 31) -> tuple:
     """Solve A x = b for a general square A by restarted, right-preconditioned GMRES(`restart`); the other
-    arguments and the result as `cg`'s."""
+    arguments and the result as `cg`'s.
+
+    Args:
+        A: a square `gk.sparse.BsrMatrix`, a `LinearOperator`, or a callable `f(x, y)` writing y = A x.
+        b, x: arrays of A's vector type; x is the initial guess and receives the solution.
+        tol, atol: stop when ‖b − A x‖ <= max(tol ‖b‖, atol).
+        maxiter: iteration limit (default 2n).
+        M: preconditioner: None, "diag" (Jacobi), "block_diag" (block-Jacobi), a BsrMatrix, or a callable.
+        restart: the Krylov subspace size before a restart.
+
+    Returns:
+        (iterations, residual norm)."""
     return _solve("gmres", A, b, x, tol, atol, maxiter, M, "implicit", restart=restart)
