@@ -17,7 +17,7 @@ from gradkit.core.errors import CompileError, DeviceError
 
 pytest.importorskip("gradkit_c_backend", reason="pip install -e examples/c_backend")
 from gradkit_c_backend import CBackend, codegen, compiler
-from gradkit_c_backend.memory import HostBuffer
+from gradkit.backends.host_memory import HostBuffer
 
 try:
     DEV = CBackend().devices()[0]
@@ -49,7 +49,7 @@ def recurrence(x: gk.array(dtype=float), y: gk.array(dtype=float)):
 
 def _args(*arrays: np.ndarray) -> list:
     """Launch arguments over NumPy arrays (zero-copy: the kernel writes into them)."""
-    return [SimpleNamespace(buffer=HostBuffer(a.nbytes, owner=a), shape=a.shape) for a in arrays]
+    return [SimpleNamespace(buffer=HostBuffer.adopt(a, align=1), shape=a.shape) for a in arrays]
 
 
 def _run_mixed(backend: CBackend, n: int) -> list[np.ndarray]:
