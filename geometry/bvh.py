@@ -161,7 +161,14 @@ def host_vec3(a, what: str) -> np.ndarray:
 
 class Bvh:
     """A BVH over the boxes [lowers[i], uppers[i]] (gk.arrays of vec3) on their device; `id` identifies
-    it at launch (Warp's)."""
+    it at launch (Warp's). `refit()` updates it after the boxes moved.
+
+    Args:
+        lowers: a gk.array of vec3 (or vec3d): each box's lower corner.
+        uppers: a gk.array of the same shape: each box's upper corner.
+        constructor: Warp's choice of build algorithm ("sah", "median", "lbvh"); accepted for Warp's
+            signature, gradkit builds one kind of tree.
+        leaf_size: Warp's leaf size; accepted for Warp's signature, unused."""
 
     _gk_struct = BvhData._gk_struct        # `bvh: gk.Bvh` annotates a kernel parameter
 

@@ -32,7 +32,14 @@ MAX_CELLS = 2 ** 31 - 1
 
 
 class HashGrid:
-    """A hash grid of dim_x * dim_y * dim_z cells on `device`; `id` identifies it at launch (Warp's)."""
+    """A hash grid of dim_x * dim_y * dim_z cells on `device`; `id` identifies it at launch (Warp's).
+
+    Args:
+        dim_x: cells along x (positions wrap around: the grid is a hash, not a bounded box).
+        dim_y: cells along y.
+        dim_z: cells along z.
+        device: where its arrays live; None: the current device.
+        dtype: the point type's scalar, gk.float32 (vec3 points) or gk.float64 (vec3d); None: float32."""
 
     _gk_struct = HashGridData._gk_struct        # `grid: gk.HashGrid` annotates a kernel parameter
 
@@ -62,7 +69,10 @@ class HashGrid:
         self._data = None
 
     def reserve(self, num_points: int) -> None:
-        """Size the point arrays for builds of up to `num_points` points (builds grow them as needed)."""
+        """Size the point arrays for builds of up to `num_points` points (builds grow them as needed).
+
+        Args:
+            num_points: the largest number of points a build will bucket."""
         num_points = operator.index(num_points)
         if num_points > self.point_ids.shape[0]:
             old = self.point_ids._read()
@@ -73,7 +83,11 @@ class HashGrid:
         self.reserved = True
 
     def build(self, points, radius: float) -> None:
-        """Bucket `points` (a gk.array of vec3, or vec3d for a float64 grid) into cells of width `radius`."""
+        """Bucket `points` (a gk.array of vec3, or vec3d for a float64 grid) into cells of width `radius`.
+
+        Args:
+            points: the points, on the grid's device.
+            radius: the cell width; queries find the points within this distance."""
         want = T.vector(3, self.dtype)
         if not isinstance(points, _array) or points.dtype is not want:
             got = points.dtype.name if isinstance(points, _array) else type(points).__name__

@@ -34,7 +34,16 @@ class _MeshType(type):
 
 class Mesh(metaclass=_MeshType):
     """A triangle mesh: `points` (gk.array of vec3 or vec3d), `indices` (int32, 3 per triangle),
-    optional `velocities` (as points); `id` identifies it at launch (Warp's)."""
+    optional `velocities` (as points); `id` identifies it at launch (Warp's).
+
+    Args:
+        points: the vertices, a gk.array of vec3 or vec3d.
+        indices: a gk.array of int32, 3 per triangle, on the points' device.
+        velocities: per-vertex velocities (same dtype and shape as `points`) for `mesh_eval_velocity`; None:
+            none.
+        support_winding_number: Warp's switch for winding-number queries; accepted for Warp's signature.
+        bvh_constructor: Warp's BVH build algorithm; accepted for Warp's signature, unused.
+        bvh_leaf_size: Warp's BVH leaf size; accepted for Warp's signature, unused."""
 
     _gk_struct = MeshData._gk_struct        # `mesh: gk.Mesh` annotates a kernel parameter (float32 points)
 
