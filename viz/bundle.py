@@ -457,7 +457,12 @@ class Bundle:
 
 def load_bundle(path, limits: BundleLimits | None = None) -> Bundle:
     """Read and validate a bundle folder or zip: its files (regular, inside the bundle, under `limits`), every
-    manifest field, and each stored array against the manifest. Nothing read is executed or unpickled."""
+    manifest field, and each stored array against the manifest. Nothing read is executed or unpickled.
+
+    Args:
+        path: the bundle's folder or `.zip` file (as `tape.save` or `gradkit debug` wrote it).
+        limits: a `BundleLimits` (viz/bundle_io.py) capping file counts, sizes and zip inflation; None: the
+            defaults, sized for untrusted bundles."""
     path = pathlib.Path(path)
     limits = limits or BundleLimits()
     try:

@@ -27,7 +27,13 @@ def _site(site) -> dict | None:
 
 
 class Capture:
-    """Context manager collecting the tapes a block records; a gk.NaNError ends the block and is kept."""
+    """Context manager collecting the tapes a block records; a gk.NaNError ends the block and is kept.
+    What `gradkit debug` wraps a script in; `save(path)` writes the last tape as a debug bundle.
+
+    Args:
+        snapshots: keep per-launch array snapshots (`gk.config.snapshot_launches`) inside the block.
+        check_nan: stop at the first NaN/Inf a launch makes (`gk.config.check_nan`) inside the block.
+        bounds_checks: compile bounds checks (`gk.config.debug`) inside the block."""
 
     def __init__(self, snapshots: bool = True, check_nan: bool = True, bounds_checks: bool = True):
         self.snapshots, self.check_nan, self.bounds_checks = snapshots, check_nan, bounds_checks

@@ -11,8 +11,12 @@ from .dot import attrs, quote, write
 
 def kernel_graph(kernel, adjoint: bool = False, filename=None) -> str:
     """DOT text of a kernel's lowered IR as data flow: one node per instruction (loads, stores, builtins,
-    control-flow regions), edges from each value to its uses. `adjoint=True` draws the adjoint kernel that
-    `tape.backward` launches; `filename` writes (`.dot`) or renders (`.svg`, `.png`, `.pdf`) it."""
+    control-flow regions), edges from each value to its uses.
+
+    Args:
+        kernel: a `@gk.kernel`.
+        adjoint: draw the adjoint kernel that `tape.backward` launches instead of the forward one.
+        filename: also write it there: `.dot` as text, `.svg`/`.png`/`.pdf` rendered by GraphViz's `dot`."""
     fn = kernel.lowered("adjoint" if adjoint else "forward")
     ids = itertools.count()
     lines = [f"digraph {quote(fn.name)} {{", "  rankdir=TB;", "  node [fontname=Helvetica, fontsize=9];"]

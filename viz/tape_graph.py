@@ -52,7 +52,19 @@ def tape_graph(tape, filename=None, array_labels=None, graph_direction: str = "L
                show_gradients: bool = False, simplify_graph: bool | None = False, grads: dict | None = None
                ) -> DotSource:
     """DOT text of the tape's launches (viz/graph_model.py), written or rendered to `filename` when given;
-    `simplify_graph=None`: fold past VISUALIZE_FOLD_OVER launches."""
+    what `tape.visualize` returns.
+
+    Args:
+        tape: a `gk.Tape` that recorded launches.
+        filename: also write it there: `.dot`/`.gv` as text, `.svg`/`.png`/`.pdf` rendered by GraphViz's `dot`.
+        array_labels: {array: name} for arrays without a `label`.
+        graph_direction: GraphViz's rankdir: "LR" or "TB".
+        hide_readonly_arrays: leave out arrays no launch writes.
+        show_gradients: label each array with the magnitude of its gradient.
+        simplify_graph: draw launches repeated back to back once, with their count; None: fold past
+            VISUALIZE_FOLD_OVER launches.
+        grads: {id(array): NumPy gradient} to show instead of the arrays' current `.grad` (a debug
+            bundle's saved gradients)."""
     if simplify_graph is None:
         simplify_graph = len(tape.launches) > VISUALIZE_FOLD_OVER
     dot = to_dot(tape_model(tape, array_labels, show_gradients, grads), graph_direction,

@@ -10,7 +10,28 @@ from dataclasses import dataclass, field
 class LaunchRecord:
     """One recorded launch (public: what `tape.launches` lists). Few objects the garbage collector tracks per
     record (this one and its argument list): a tape of many launches in a process holding much else would
-    otherwise pay for full collections while recording."""
+    otherwise pay for full collections while recording. Made by the tape, read by users and the debugger.
+
+    Attributes:
+        kernel: the kernel's name.
+        dim: the launch grid, a tuple of ints.
+        device: the device's name.
+        args: the arguments, inputs then outputs (`inputs` and `outputs` split them).
+        n_inputs: how many of `args` were inputs.
+        scope: the names of the tape scopes open at the launch, outermost first.
+        ms: the launch's wall time in milliseconds.
+        kernel_obj: the `gk.Kernel` itself.
+        versions: each argument's version right after the launch (None: not an array).
+        kind: "launch" (other record kinds are Python steps on the tape).
+        snapshots: copies of the arguments when the tape takes snapshots (debug bundles), else None.
+        prepared: the adjoint launch prepared by a backward pass (internal).
+        saved: parameter index -> copy of an argument taken before the launch (an overwritten input).
+        site: (file, line) of the `gk.launch` call, when snapshotting.
+        crcs: id(array) -> checksum at record, for arrays with a NumPy view out (writes through a view bump
+            no version).
+        consume: the adjoint resets the gradient of what the launch overwrote (set by backward).
+        variant: the variant of the kernel that ran ("forward", "tangent", ...).
+        adjoint_variant: the adjoint variant the last backward pass ran, or None."""
 
     kernel: str
     dim: tuple
