@@ -188,6 +188,7 @@ class Tape:
         self.scope_events.append((len(self.records), "begin", str(name)))
 
     def record_scope_end(self) -> None:
+        """Close the scope the last `record_scope_begin` opened (RuntimeError when none is open)."""
         if not self._scopes:
             raise RuntimeError("record_scope_end() without a matching record_scope_begin()")
         name = self._scopes.pop()
