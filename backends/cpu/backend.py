@@ -220,6 +220,12 @@ class CPUBackend(HostMemory, Backend):
 
     name = "cpu"
     contract_version = CONTRACT_VERSION     # built in: implements the whole contract, as it stands
+
+    def conformance_snippets(self) -> dict:
+        """The conformance suite's native snippets for this backend (backends/native_snippets.py)."""
+        from ..native_snippets import CPU
+        return CPU
+
     # gathered stencil adjoints run their interior threads in a loop of their own without guards, which
     # vectorises (codegen.inner_loops): W4's step adjoint 0.71 -> 0.37 ms against the chunked scatter
     prefers_gather = True

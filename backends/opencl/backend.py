@@ -103,6 +103,11 @@ class OpenCLBackend(Backend):
     name = "opencl"
     contract_version = CONTRACT_VERSION     # built in: implements the whole contract, as it stands
 
+    def conformance_snippets(self) -> dict:
+        """The conformance suite's native snippets for this backend (backends/native_snippets.py)."""
+        from ..native_snippets import OPENCL
+        return OPENCL
+
     def __init__(self) -> None:
         self._devs: list | None = None
         self._infos: list[DeviceInfo] | None = None
