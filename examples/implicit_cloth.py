@@ -181,13 +181,40 @@ def run(device: str | None = None, side: int = 6, iters: int = 15, lr: float = 2
                 "params": params, "cg_iterations": counts, "tape": tape}
 
 
+def render(out: dict, path: str) -> None:
+    """The observed pose, the pose at the starting guess and the loss and stiffness per step (matplotlib,
+    headless: the docs gallery's picture)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (a, b) = plt.subplots(1, 2, figsize=(8, 3.4))
+    rest = out["cloth"]["pos"]
+    guess = rest + reference_pose(START_STIFFNESS, out["cloth"], out["params"])
+    for pts, style, label in ((rest, "o", "rest"), (guess, ".", f"k = {START_STIFFNESS:g} (start)"),
+                              (rest + out["target"], "x", f"observed (k = {TRUE_STIFFNESS:g})")):
+        a.plot(pts[:, 0], pts[:, 1], style, ms=4, label=label)
+    a.set(title="the sheet after the implicit steps (x, y)", aspect="equal")
+    a.legend(fontsize=7)
+    b.semilogy(out["losses"], "o-", ms=3)
+    b.set(title="loss", xlabel="SGD step on log k")
+    c = b.twinx()
+    c.plot(out["stiffness"], "C1s-", ms=3)
+    c.set_ylabel("stiffness k", color="C1")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default=None, help="gradkit device (default: the current device)")
     parser.add_argument("--iters", type=int, default=15)
     parser.add_argument("--side", type=int, default=6)
+    parser.add_argument("--image", default=None, help="draw the result into this PNG (needs matplotlib)")
     args = parser.parse_args(argv)
     out = run(args.device, side=args.side, iters=args.iters, verbose=True)
+    if args.image:
+        render(out, args.image)
     first, last = out["losses"][0], out["losses"][-1]
     print(f"loss {first:.4e} -> {last:.4e}; stiffness {out['stiffness'][-1]:.4f} (true {TRUE_STIFFNESS})")
     ok = last < 1e-2 * first
