@@ -195,6 +195,12 @@ def make_binder(kernel_name: str, params: Sequence[tuple[str, Type]]) -> Binder:
     tuples of NumPy scalars (row-major components)."""
     names = [name for name, _ in params]
     convs = [_converter(kernel_name, name, t) for name, t in params]
+    binder = _binder(kernel_name, names, convs)
+    binder.converters = tuple(convs)        # per parameter, for pre-bound launches (runtime/launch/plan.py)
+    return binder
+
+
+def _binder(kernel_name: str, names: list[str], convs: list[Converter]) -> Binder:
     n = len(convs)
     if n == 0:
         def bind0(args, device):

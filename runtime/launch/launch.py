@@ -17,6 +17,8 @@ from .bounds import check as check_bounds
 from .adjoint_args import adjoint_arguments, given_adjoints, tangent_arguments
 from .device import get_device
 from .nan_check import check_after_launch, snapshot
+from .plan import make_plan
+from .settings import unchanged
 from ..tape.tape_consume import consumes_in_context
 from .struct_args import flatten_struct_args
 from .variants import choose_variant
@@ -91,49 +93,63 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     # kernel; every check still runs (the binder's per-parameter checks, dim, tid arity, device).
     if not getattr(kernel, "_gk_kernel", False):
         raise TypeError(f"gk.launch needs a @gk.kernel, got {type(kernel).__name__}")
-    if dim.__class__ is int and 0 <= dim <= MAX_THREADS:
-        dims, n = (dim,), dim
-    else:
-        dims = normalize_dim(dim)
-        n = 1
-        for d in dims:
-            n *= d
-    binder = kernel._binder or kernel.binder()
-    if kernel.struct_params:
-        inputs, outputs, adj_inputs, adj_outputs = flatten_struct_args(
-            kernel.struct_params, len(kernel.params), inputs, outputs, adj_inputs, adj_outputs)
-    args = [*inputs, *outputs]
-    dev = get_device(device) if device is not None else _pick_device(None, args)
-    bound = binder(args, dev)
-    given = given_adjoints(kernel, len(args), len(inputs), adj_inputs, adj_outputs) if adjoint else None
-    if adjoint or tangent or state.forward_mode is not None:
-        tangent = tangent or state.forward_mode is not None
-        if adjoint and not consume and state.consume_seen is not None:
-            consume = consumes_in_context(kernel, bound)     # kernel.grad() in a @gk.grad_for function
-        variant = choose_variant(kernel, bound, dims, dev, adjoint=adjoint, tangent=tangent, consume=consume,
-                                 given=given)
-    else:
-        variant = FORWARD
-    spec = kernel.specialization(dev, variant)
-    if spec.tid_ndim != len(dims) and spec.tid_ndim > 1:
-        _check_tid(kernel, spec, dims)
-    call_args = _call_arguments(kernel, spec, variant, bound, given, adjoint, dev)
-    if adjoint and spec.exclusive and shared_writes(call_args, spec.written):
-        # the adjoint adds into its own elements without atomics, which another gradient sharing that
-        # memory would race with: the adjoint with atomics there instead
-        variant = choose_variant(kernel, bound, dims, dev, adjoint=True, tangent=tangent, consume=consume,
-                                 shared=True, given=given)
+    plan = kernel._plan
+    bound = None
+    if plan is not None and not (adjoint or tangent) and device == plan.device and dim == plan.dim and \
+            _same_kind(dim, plan.dim) and state.forward_mode is None:
+        # the same grid, device and arrays as the kernel's last forward launch (runtime/launch/plan.py)
+        args = [*inputs, *outputs]
+        bound = plan.bind(args, plan.dev)
+        if bound is not None and unchanged(plan.codegen):
+            dims, n, dev, spec, variant = plan.dims, plan.n, plan.dev, plan.spec, FORWARD
+            call_args = bound
+            if kernel._plan_misses:
+                kernel._plan_misses = 0
+            if plan.recheck_bounds and n:
+                _check_bounds(kernel, spec, dims, n, call_args)
+        else:
+            bound = None
+    if bound is None:
+        if dim.__class__ is int and 0 <= dim <= MAX_THREADS:
+            dims, n = (dim,), dim
+        else:
+            dims = normalize_dim(dim)
+            n = 1
+            for d in dims:
+                n *= d
+        binder = kernel._binder or kernel.binder()
+        if kernel.struct_params:
+            inputs, outputs, adj_inputs, adj_outputs = flatten_struct_args(
+                kernel.struct_params, len(kernel.params), inputs, outputs, adj_inputs, adj_outputs)
+        args = [*inputs, *outputs]
+        dev = get_device(device) if device is not None else _pick_device(None, args)
+        bound = binder(args, dev)
+        given = given_adjoints(kernel, len(args), len(inputs), adj_inputs, adj_outputs) if adjoint else None
+        if adjoint or tangent or state.forward_mode is not None:
+            tangent = tangent or state.forward_mode is not None
+            if adjoint and not consume and state.consume_seen is not None:
+                consume = consumes_in_context(kernel, bound)     # kernel.grad() in a @gk.grad_for function
+            variant = choose_variant(kernel, bound, dims, dev, adjoint=adjoint, tangent=tangent, consume=consume,
+                                     given=given)
+        else:
+            variant = FORWARD
         spec = kernel.specialization(dev, variant)
+        if spec.tid_ndim != len(dims) and spec.tid_ndim > 1:
+            _check_tid(kernel, spec, dims)
         call_args = _call_arguments(kernel, spec, variant, bound, given, adjoint, dev)
-    if adjoint:
-        state.adjoint_variant = variant        # what ran, for the tape's backward records (runtime/tape/snapshots.py)
-    if spec.bounds_fast is not None and n:          # forward launches only (runtime/launch/bounds.py)
-        grid = dims if spec.tid_ndim == len(dims) else (n,)     # a 1-D gk.tid() counts every thread
-        for p, d, axis, extra in spec.bounds_fast:     # `x[i + c]`: extent >= grid + c
-            if call_args[p].shape[d] < grid[axis] + extra:
-                check_bounds(kernel.key, spec.fn, spec.bounds, grid, call_args)
-        if spec.bounds_rest:
-            check_bounds(kernel.key, spec.fn, spec.bounds_rest, grid, call_args, spec.bounds)
+        if adjoint and spec.exclusive and shared_writes(call_args, spec.written):
+            # the adjoint adds into its own elements without atomics, which another gradient sharing that
+            # memory would race with: the adjoint with atomics there instead
+            variant = choose_variant(kernel, bound, dims, dev, adjoint=True, tangent=tangent, consume=consume,
+                                     shared=True, given=given)
+            spec = kernel.specialization(dev, variant)
+            call_args = _call_arguments(kernel, spec, variant, bound, given, adjoint, dev)
+        if adjoint:
+            state.adjoint_variant = variant    # what ran, for the tape's backward records (runtime/tape/snapshots.py)
+        if spec.bounds_fast is not None and n:      # forward launches only (runtime/launch/bounds.py)
+            _check_bounds(kernel, spec, dims, n, call_args)
+        if variant is FORWARD and (device is not None or kernel._array_args):
+            _plan_next(kernel, dim, device, args, bound, dims, n, dev, spec)
     tape = state.tape if record_tape and not adjoint and kernel.recorded else None
     if tape is None and not config.check_nan:
         try:
@@ -160,6 +176,35 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     return None
 
 
+def _same_kind(dim, planned) -> bool:
+    """`dim` equals the planned grid and is made of the same kinds of values (True == 1, but a bool grid
+    is refused by the full path)."""
+    if dim.__class__ is int:
+        return planned.__class__ is int
+    return dim.__class__ is planned.__class__ and all(d.__class__ is int for d in dim)
+
+
+def _check_bounds(kernel, spec, dims, n, call_args) -> None:
+    """Prove the forward kernel's affine accesses in bounds for this grid and these arguments."""
+    grid = dims if spec.tid_ndim == len(dims) else (n,)     # a 1-D gk.tid() counts every thread
+    for p, d, axis, extra in spec.bounds_fast:     # `x[i + c]`: extent >= grid + c
+        if call_args[p].shape[d] < grid[axis] + extra:
+            check_bounds(kernel.key, spec.fn, spec.bounds, grid, call_args)
+    if spec.bounds_rest:
+        check_bounds(kernel.key, spec.fn, spec.bounds_rest, grid, call_args, spec.bounds)
+
+
+def _plan_next(kernel, dim, device, args, bound, dims, n, dev, spec) -> None:
+    """Keep a plan of this forward launch for the next one (runtime/launch/plan.py); after repeated misses
+    (a kernel launched on other arrays each time) only now and then, so that planning stays cheap."""
+    misses = kernel._plan_misses = kernel._plan_misses + 1
+    if misses > 2 and misses & (misses - 1):
+        return
+    if dim.__class__ is not int and not (dim.__class__ is tuple and _same_kind(dim, dim)):
+        return                       # a list or NumPy grid: compared by value it could change in place
+    kernel._plan = make_plan(kernel, dim, device, args, bound, dims, n, dev, spec, config.codegen_key())
+
+
 def _call_arguments(kernel, spec, variant, bound, given, adjoint: bool, dev) -> list:
     """The arguments `spec` is called with: the bound ones, then adjoint arrays, then tangent arrays."""
     call_args = _flatten(spec, bound) if spec.has_split else bound
@@ -183,7 +228,7 @@ class PreparedAdjoint:
         self.folded = None        # (seeds, PreparedAdjoint | None): the last `seeded` answer
 
     def valid(self) -> bool:
-        if self.key != config.codegen_key() or config.check_nan or state.forward_mode:
+        if config.check_nan or state.forward_mode or not unchanged(self.key):
             return False          # other settings, NaN checks and forward-over-reverse take `launch`
         for a, g in zip(self.sources, self.grads):
             if a.grad is not g:

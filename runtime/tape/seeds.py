@@ -79,6 +79,7 @@ class Folds:
 
     def __init__(self) -> None:
         self.grads: dict[int, tuple] = {}      # id(grad) -> (grad, version, value)
+        self._last = None                      # (prepared, answer, ((grad, version), ...)): the last fold
 
     def set(self, grad, value: float) -> None:
         """Make `grad` hold `value` (unless it is known to already) and note it for folding."""
@@ -94,10 +95,23 @@ class Folds:
     def fold(self, prepared, kernel):
         """A PreparedAdjoint like `prepared` (an adjoint of `kernel`) with its gradients that still hold a constant passed as that
         value, or None when none folds (runtime/launch/launch.py `PreparedAdjoint.seeded`)."""
+        last = self._last
+        if last is not None and last[0] is prepared:       # records sharing one binding, back to back
+            for g, version in last[2]:
+                if g.version != version:
+                    break
+            else:
+                return last[1]
         grads = self.grads
-        values = []
+        values, checks = [], []
         for m, g in enumerate(prepared.grads):
             entry = grads.get(id(g))
-            if entry is not None and entry[0] is g and entry[1] == g.version:
-                values.append((m, entry[2]))
-        return prepared.seeded(kernel, tuple(values)) if values else None
+            if entry is not None and entry[0] is g:
+                if entry[1] == g.version:
+                    checks.append((g, g.version))     # the answer holds while these stay
+                    values.append((m, entry[2]))
+                else:
+                    del grads[id(g)]     # written since it was seeded: an array for the rest of the pass
+        answer = prepared.seeded(kernel, tuple(values)) if values else None
+        self._last = (prepared, answer, tuple(checks))
+        return answer

@@ -426,7 +426,10 @@ class Tape:
                 ready = prepared is not None
             if ready:
                 if folds is not None:
-                    prepared = folds.fold(prepared, rec.kernel_obj) or prepared
+                    if folds.grads:
+                        prepared = folds.fold(prepared, rec.kernel_obj) or prepared
+                    else:
+                        folds = None        # every seeded gradient was written since: nothing folds
                 prepared.run()
                 rec.adjoint_variant = prepared.spec.variant.name
             else:       # scratch adjoints or NaN checks: the full launch path

@@ -1,0 +1,56 @@
+"""Pre-bound forward launches: a kernel launched again on the same grid, device and arrays (issue 43, W5).
+
+Time-stepped programs launch one kernel thousands of times with the same arguments, or the same arrays
+and a new step number. `gk.launch` keeps, per kernel, the plan of its last forward launch: the grid, the
+device, the arrays (weak references, compared by identity), the specialisation and the bound argument
+list. A launch that matches it skips binding, device lookup, grid normalisation, variant choice and the
+specialisation lookup; every check those did still holds, because an array's dtype, shape and device
+never change, the grid and device are the same values and the code-generation settings are compared.
+Scalars are converted (checked) again by their parameter's converter on every launch, and bounds that
+depend on them are proven again. Plans are immutable once made, so threads may share them.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+
+class LaunchPlan:
+    """The last forward launch of a kernel, bound (see the module docstring)."""
+
+    __slots__ = ("dim", "device", "n_args", "refs", "scalars", "dev", "dims", "n", "spec", "codegen",
+                 "recheck_bounds")
+
+    def __init__(self, dim, device, args, bound, dims, n, dev, spec, codegen, converters):
+        self.dim, self.device, self.n_args = dim, device, len(args)
+        self.dev, self.dims, self.n, self.spec, self.codegen = dev, dims, n, spec, codegen
+        # (position, weak reference) per array argument; (position, converter) per scalar
+        self.refs = tuple((k, weakref.ref(a)) for k, a in enumerate(bound) if hasattr(a, "buffer"))
+        self.scalars = tuple((k, converters[k]) for k in range(len(bound)) if not hasattr(bound[k], "buffer"))
+        # bounds proven against these arrays hold again; with scalars in the arguments they are proven anew
+        self.recheck_bounds = bool(self.scalars) and spec.bounds_fast is not None
+
+    def bind(self, args: list, dev) -> list | None:
+        """`args` (a list of the caller's own) bound, when they match this plan (the same arrays; scalars
+        are converted now, in place), else None. The plan holds no array: it keeps none alive."""
+        if len(args) != self.n_args:
+            return None
+        for k, ref in self.refs:
+            if ref() is not args[k]:
+                return None
+        for k, convert in self.scalars:
+            args[k] = convert(args[k], dev)
+        return args
+
+
+def make_plan(kernel, dim, device, args, bound, dims, n, dev, spec, codegen) -> LaunchPlan | None:
+    """A plan for this launch (None when an argument takes no weak reference or is a struct)."""
+    if kernel.struct_params or spec.has_split:
+        return None
+    converters = getattr(kernel._binder, "converters", None)
+    if converters is None or len(converters) != len(bound):
+        return None
+    try:
+        return LaunchPlan(dim, device, args, bound, dims, n, dev, spec, codegen, converters)
+    except TypeError:
+        return None

@@ -1,0 +1,27 @@
+"""`unchanged(key)`: whether gk.config's code-generation settings are still `key` (a `codegen_key()`),
+compared field by field without building a new key: the pre-bound launch and the prepared adjoint ask
+this on every launch, where building and comparing the tuple cost ~0.3 µs (issue 43, W5)."""
+
+from __future__ import annotations
+
+from ...core import config as _settings
+from ...core.config import config
+
+
+def _fields() -> tuple:
+    c = config
+    return (c.debug, c.adjoint_stack_size, c.fast_math, _settings.rules_generation, c.default_fp)
+
+
+# codegen_key()'s fields as `_fields` reads them; if core/config.py changes the key, compare it whole
+_SAME_FIELDS = _fields() == config.codegen_key()
+
+
+def unchanged(key: tuple) -> bool:
+    """True when `config.codegen_key()` would equal `key`."""
+    if not _SAME_FIELDS:
+        return key == config.codegen_key()
+    c = config
+    debug, stack, fast, generation, fp = key
+    return c.debug is debug and c.fast_math is fast and c.default_fp is fp and \
+        c.adjoint_stack_size == stack and _settings.rules_generation == generation
