@@ -42,9 +42,10 @@ def key(script: pathlib.Path) -> str:
     return hashlib.sha256(script.read_bytes()).hexdigest()[:16]
 
 
-def picture(script: pathlib.Path, cache: pathlib.Path = CACHE) -> tuple[pathlib.Path | None, str]:
-    """Run `script --image` unless its picture is cached; returns (the PNG or None, the failure or '')."""
-    folder = cache / script.parent.relative_to(script.parents[1]) if script.parent != EXAMPLES else cache
+def picture(script: pathlib.Path, cache: pathlib.Path = CACHE, root: pathlib.Path = EXAMPLES):
+    """Run `script --image` unless its picture is cached; returns (the PNG or None, the failure or '').
+    Pictures of scripts in a sub-folder of `root` are cached in the same sub-folder of `cache`."""
+    folder = cache / script.parent.relative_to(root)
     png = folder / f"{script.stem}-{key(script)}.png"
     if png.is_file():
         return png, ""
@@ -91,7 +92,7 @@ def gallery_rst(cache: pathlib.Path = CACHE, folder: pathlib.Path = EXAMPLES, wo
     """The gallery's reStructuredText and the failures ([(script, message)]) of scripts that did not run."""
     found = scripts(folder)
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        results = list(pool.map(lambda s: picture(s, cache), found))
+        results = list(pool.map(lambda s: picture(s, cache, folder), found))
     out, failures = [], []
     for script, (png, error) in zip(found, results):
         if error:
