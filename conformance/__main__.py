@@ -48,6 +48,7 @@ def _register(spec: str) -> None:
 def _list_features(devices: list[str]) -> int:
     import gradkit as gk
     from gradkit.backends.capabilities import CONTRACT_VERSION, capabilities_of, everything
+    from gradkit.core.passes.lower_capabilities import FALLBACKS
     full = everything()
     for d in [gk.get_device(n) for n in devices] or gk.get_devices():
         caps = capabilities_of(d.impl)
@@ -57,7 +58,10 @@ def _list_features(devices: list[str]) -> int:
         print(f"  atomics:    {' '.join(sorted(caps.atomics))}")
         print(f"  features:   {' '.join(sorted(caps.features))}")
         missing = sorted(set(full.names()) - set(caps.names()))
+        lowered = [m for m in missing if m in FALLBACKS or m in ("rsqrt", "stop_gradient")
+                   or (m.startswith("atomic_") and "cas" in caps.features)]
         print(f"  not declared: {' '.join(missing) or '-'}")
+        print(f"    of which gradkit lowers: {' '.join(lowered) or '-'}")
     return 0
 
 

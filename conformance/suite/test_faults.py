@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import gradkit as gk
+from gradkit.conformance.plugin import require
 
 
 @gk.kernel
@@ -42,6 +43,7 @@ def debug():
 
 
 def test_out_of_range_accesses_are_index_errors(device, debug):
+    require(device, "bounds")
     x, y = gk.ones(16, device=device), gk.zeros(16, device=device)
     guard = gk.zeros(64, device=device)
     with pytest.raises(IndexError, match=r"shifted_read.*index 16.*axis 0.*'x'.*extent 16"):
@@ -69,6 +71,7 @@ def product_loop(x: gk.array(dtype=float), out: gk.array(dtype=float), n: int):
 
 
 def test_value_stack_overflow_is_an_error_and_within_it_gradients_are_right(device, rng):
+    require(device, "stack")
     old = gk.config.adjoint_stack_size
     gk.config.adjoint_stack_size = 16
     try:

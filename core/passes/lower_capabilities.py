@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from .. import types as T
 from ..errors import CompileError
 from ..ir import Builder, Function, Instr, Region, Value
-from ..ops import Op
+from ..ops import STACK, Op
 
 
 @dataclass(frozen=True)
@@ -257,6 +257,8 @@ def _lower_region(region: Region, target: Target, mapping: dict[int, Value], dep
                                        "no compare-and-swap ('cas' feature) to write it with")
         if ins.op == Op.NATIVE and "native" not in target.features:
             raise NotDeclaredError(target.backend, "native", "a @gk.func_native snippet")
+        if ins.op in STACK and "stack" not in target.features:
+            raise NotDeclaredError(target.backend, "stack", "the reverse pass's value stack")
         out.append(ins)
     region.body = out
     if mapping:
@@ -300,6 +302,8 @@ def needs_lowering(fn: Function, target: Target) -> bool:
         if ins.op == Op.ATOMIC and ins.attrs["kind"] not in target.atomics:
             return True
         if ins.op == Op.NATIVE and "native" not in target.features:
+            return True
+        if ins.op in STACK and "stack" not in target.features:
             return True
     return False
 
