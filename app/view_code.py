@@ -21,22 +21,30 @@ def render(bundle, name: str) -> None:
     tabs = ["Python", "Core IR", "Adjoint IR", "Passes"]
     generated = [(dev, variant, text) for dev, variants in sorted(code["code"].items())
                  for variant, text in variants.items()]
-    parts = st.tabs(tabs + [plain(f"{dev} {variant}") for dev, variant, _ in generated])
-    with parts[0]:
-        st.code(code["python"], language="python", line_numbers=True)
-    with parts[1]:
-        st.code(code["ir"], language=None)
-    with parts[2]:
-        st.code(code["adjoint_ir"], language=None)
-    with parts[3]:
-        _passes(bundle, kernel)
+    # lazy tabs: only the open one runs and is sent (the generated LLVM of one kernel is 50-70 KB of
+    # highlighted lines; drawing every tab's code made the view take 4-5 s on a 200-launch program)
+    parts = st.tabs(tabs + [plain(f"{dev} {variant}") for dev, variant, _ in generated], on_change="rerun",
+                    key=f"code_tab_{kernel}")
+    if parts[0].open:
+        with parts[0]:
+            st.code(code["python"], language="python", line_numbers=True)
+    if parts[1].open:
+        with parts[1]:
+            st.code(code["ir"], language=None)
+    if parts[2].open:
+        with parts[2]:
+            st.code(code["adjoint_ir"], language=None)
+    if parts[3].open:
+        with parts[3]:
+            _passes(bundle, kernel)
     for tab, (dev, variant, text) in zip(parts[4:], generated):
+        if not tab.open:
+            continue
         with tab:
             if variant == "error":
                 st.error(plain(f"code generation failed on {dev}: {text}"))
             else:
                 st.code(text, language=data.code_language(dev), line_numbers=True)
-
 
 def _passes(bundle, kernel: str) -> None:
     """Pick a variant and a pass: the IR before and after it side by side, their unified diff below."""

@@ -40,6 +40,8 @@ def render(bundle, name: str) -> None:
     try:
         svg = graph_component.render_svg(dot)
     except graph_component.NoRenderer as exc:
+        if exc.kind == "cancelled":                    # the tab closed: nobody is left to show anything to
+            return
         if exc.kind in ("too_large", "too_slow"):      # the browser's own layout would hang the tab as well
             st.warning(plain(f"Not drawn: {exc}."))
         else:

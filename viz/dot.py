@@ -1,6 +1,7 @@
 """Tiny helpers for writing DOT text (quoting, attributes) and rendering it with GraphViz's `dot`, bounded in
 time and size: a graph `dot` cannot lay out in a few seconds is refused with a hint (fold or collapse it),
-and a `dot` that overruns its time is killed, never left running."""
+and a `dot` that overruns its time, or whose caller went away (`cancelled`: the debugger's browser tab
+closed), is killed, never left running."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import pathlib
 import re
 import shutil
 import subprocess
+import time
+from collections.abc import Callable
 
 RENDER_TIMEOUT = 20.0      # seconds `dot` may take before it is killed (RenderError)
 RENDER_MAX_ITEMS = 4000    # nodes + edges past which `dot` is not started at all (layout grows superlinearly)
+CANCEL_POLL = 0.1          # seconds between checks of `cancelled` while `dot` runs
 
 # Characters XML 1.0 does not allow (in an HTML-like label dot refuses the whole graph; NUL ends a quoted
 # string early; in the SVG they make it invalid XML): text from a bundle shows U+FFFD in their place.
@@ -38,8 +42,8 @@ def html_escape(text) -> str:
 
 
 class RenderError(RuntimeError):
-    """`dot` is missing, failed, took longer than its time, or the graph is too large to try (`kind`: "missing",
-    "failed", "too_slow", "too_large")."""
+    """`dot` is missing, failed, took longer than its time, was cancelled, or the graph is too large to try
+    (`kind`: "missing", "failed", "too_slow", "cancelled", "too_large")."""
 
     def __init__(self, message: str, kind: str):
         super().__init__(message)
@@ -52,9 +56,11 @@ def graph_items(dot: str) -> int:
         ("graph ", "node ", "edge ", "digraph", "subgraph", "}", "label=", "rankdir")))
 
 
-def render(dot: str, fmt: str = "svg", timeout: float | None = None, max_items: int | None = None) -> bytes:
-    """`dot` rendered to `fmt` by GraphViz's `dot` program, killed after `timeout` seconds; RenderError naming
-    why it did not render (missing program, failure, too slow, more than `max_items` nodes and edges)."""
+def render(dot: str, fmt: str = "svg", timeout: float | None = None, max_items: int | None = None,
+           cancelled: Callable[[], bool] | None = None) -> bytes:
+    """`dot` rendered to `fmt` by GraphViz's `dot` program, killed after `timeout` seconds or as soon as
+    `cancelled()` is true (checked every CANCEL_POLL s); RenderError naming why it did not render (missing
+    program, failure, too slow, cancelled, more than `max_items` nodes and edges)."""
     timeout = RENDER_TIMEOUT if timeout is None else timeout
     max_items = RENDER_MAX_ITEMS if max_items is None else max_items
     items = graph_items(dot)
@@ -65,17 +71,42 @@ def render(dot: str, fmt: str = "svg", timeout: float | None = None, max_items: 
     exe = shutil.which("dot")
     if exe is None:
         raise RenderError("rendering needs GraphViz's 'dot' program (apt-get install graphviz)", "missing")
-    try:
-        proc = subprocess.run([exe, f"-T{fmt}"], input=dot.encode("utf-8"), capture_output=True,
-                              timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:       # subprocess.run killed it
-        raise RenderError(f"dot did not lay the graph out in {timeout:g} s and was stopped: fold repeated "
-                          "launches (simplify_graph=True) or collapse scopes", "too_slow") from None
-    if proc.returncode != 0:
-        err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise RenderError(f"dot failed on this graph (exit {proc.returncode}{': ' + err[-1] if err else ''})",
+    out, err, code = _run(exe, fmt, dot.encode("utf-8"), timeout, cancelled)
+    if code != 0:
+        lines = err.decode("utf-8", "replace").strip().splitlines()
+        raise RenderError(f"dot failed on this graph (exit {code}{': ' + lines[-1] if lines else ''})",
                           "failed")
-    return proc.stdout
+    return out
+
+
+def _run(exe: str, fmt: str, source: bytes, timeout: float, cancelled) -> tuple[bytes, bytes, int]:
+    """Run `dot` on `source`: (stdout, stderr, exit code); killed and reaped past `timeout` or on
+    `cancelled()` (RenderError "too_slow" / "cancelled")."""
+    proc = subprocess.Popen([exe, f"-T{fmt}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + timeout
+    source_left, finished = source, False
+    try:
+        while True:
+            step = min(CANCEL_POLL, max(deadline - time.monotonic(), 0.0)) if cancelled else \
+                max(deadline - time.monotonic(), 0.0)
+            try:
+                # the input goes with the first call only; a retry after TimeoutExpired loses no output
+                out, err = proc.communicate(source_left, timeout=step)
+                finished = True
+                return out, err, proc.returncode
+            except subprocess.TimeoutExpired:
+                source_left = None
+            if cancelled is not None and cancelled():
+                raise RenderError("the graph's page was closed, so dot was stopped", "cancelled")
+            if time.monotonic() >= deadline:
+                raise RenderError(f"dot did not lay the graph out in {timeout:g} s and was stopped: fold "
+                                  "repeated launches (simplify_graph=True) or collapse scopes", "too_slow")
+    finally:
+        if not finished:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()                  # reap it and close its pipes
 
 
 class DotSource(str):

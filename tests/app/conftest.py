@@ -61,13 +61,16 @@ def bundles(bundle_dir):
 @pytest.fixture(scope="session")
 def planted(tmp_path_factory):
     """Issue 41's acceptance program (tests/app/planted.py: 201 launches over 50 steps, four planted bugs)
-    captured as `gradkit debug` does: (folder holding the one bundle 'planted', {bug: line})."""
+    and the same program fixed, captured as `gradkit debug` does: (folder holding the bundles 'planted' and
+    'planted_fixed', {bug: line})."""
     from gradkit.app.cli import capture_script
     from tests.app.planted import write_program
     work = tmp_path_factory.mktemp("planted")
     lines = write_program(work / "planted.py")
-    report = capture_script(work / "planted.py", [], work / "bundles" / "planted")
-    assert report.bundle is not None, report.error
+    write_program(work / "planted_fixed.py", fixed=True)
+    for name in ("planted", "planted_fixed"):
+        report = capture_script(work / f"{name}.py", [], work / "bundles" / name)
+        assert report.bundle is not None, report.error
     return work / "bundles", lines
 
 

@@ -10,6 +10,7 @@ launches and the loss), with four planted bugs, each on a line the generator kno
 - int_cast: the drag coefficient reaches the force only through int(): its gradient is zero.
 
 `write_program(path)` writes the script and returns {bug: line}; each bug's line carries `# BUG: <name>`.
+`write_program(path, fixed=True)` writes the same program with the four lines fixed (for Compare).
 """
 
 from __future__ import annotations
@@ -97,9 +98,24 @@ if __name__ == "__main__":
 '''
 
 
-def source(steps: int = STEPS, nan_step: int = NAN_STEP) -> str:
-    """The program's text."""
-    return _TEMPLATE.format(steps=steps, nan_step=nan_step)
+# bug -> (the planted text, its fix)
+FIXES = {"dead_write": ("f[i] = k[0] *", "f[i] = f[i] + k[0] *"),
+         "int_cast": ("int(c[0] * gk.float64(10.0))", "c[0] * gk.float64(10.0)"),
+         "nan": ("gk.sqrt(gust[s])", "gk.sqrt(gust[s] + gk.float64(1e-12))"),
+         "host_copy": ("gk.array(stiffness.numpy(), dtype=gk.float64, requires_grad=True)", "stiffness")}
+
+
+def source(steps: int = STEPS, nan_step: int = NAN_STEP, fixed: bool = False) -> str:
+    """The program's text (with the planted lines fixed when `fixed`)."""
+    text = _TEMPLATE.format(steps=steps, nan_step=nan_step)
+    if fixed:
+        lines = text.splitlines(keepends=True)
+        for bug, line in bug_lines(text).items():
+            old, new = FIXES[bug]
+            assert old in lines[line - 1], (bug, lines[line - 1])
+            lines[line - 1] = lines[line - 1].replace(old, new).replace(f"# BUG: {bug}", f"# fixed: {bug}")
+        text = "".join(lines)
+    return text
 
 
 def bug_lines(text: str) -> dict[str, int]:
@@ -112,8 +128,7 @@ def bug_lines(text: str) -> dict[str, int]:
     return out
 
 
-def write_program(path, steps: int = STEPS, nan_step: int = NAN_STEP) -> dict[str, int]:
-    """Write the program to `path` and return {bug: line}."""
-    text = source(steps, nan_step)
-    pathlib.Path(path).write_text(text)
-    return bug_lines(text)
+def write_program(path, steps: int = STEPS, nan_step: int = NAN_STEP, fixed: bool = False) -> dict[str, int]:
+    """Write the program to `path` and return {bug: line} (of the planted program: a fix keeps each line)."""
+    pathlib.Path(path).write_text(source(steps, nan_step, fixed))
+    return bug_lines(source(steps, nan_step))

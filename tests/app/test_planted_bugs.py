@@ -31,6 +31,17 @@ def test_the_landing_data_names_each_planted_bug_and_its_line(planted):
     assert status["status"] == "NaN/Inf" and status["launches"] == 4 * program.STEPS + 1
 
 
+def test_the_fixed_program_shows_no_problem(planted):
+    """The four planted lines fixed: no NaN, no hazard, no alarm, and the gradients the bugs cut now arrive
+    (wind through the force, the drag coefficient, the declared stiffness itself)."""
+    folder, _ = planted
+    b = data.open_bundle(folder / "planted_fixed")
+    assert overview_data.bundle_status(b) == {"status": "ok", "rank": 3, "problems": [],
+                                              "launches": 4 * program.STEPS + 1}
+    flags = {r["array"]: r["flag"] for r in flow_data.gradient_flow(b)}
+    assert flags["wind"] == flags["drag"] == flags["stiffness"] == "ok"
+
+
 def test_the_nan_view_data_names_the_step_and_the_sqrt(planted):
     folder, lines = planted
     b = data.open_bundle(folder / "planted")
@@ -92,3 +103,21 @@ def test_a_declared_parameter_nothing_reads_is_unused(device, rng):
     tape, _ = _weigh_tape(device, x_np, w, other, [w])
     assert [h.kind for h in tape.hazards()] == ["unused parameter"]
     np.testing.assert_allclose(other.grad.numpy()[0], np.sum(x_np ** 2), rtol=1e-12)
+
+
+def test_the_unfolded_graph_is_refused_before_dot_starts(planted):
+    """201 launch boxes unfolded would keep dot busy for over a minute: the debugger refuses it at once and
+    says to fold or collapse; folded, the same program is a handful of boxes, under the limit."""
+    import time
+
+    import pytest
+
+    from gradkit.app import graph_component, graph_data
+    b = data.open_bundle(planted[0] / "planted")
+    start = time.perf_counter()
+    with pytest.raises(graph_component.NoRenderer, match="fold repeated launches") as err:
+        graph_component.render_svg(graph_data.graph_dot(b, simplify=False))
+    assert err.value.kind == "too_large" and str(4 * program.STEPS + 1) in str(err.value)
+    assert time.perf_counter() - start < 2.0
+    folded = graph_data.graph_dot(b, simplify=True)
+    assert 1 <= len(graph_component._LAUNCH_BOX.findall(folded)) <= graph_component.MAX_LAUNCH_BOXES

@@ -62,3 +62,19 @@ def test_a_small_graph_renders_and_draws_inline():
     assert "node 4" in svg
     assert DotSource(_chain(5))._repr_svg_().startswith("<svg")
     assert DotSource(_chain(3000))._repr_svg_() is None        # too large: Jupyter shows the text instead
+
+
+def test_dot_is_killed_as_soon_as_its_caller_cancels():
+    """The debugger cancels when the browser tab closes: `dot` is stopped within a poll, not at its timeout,
+    and reaped."""
+    t0 = time.perf_counter()
+    with pytest.raises(RenderError, match="page was closed") as err:
+        render(_chain(6000), timeout=60, max_items=20_000, cancelled=lambda: time.perf_counter() - t0 > 0.2)
+    assert err.value.kind == "cancelled"
+    assert time.perf_counter() - t0 < 2.0
+    assert _dot_children() == []
+
+
+def test_a_caller_that_never_cancels_gets_the_drawing():
+    svg = render(_chain(20), cancelled=lambda: False)
+    assert b"node 19" in svg
