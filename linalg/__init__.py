@@ -5,7 +5,9 @@ after `warp.optim.linear`.
   `LinearOperator` or a callable; preconditioners None, "diag", "block_diag", a matrix or a callable;
 - implicit.py: a solve under a recording tape is one step whose backward solves Aᵀλ = x̄;
 - operators.py: `LinearOperator`, `preconditioner` (Jacobi / block-Jacobi as block-diagonal BsrMatrix);
-- vector.py: the vector kernels (two-stage dot products, linear combinations, CG's updates).
+- vector.py: the vector kernels (two-stage dot products, linear combinations, CG's updates);
+- fused.py: CG's iteration in fewer launches for a BsrMatrix with no or a block-diagonal preconditioner
+  (A p with p·Ap, the update with r·z and r·r), used whenever a CG solve is not unrolled onto a tape.
 """
 
 from .operators import LinearOperator, preconditioner

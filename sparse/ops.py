@@ -11,7 +11,7 @@ import gradkit as gk
 
 from ..runtime.state import current as _recording
 from .bsr import BsrMatrix, _empty_values, _int_array, bsr_zeros
-from .kernels import kernels
+from .kernels import kernels, rows_per_thread
 
 
 def _check_vector(A: BsrMatrix, v, length: int, name: str) -> gk.array:
@@ -28,7 +28,8 @@ def _check_vector(A: BsrMatrix, v, length: int, name: str) -> gk.array:
 
 def bsr_mv(A: BsrMatrix, x: gk.array, y: gk.array | None = None, alpha: float = 1.0, beta: float = 0.0,
            record_tape: bool = True) -> gk.array:
-    """y = alpha A x + beta y, one thread per block row; returns y (a new array when y is None).
+    """y = alpha A x + beta y, one thread per block row (unrecorded on the CPU, a run of rows per thread:
+    `kernels.rows_per_thread`); returns y (a new array when y is None).
 
     x and y are arrays of `A.vector_type` (scalars for 1x1 blocks). On a recording tape the product is a
     launch: gradients reach `A.values`, x, and (for beta != 0) y's value before the product.
@@ -51,13 +52,25 @@ def bsr_mv(A: BsrMatrix, x: gk.array, y: gk.array | None = None, alpha: float = 
         raise ValueError("y: must not be x (the product reads x while it writes y)")
     if A.nrow == 0:
         return y
+    recording = record_tape and _recording.tape is not None
+    chunk = 1 if recording else rows_per_thread(A.device, A.nrow)
+    if chunk > 1:                               # unrecorded on the CPU: runs of rows per thread
+        parts = -(-A.nrow // chunk)
+        matrix = [A.offsets, A.columns, A.values, x]
+        if beta == 0.0:
+            gk.launch(k["bsr_mv_rows"], parts, inputs=[*matrix, alpha, chunk], outputs=[y], device=A.device,
+                      record_tape=False)
+        else:
+            gk.launch(k["bsr_mv_rows_beta"], parts, inputs=[*matrix, alpha, beta, chunk], outputs=[y],
+                      device=A.device, record_tape=False)
+        return y
     if beta == 0.0:
         gk.launch(k["bsr_mv"], A.nrow, inputs=[A.offsets, A.columns, A.values, x, alpha], outputs=[y],
                   device=A.device, record_tape=record_tape)
         return y
     # y is read and written: on a tape the old y is kept in a copy so its gradient (beta y.grad) is exact
     y_in = y
-    if record_tape and _recording.tape is not None:
+    if recording:
         y_in = gk.copy(gk.zeros_like(y), y)
     gk.launch(k["bsr_mv_beta"], A.nrow, inputs=[A.offsets, A.columns, A.values, x, alpha, beta, y_in],
               outputs=[y], device=A.device, record_tape=record_tape)

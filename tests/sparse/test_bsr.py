@@ -204,3 +204,21 @@ def test_set_from_triplets_diag_and_rectangular_diag_match_scipy(device, rng, bs
     block = rng.standard_normal((bs, bs)).astype(NP[dtype])
     E = S.bsr_diag(block[0, 0] if bs == 1 else block, rows_of_blocks=4, dtype=dtype, device=device)
     np.testing.assert_allclose(E.to_dense(), np.kron(np.eye(4), block), **tol)
+
+
+@pytest.mark.parametrize("dtype", [gk.float64, gk.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("bs", [1, 3])
+def test_long_products_match_scipy(device, rng, bs, dtype):
+    """Products of more rows than one thread's run (unrecorded on the CPU, runs of rows per thread; a
+    partial last run; empty rows) against SciPy, with and without beta, and the same product on a tape."""
+    tol = TOL[dtype]
+    nrow = 2 * S.kernels.ROWS_PER_THREAD + 37
+    A, D = build(rng, nrow, 40, 3 * nrow, bs, dtype, device)
+    assert S.kernels.rows_per_thread(A.device, nrow) == (S.kernels.ROWS_PER_THREAD if A.device.backend == "cpu" else 1)
+    xs, ys = rng.standard_normal(40 * bs), rng.standard_normal(nrow * bs)
+    np.testing.assert_allclose(S.bsr_mv(A, vec(xs, A, device)).numpy().reshape(-1), D @ xs, **tol)
+    y = S.bsr_mv(A, vec(xs, A, device), vec(ys, A, device), alpha=0.5, beta=-1.5)
+    np.testing.assert_allclose(y.numpy().reshape(-1), 0.5 * D @ xs - 1.5 * ys, **tol)
+    with gk.Tape():
+        y = S.bsr_mv(A, vec(xs, A, device), vec(ys, A, device), alpha=0.5, beta=-1.5)
+    np.testing.assert_allclose(y.numpy().reshape(-1), 0.5 * D @ xs - 1.5 * ys, **tol)
