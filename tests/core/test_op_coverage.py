@@ -89,9 +89,7 @@ WALKERS = {
         never={Op.CALL: NO_CALLS}),
     "numpy.interpreter": Walker(
         "gradkit_numpy_backend.interpreter", "OPS", "dict table (built from Run.op_* methods)",
-        never={Op.CALL: NO_CALLS,
-               Op.NATIVE: "its compile refuses any op OPS lacks with a CompileError naming it: a NumPy "
-                          "interpreter runs no C-like snippet"}),
+        never={Op.CALL: NO_CALLS}),
     "op_trace": Walker(
         "gradkit.runtime.launch.op_trace", "_Thread.op_*", "method table (getattr(self, 'op_' + op))"),
 }
