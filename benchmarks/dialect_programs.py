@@ -1,21 +1,29 @@
-"""DiffTaichi's programs under `gradkit.taichi` and under Taichi: time per iteration and first iteration.
+"""Taichi programs under `gradkit.taichi` and under Taichi: time per iteration and first iteration.
 
+    python benchmarks/dialect_programs.py [--quick] [--programs spring_robot,mls_mpm] [--iters 4] [--rounds 2]
     python benchmarks/dialect_programs.py --src PATH/difftaichi/examples [--programs mass_spring,billiards]
                                           [--iters 4] [--rounds 2] [--modules gradkit.taichi,taichi]
                                           [--baseline PYTHONPATH] [--json out.json]
 
-The sources are not part of this repository: pass the folder holding DiffTaichi's examples (a clone of
-taichi-dev/difftaichi's `examples/`) with --src or DIFFTAICHI_EXAMPLES. Each program runs as written
-with only its import line changed (`import taichi as ti` -> `import gradkit.taichi as ti`), the GUI lines
-off and `arch` set to the CPU, at its own sizes, in a fresh process per run (so the first iteration
-includes translation and compilation, with whatever each system caches on disk); runs of the systems
-alternate (round-robin) so that a busy machine slows them alike. One iteration = the program's own
-training step: its `forward` under `ti.ad.Tape(loss)` (forward, then backward) and a parameter update.
+Without --src it times this repository's own Taichi-syntax programs (tests/dialects/taichi_programs.py,
+written for gradkit, no network needed): `spring_robot`, a DiffTaichi-style mass-spring robot (a
+@ti.data_oriented class, a struct field of springs, `ti.ad.Tape`), and `mls_mpm`, a 2-D MLS-MPM (p2g / grid /
+g2p over a 3x3 stencil with vector indexing, diffmpm's recompute-then-`kernel.grad()` backward), float32, at
+the sizes in OWN_SIZES; one iteration = forward and backward. `run(quick=False)` does this from Python and
+returns rows {program, system, first_iter_s, per_iter_s} (what `make bench` collects).
 
-Reported per program and system: loading the program (imports, fields; the first iteration's translation
-and compilation come after), the first iteration, and the median and minimum of the later ones, in wall
-time and in the process's CPU time (robust to other load on the machine; a runtime whose idle
-threads spin counts them). `--baseline PATH` adds `gradkit.taichi` imported from another checkout
+With --src (or DIFFTAICHI_EXAMPLES) it runs DiffTaichi's own examples instead; their sources are not part of
+this repository (a clone of taichi-dev/difftaichi's `examples/`). Each program runs as written with only its
+import line changed (`import taichi as ti` -> `import gradkit.taichi as ti`), the GUI lines off and `arch`
+set to the CPU, at its own sizes; one iteration = the program's own training step: its `forward` under
+`ti.ad.Tape(loss)` (forward, then backward) and a parameter update.
+
+Either way each run is a fresh process (so the first iteration includes translation and compilation, with
+whatever each system caches on disk) and runs of the systems alternate (round-robin) so that a busy machine
+slows them alike. Reported per program and system: loading the program (imports, fields; the first
+iteration's translation and compilation come after), the first iteration, and the median and minimum of the
+later ones, in wall time and in the process's CPU time (robust to other load on the machine; a runtime whose
+idle threads spin counts them). `--baseline PATH` adds `gradkit.taichi` imported from another checkout
 (PYTHONPATH=PATH, where PATH/gradkit is that checkout), to compare two versions of gradkit.
 """
 
@@ -33,6 +41,12 @@ import time
 import types
 
 PROGRAMS = ("mass_spring", "billiards", "electric", "rigid_body")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OWN_PROGRAMS = {"spring_robot": "SPRING_ROBOT", "mls_mpm": "MPM"}      # name -> text in taichi_programs.py
+OWN_SIZES = {"spring_robot": dict(FP="ti.f32", N_OBJ=24, STEPS=512),
+             "mls_mpm": dict(FP="ti.f32", N_PART=4096, N_GRID=64, STEPS=64)}
+QUICK_SIZES = {"spring_robot": dict(FP="ti.f32", N_OBJ=12, STEPS=64),
+               "mls_mpm": dict(FP="ti.f32", N_PART=512, N_GRID=32, STEPS=16)}
 
 GUI_OFF = [
     ('gui = ti.GUI("Mass Spring Robot", (512, 512), background_color=0xFFFFFF)', "gui = None"),
@@ -52,6 +66,36 @@ def _program_text(src: str, prog: str, module: str) -> str:
     for old, new in GUI_OFF:
         text = text.replace(old, new)
     return text.replace("arch=ti.gpu", "arch=ti.cpu").replace("arch=ti.cuda", "arch=ti.cpu")
+
+
+def _own_text(prog: str, module: str, quick: bool) -> str:
+    """One of this repository's Taichi-syntax programs at the benchmark's sizes, importing `module`."""
+    import importlib.util
+    path = os.path.join(ROOT, "tests", "dialects", "taichi_programs.py")
+    spec = importlib.util.spec_from_file_location("gk_taichi_programs", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    text = mod.program(getattr(mod, OWN_PROGRAMS[prog]), **(QUICK_SIZES if quick else OWN_SIZES)[prog])
+    return text.replace("import taichi as ti", f"import {module} as ti", 1)
+
+
+def own_worker(prog: str, module: str, iters: int, quick: bool) -> dict:
+    """Run one of our own programs for `iters` iterations (its `iterate`: forward and backward)."""
+    work = tempfile.mkdtemp(prefix="tp_")
+    path = os.path.join(work, f"{prog}.py")
+    with open(path, "w") as f:
+        f.write(_own_text(prog, module, quick))
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    g = runpy.run_path(path, run_name=f"tp_{prog}")
+    g["setup"](0)
+    out = {"load_wall": time.perf_counter() - wall0, "load_cpu": time.process_time() - cpu0,
+           "wall": [], "cpu": [], "loss": []}
+    for _ in range(iters):
+        w, c = time.perf_counter(), time.process_time()
+        out["loss"].append(float(g["iterate"]()))
+        out["wall"].append(time.perf_counter() - w)
+        out["cpu"].append(time.process_time() - c)
+    return out
 
 
 def worker(src: str, prog: str, module: str, iters: int) -> dict:
@@ -134,12 +178,13 @@ def worker(src: str, prog: str, module: str, iters: int) -> dict:
 
 # --------------------------------------------------------------------------- the comparison
 
-def _run(src, prog, target, iters, timeout) -> dict | None:
+def _run(src, prog, target, iters, timeout, quick=False) -> dict | None:
     module, pythonpath = target
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", prog, module, str(iters), "--src", src]
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", prog, module, str(iters)]
+    cmd += ["--src", src] if src else ["--quick"] if quick else []
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
@@ -155,7 +200,11 @@ def _run(src, prog, target, iters, timeout) -> dict | None:
 def _summary(runs: list[dict]) -> dict:
     later_wall = [t for r in runs for t in r["wall"][1:]]
     later_cpu = [t for r in runs for t in r["cpu"][1:]]
+    # steady state: the later half of each run's iterations (the CPU backend compiles a busy kernel's
+    # optimised code during its first few dozen launches, which can fall in iterations 2-3)
+    steady = [t for r in runs for t in r["wall"][max(1, len(r["wall"]) // 2):]]
     return {"load_wall": statistics.median(r["load_wall"] for r in runs),
+            "steady_wall": statistics.median(steady) if steady else None,
             "first_wall": statistics.median(r["wall"][0] for r in runs),
             "first_cpu": statistics.median(r["cpu"][0] for r in runs),
             "iter_wall": statistics.median(later_wall) if later_wall else None,
@@ -165,11 +214,47 @@ def _summary(runs: list[dict]) -> dict:
             "loss": runs[0]["loss"]}
 
 
+def _available(module: str) -> bool:
+    import importlib.util
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def compare(src, programs, targets: dict, iters: int, rounds: int, timeout: float, quick: bool = False) -> dict:
+    """{program: {system: summary}}, each run a fresh process, the systems alternating within a round."""
+    results = {}
+    for prog in programs:
+        runs = {name: [] for name in targets}
+        for _ in range(rounds):
+            for name, target in targets.items():
+                r = _run(src, prog, target, iters, timeout, quick)
+                if r is not None:
+                    runs[name].append(r)
+        results[prog] = {name: _summary(rs) for name, rs in runs.items() if rs}
+    return results
+
+
+def run(quick: bool = False) -> list[dict]:
+    """Our own Taichi-syntax programs under gradkit.taichi and Taichi (when installed), alternating: rows
+    {program, system, first_iter_s, per_iter_s} (wall seconds; per_iter_s the median of the later
+    iterations' later half: steady state, after the first iterations' compiles). `quick`: smaller programs,
+    6 iterations, one round."""
+    targets = {m: (m, None) for m in ("gradkit.taichi", "taichi") if m == "gradkit.taichi" or _available(m)}
+    results = compare(None, list(OWN_PROGRAMS), targets, 6 if quick else 8, 1 if quick else 2,
+                      300.0 if quick else 900.0, quick)
+    return [{"program": prog, "system": name, "first_iter_s": s["first_wall"], "per_iter_s": s["steady_wall"]}
+            for prog, by in results.items() for name, s in by.items()]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--src", default=os.environ.get("DIFFTAICHI_EXAMPLES"),
                     help="folder with DiffTaichi's examples (default: $DIFFTAICHI_EXAMPLES)")
-    ap.add_argument("--programs", default=",".join(PROGRAMS))
+    ap.add_argument("--programs", default=None,
+                    help=f"default: {','.join(OWN_PROGRAMS)}; with --src {','.join(PROGRAMS)}")
+    ap.add_argument("--quick", action="store_true", help="our own programs at small sizes")
     ap.add_argument("--modules", default="gradkit.taichi,taichi")
     ap.add_argument("--baseline", default=None, help="PYTHONPATH of another gradkit checkout to compare with")
     ap.add_argument("--iters", type=int, default=4, help="iterations per run (the first includes compiles)")
@@ -178,31 +263,30 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="write the results here too")
     ap.add_argument("--worker", nargs=3, metavar=("PROG", "MODULE", "ITERS"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if not args.src or not os.path.isdir(args.src):
-        ap.error("pass --src (or set DIFFTAICHI_EXAMPLES) to the folder of DiffTaichi's examples")
+    if args.src and not os.path.isdir(args.src):
+        ap.error(f"--src {args.src}: not a folder (DiffTaichi's examples)")
+    src = os.path.abspath(args.src) if args.src else None
     if args.worker:
         prog, module, iters = args.worker
-        print("RESULT " + json.dumps(worker(os.path.abspath(args.src), prog, module, int(iters))), flush=True)
+        result = worker(src, prog, module, int(iters)) if src else own_worker(prog, module, int(iters), args.quick)
+        print("RESULT " + json.dumps(result), flush=True)
         return 0
-    targets = {m: (m, None) for m in args.modules.split(",") if m}
+    programs = [p for p in (args.programs or ",".join(PROGRAMS if src else OWN_PROGRAMS)).split(",") if p]
+    known = PROGRAMS if src else tuple(OWN_PROGRAMS)
+    if any(p not in known for p in programs):
+        ap.error(f"--programs: choose from {', '.join(known)}" + ("" if src else " (or pass --src)"))
+    targets = {m: (m, None) for m in args.modules.split(",") if m and (m == "gradkit.taichi" or _available(m))}
     if args.baseline:
         targets["gradkit.taichi (baseline)"] = ("gradkit.taichi", os.path.abspath(args.baseline))
-    results = {}
-    for prog in [p for p in args.programs.split(",") if p]:
-        runs = {name: [] for name in targets}
-        for _ in range(args.rounds):
-            for name, target in targets.items():
-                r = _run(os.path.abspath(args.src), prog, target, args.iters, args.timeout)
-                if r is not None:
-                    runs[name].append(r)
-        results[prog] = {name: _summary(rs) for name, rs in runs.items() if rs}
+    results = compare(src, programs, targets, args.iters, args.rounds, args.timeout, args.quick)
     print("| program | system | program load s | first iteration s (wall / cpu) | per iteration s, median "
-          "(wall / cpu) | per iteration s, min (wall / cpu) |")
-    print("|---|---|---:|---:|---:|---:|")
+          "(wall / cpu) | per iteration s, min (wall / cpu) | steady s (later half, wall) |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for prog, by in results.items():
         for name, s in by.items():
             print(f"| {prog} | {name} | {s['load_wall']:.2f} | {s['first_wall']:.2f} / {s['first_cpu']:.2f} | "
-                  f"{s['iter_wall']:.3f} / {s['iter_cpu']:.3f} | {s['iter_wall_min']:.3f} / {s['iter_cpu_min']:.3f} |")
+                  f"{s['iter_wall']:.3f} / {s['iter_cpu']:.3f} | {s['iter_wall_min']:.3f} / {s['iter_cpu_min']:.3f} "
+                  f"| {s['steady_wall']:.3f} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -14,6 +14,7 @@ from . import runtime
 from .fields import Field
 
 _noted: set = set()
+_CHECKED: set = set()       # kernel sequences whose tape passed (or noted) the version check
 
 
 def _note_once(msg: str) -> None:
@@ -28,6 +29,12 @@ def clear_all_gradients(gradient_type=None) -> None:
         a = f._arr
         if a is not None and a.grad is not None:
             a.grad.zero_()
+
+
+def _record_key(r):
+    """What a tape record does, stably across iterations: its kernel, or a host step's name and site."""
+    k = getattr(r, "kernel_obj", None)
+    return id(k) if k is not None else (r.name, r.site)
 
 
 class Tape:
@@ -64,8 +71,21 @@ class Tape:
 
     def grad(self):
         self.loss.arr.grad.fill_(1.0)
+        key = None
+        if not self.validation and self.tape.check_versions:
+            # Without validation the version check only decides whether to give the note below: the gradient
+            # is the same either way (see below). A training loop records the same kernels every iteration,
+            # so a sequence of kernels already checked once is not checked again (a third of backward's time
+            # in time-stepped programs).
+            key = tuple(_record_key(r) for r in self.tape.records)
+            if key in _CHECKED:
+                self.tape.check_versions = False
+            elif len(_CHECKED) > 256:
+                _CHECKED.clear()
         try:
             self.tape.backward()
+            if key is not None:
+                _CHECKED.add(key)
         except gk.GradientRuleError as exc:
             if self.validation or not self.tape.check_versions:
                 raise
@@ -76,6 +96,8 @@ class Tape:
                        "now, and so does gradkit.taichi; ti.ad.Tape(loss, validation=True) raises instead.")
             self.tape.check_versions = False
             self.tape.backward()
+            if key is not None:
+                _CHECKED.add(key)
 
 
 class FwdMode:

@@ -99,12 +99,12 @@ def _arg_type(name, ann):
 class TiKernel:
     """`@ti.kernel`: call it like a function; `.grad(*args)` runs its adjoint."""
 
-    def __init__(self, fn, obj=None, cache=None):
+    def __init__(self, fn, obj=None, cache=None, sig=None):
         self.pyfunc = fn
         self.obj = obj
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
-        self._sig = inspect.signature(fn)
+        self._sig = inspect.signature(fn) if sig is None else sig
         self._cache = {} if cache is None else cache
         self._base = self
         self._kinds = None          # (settings key, per-parameter argument type or None) for call plans
@@ -113,7 +113,7 @@ class TiKernel:
     def __get__(self, obj, cls=None):
         if obj is None:
             return self
-        bound = TiKernel(self.pyfunc, obj, self._cache)
+        bound = TiKernel(self.pyfunc, obj, self._cache, self._sig)     # `robot.step` at every call: cheap
         bound._base = self
         return bound
 

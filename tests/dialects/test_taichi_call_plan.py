@@ -6,6 +6,8 @@ and defaulted arguments, ndarray parameters and loop bounds that need the kernel
 from __future__ import annotations
 
 import numpy as np
+
+import gradkit as gk
 import gradkit.taichi as ti
 import importlib
 
@@ -175,3 +177,37 @@ def test_to_numpy_is_a_copy_that_exposes_no_view():
     out[0] = 7.0
     assert a.to_numpy().tolist() == [0.0, 1.0, 2.0]
     assert not a.arr._exposed
+
+
+def test_a_tape_checks_versions_once_per_kernel_sequence_unless_validating(monkeypatch):
+    """The version check only decides whether ti.ad.Tape gives its note (Taichi's gradient either way), so a
+    training loop's later tapes over the same kernels skip it; validation=True checks every time."""
+    ti.init(arch=ti.cpu, default_fp=ti.f64)
+    x = ti.field(ti.f64, shape=5, needs_grad=True)
+    loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+    @ti.kernel
+    def energy(k: ti.f64):
+        for i in x:
+            loss[None] += k * x[i] ** 3
+
+    checked, original = [], gk.Tape.backward
+
+    def spy(self, *args, **kwargs):
+        checked.append(self.check_versions)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(gk.Tape, "backward", spy)
+    xs = np.random.default_rng(3).uniform(-1, 1, 5)
+    x.from_numpy(xs)
+    grads = []
+    for _ in range(3):
+        with ti.ad.Tape(loss=loss):
+            energy(0.5)
+        grads.append(x.grad.to_numpy())
+    with ti.ad.Tape(loss=loss, validation=True):
+        energy(0.5)
+    grads.append(x.grad.to_numpy())
+    assert checked == [True, False, False, True]
+    for g in grads:
+        assert np.allclose(g, 1.5 * xs ** 2, rtol=1e-14, atol=0)
