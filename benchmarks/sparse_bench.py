@@ -134,7 +134,8 @@ def measure(side: int = 1000, device: str = "cpu", iters: int = 100, repeats: in
     rows = []
     for system, r in results.items():
         if "error" in r:
-            rows.append({"case": "spmv", "system": system, "ms": float("nan"), "error": r["error"]})
+            rows.append({"case": "spmv", "system": system, "ms": float("nan"), "unknowns": K.shape[0],
+                         "error": r["error"]})
             continue
         for case, ms in r.items():
             if case == "cg iterations run":
