@@ -5,9 +5,9 @@ step's backward pass) relative to the forward solve (issue #45). Runs on its own
     .venv/bin/python benchmarks/sparse_bench.py [--side 1000] [--device cpu] [--cg-iters 100] [--quick]
 
 or from a harness as `run(quick=False) -> [{"case", "system", "ms", ...}]` (quick: a 300² grid).
-Times are the median of repeats after a warm-up (compiles excluded); CG runs a fixed number of
-iterations (tol 0, residual checked once at the end) without a preconditioner, so every library does the
-same work. Warp's CG on the CPU runs far slower per iteration than the others (seconds per iteration at
+Times are medians (and minima) over rounds that time every system in turn after a warm-up (compiles
+excluded); CG runs a fixed number of iterations (tol 0, residual checked once at the end) without a
+preconditioner, so every library does the same work. Warp's CG on the CPU runs far slower per iteration than the others (seconds per iteration at
 10^6 unknowns with Warp 1.19), so it runs `WARP_CG_ITERS` iterations and its row says so."""
 
 from __future__ import annotations
@@ -34,67 +34,48 @@ def laplacian(side: int) -> sp.csr_matrix:
     return (sp.kron(I, T) + sp.kron(T, I)).tocsr()
 
 
-def timed(fn, repeats: int) -> float:
-    """Median wall milliseconds of `repeats` calls after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
-
-
-def bench_gradkit(K, b, device, iters, repeats) -> dict:
+def gradkit_cases(K, b, device, iters) -> dict:
+    """{case: fn} for gradkit: the product, an untaped CG, and a taped CG with its backward pass (which
+    solves Aᵀλ = x̄ by the same CG; the ratio of the two is the adjoint's relative cost, about 1)."""
     import gradkit as gk
     A = gk.sparse.from_scipy(K, device=device)
     x = gk.array(b, device=device)
     y = gk.zeros(K.shape[0], dtype=gk.float64, device=device)
-    out = {"spmv": timed(lambda: (gk.sparse.bsr_mv(A, x, y), gk.synchronize(device)), repeats)}
     bb = gk.array(b, device=device)
 
     def cg():
         xs = gk.zeros(K.shape[0], dtype=gk.float64, device=device)
         gk.linalg.cg(A, bb, xs, tol=0.0, maxiter=iters, check_every=iters)
         gk.synchronize(device)
-    out["cg"] = timed(cg, max(1, repeats // 5))
-    out.update(adjoint_ratio(gk, K, b, device, iters, max(1, repeats // 5)))
-    return out
 
-
-def adjoint_ratio(gk, K, b, device, iters, repeats) -> dict:
-    """A taped CG solve (fixed iterations) and its backward pass, which solves Aᵀλ = x̄ by the same CG:
-    their times and ratio (about 1 expected: the same iterations plus one outer-product kernel)."""
-    A = gk.sparse.from_scipy(K, device=device, requires_grad=True)
-    bb = gk.array(b, device=device, requires_grad=True)
+    At = gk.sparse.from_scipy(K, device=device, requires_grad=True)
+    bt = gk.array(b, device=device, requires_grad=True)
     seed = gk.array(np.random.default_rng(1).standard_normal(K.shape[0]), device=device)
-    forward, backward = [], []
-    for _ in range(repeats + 1):
+
+    def taped() -> dict:
         xs = gk.zeros(K.shape[0], dtype=gk.float64, device=device, requires_grad=True)
         tape = gk.Tape()
         t = time.perf_counter()
         with tape:
-            gk.linalg.cg(A, bb, xs, tol=0.0, maxiter=iters, check_every=iters)
+            gk.linalg.cg(At, bt, xs, tol=0.0, maxiter=iters, check_every=iters)
         gk.synchronize(device)
         t1 = time.perf_counter()
         tape.backward(grads={xs: seed})
         gk.synchronize(device)
         t2 = time.perf_counter()
-        forward.append(t1 - t)
-        backward.append(t2 - t1)
-        A.values.grad.zero_()
-        bb.grad.zero_()
-    fwd, bwd = statistics.median(forward[1:]) * 1e3, statistics.median(backward[1:]) * 1e3
-    return {"cg taped": fwd, "cg adjoint": bwd}
+        At.values.grad.zero_()
+        bt.grad.zero_()
+        return {"cg taped": t1 - t, "cg adjoint": t2 - t1}
+    return {"spmv": lambda: (gk.sparse.bsr_mv(A, x, y), gk.synchronize(device)), "cg": cg, "cg taped": taped}
 
 
-def bench_scipy(K, b, iters, repeats) -> dict:
+def scipy_cases(K, b, iters) -> dict:
     import scipy.sparse.linalg as spla
-    return {"spmv": timed(lambda: K @ b, repeats),
-            "cg": timed(lambda: spla.cg(K, b, rtol=1e-300, atol=0.0, maxiter=iters), max(1, repeats // 5))}
+    return {"spmv": lambda: K @ b, "cg": lambda: spla.cg(K, b, rtol=1e-300, atol=0.0, maxiter=iters)}
 
 
-def bench_warp(K, b, iters, repeats) -> dict:
+def warp_cases(K, b, iters) -> dict:
+    """Warp's product, and its CG run for WARP_CG_ITERS iterations (timed once, not interleaved)."""
     import warp as wp
     import warp.optim.linear as wl
     import warp.sparse as ws
@@ -107,45 +88,64 @@ def bench_warp(K, b, iters, repeats) -> dict:
                                  wp.array(coo.data))
         x = wp.array(b, dtype=wp.float64)
         y = wp.zeros(K.shape[0], dtype=wp.float64)
-        out = {"spmv": timed(lambda: (ws.bsr_mv(A, x, y), wp.synchronize()), repeats)}
-        n = min(iters, WARP_CG_ITERS)
 
-        def cg():
+    def spmv():
+        with wp.ScopedDevice("cpu"):
+            ws.bsr_mv(A, x, y)
+            wp.synchronize()
+
+    def cg(n=min(iters, WARP_CG_ITERS)):
+        with wp.ScopedDevice("cpu"):
             xs = wp.zeros(K.shape[0], dtype=wp.float64)
             wl.cg(A, x, xs, tol=0.0, atol=0.0, maxiter=n, check_every=n)
             wp.synchronize()
-        out["cg"] = timed(cg, 1) * iters / n          # per-iteration cost times the others' iterations
-        out["cg iterations run"] = n
-        return out
+    return {"spmv": spmv, "cg": cg}
+
+
+def _time(fn) -> dict | float:
+    t = time.perf_counter()
+    out = fn()
+    return out if isinstance(out, dict) else time.perf_counter() - t
 
 
 def measure(side: int = 1000, device: str = "cpu", iters: int = 100, repeats: int = 10,
             warp: bool = True) -> list[dict]:
-    """Rows {case, system, ms} (and `unknowns`, `iterations`; notes where a row is extrapolated)."""
+    """Rows {case, system, ms (median), min_ms, unknowns, iterations}: every system's cases run once to
+    warm up, then `repeats` rounds each timing every case of every system in turn (the products
+    `repeats` times a round), so a busy machine's slow spells fall on all of them alike."""
     K = laplacian(side)
     b = np.random.default_rng(0).standard_normal(K.shape[0])
-    results = {f"gradkit ({device})": bench_gradkit(K, b, device, iters, repeats),
-               "SciPy": bench_scipy(K, b, iters, repeats)}
+    systems = {f"gradkit ({device})": gradkit_cases(K, b, device, iters), "SciPy": scipy_cases(K, b, iters)}
+    errors, warp_cg = {}, None
     if warp:
         try:
-            results["warp.sparse (cpu)"] = bench_warp(K, b, iters, repeats)
+            cases = warp_cases(K, b, iters)
+            cases["cg"](1)                                      # compiles Warp's kernels
+            warp_cg = _time(cases.pop("cg")) * 1e3 * iters / min(iters, WARP_CG_ITERS)
+            systems["warp.sparse (cpu)"] = cases
         except ImportError as exc:
-            results["warp.sparse (cpu)"] = {"error": f"warp not importable: {exc}"}
-    rows = []
-    for system, r in results.items():
-        if "error" in r:
-            rows.append({"case": "spmv", "system": system, "ms": float("nan"), "unknowns": K.shape[0],
-                         "error": r["error"]})
-            continue
-        for case, ms in r.items():
-            if case == "cg iterations run":
-                continue
-            row = {"case": case, "system": system, "ms": ms, "unknowns": K.shape[0]}
-            if case != "spmv":
-                row["iterations"] = iters
-            if case == "cg" and "cg iterations run" in r:
-                row["note"] = f"{r['cg iterations run']} iterations run, time scaled to {iters}"
-            rows.append(row)
+            errors["warp.sparse (cpu)"] = f"warp not importable: {exc}"
+    times: dict = {}
+    for system, cases in systems.items():
+        for fn in cases.values():
+            fn()
+    for _ in range(repeats):
+        for system, cases in systems.items():
+            for case, fn in cases.items():
+                for _ in range(repeats if case == "spmv" else 1):
+                    t = _time(fn)
+                    for c, v in (t if isinstance(t, dict) else {case: t}).items():
+                        times.setdefault((system, c), []).append(v * 1e3)
+    rows = [{"case": case, "system": system, "ms": statistics.median(v), "min_ms": min(v),
+             "unknowns": K.shape[0], **({} if case == "spmv" else {"iterations": iters})}
+            for (system, case), v in times.items()]
+    if warp_cg is not None:
+        rows.append({"case": "cg", "system": "warp.sparse (cpu)", "ms": warp_cg, "min_ms": warp_cg,
+                     "unknowns": K.shape[0], "iterations": iters,
+                     "note": f"{min(iters, WARP_CG_ITERS)} iterations run once, time scaled to {iters}"})
+    for system, error in errors.items():
+        rows.append({"case": "spmv", "system": system, "ms": float("nan"), "unknowns": K.shape[0],
+                     "error": error})
     return rows
 
 
@@ -153,21 +153,26 @@ def run(quick: bool = False) -> list[dict]:
     """The benchmark for a harness: 10^6 unknowns and 100 CG iterations, or (quick) 300² and 20."""
     if quick:
         return measure(side=300, iters=20, repeats=5)
-    return measure(side=1000, iters=100, repeats=10)
+    return measure(side=1000, iters=100, repeats=5)
 
 
 def table(rows: list[dict]) -> str:
-    """A Markdown table: one line per system, SpMV and CG columns, plus the adjoint ratio."""
+    """A Markdown table: a line per system, each time as its median (minimum), and the adjoint's ratio."""
     by = {}
     for r in rows:
-        by.setdefault(r["system"], {})[r["case"]] = r["ms"]
+        by.setdefault(r["system"], {})[r["case"]] = r
     lines = ["| library | SpMV (ms) | CG (ms) | taped CG (ms) | its adjoint (ms) | adjoint / forward |",
              "|---|---|---|---|---|---|"]
-    fmt = lambda v: "n/a" if v is None or v != v else f"{v:.2f}"
+
+    def cell(c, case):
+        r = c.get(case)
+        if r is None or r["ms"] != r["ms"]:
+            return "n/a"
+        return f"{r['ms']:.2f}" + (f" ({r['min_ms']:.2f})" if r.get("min_ms", r["ms"]) != r["ms"] else "")
     for system, c in by.items():
-        ratio = c["cg adjoint"] / c["cg taped"] if "cg taped" in c else None
-        lines.append(f"| {system} | {fmt(c.get('spmv'))} | {fmt(c.get('cg'))} | {fmt(c.get('cg taped'))} | "
-                     f"{fmt(c.get('cg adjoint'))} | {fmt(ratio)} |")
+        ratio = f"{c['cg adjoint']['ms'] / c['cg taped']['ms']:.2f}" if "cg taped" in c else "n/a"
+        lines.append(f"| {system} | {cell(c, 'spmv')} | {cell(c, 'cg')} | {cell(c, 'cg taped')} | "
+                     f"{cell(c, 'cg adjoint')} | {ratio} |")
     return "\n".join(lines)
 
 
@@ -183,7 +188,8 @@ def main(argv=None) -> int:
     if args.quick:
         args.side, args.cg_iters, args.repeats = 300, 20, 5
     rows = measure(args.side, args.device, args.cg_iters, args.repeats, warp=not args.no_warp)
-    print(f"2-D Laplacian, {args.side ** 2} unknowns, float64; CG: {args.cg_iters} iterations")
+    print(f"2-D Laplacian, {args.side ** 2} unknowns, float64; CG: {args.cg_iters} iterations; "
+          "median (min) of interleaved rounds")
     print(table(rows))
     for r in rows:
         if "note" in r or "error" in r:
