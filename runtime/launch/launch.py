@@ -220,11 +220,12 @@ class PreparedAdjoint:
     arrays stay the same objects and the settings it was compiled for hold (Tape.backward's fast path:
     no argument parsing, no specialisation lookup per launch)."""
 
-    __slots__ = ("key", "spec", "dims", "call_args", "grads", "sources", "folded")
+    __slots__ = ("key", "spec", "dims", "call_args", "grads", "sources", "folded", "threads")
 
     def __init__(self, key, spec, dims, call_args, grads, sources):
         self.key, self.spec, self.dims, self.call_args = key, spec, dims, call_args
         self.grads, self.sources = grads, sources
+        self.threads = bool(dims) and all(dims)
         self.folded = None        # (seeds, PreparedAdjoint | None): the last `seeded` answer
 
     def valid(self) -> bool:
@@ -261,7 +262,7 @@ class PreparedAdjoint:
 
     def run(self) -> None:
         spec, call_args = self.spec, self.call_args
-        if self.dims and all(self.dims):
+        if self.threads:
             spec.launch(spec.compiled, self.dims, call_args)
         for k in spec.written:
             call_args[k]._bump()

@@ -12,6 +12,7 @@ from ...ad.variants import FORWARD
 from . import snapshots as snapshot
 from ..call_site import name_arrays, user_site
 from ..state import current as state, process
+from ...core import config as _config_module
 from ..tools.grad_check import GradCheck
 from .hazards import find_hazards, warn_hazards
 from .seeds import Folds, constant_value
@@ -19,6 +20,11 @@ from .tape_records import FuncRecord, LaunchRecord
 from .tape_consume import MemorySeen, consuming_after, mark, memory_before
 from .tape_rules import check_launch
 from .version_check import check_unchanged, copies_for_backward
+
+
+def _rules_generation() -> int:
+    """Bumped when custom rules change what kernels write (core/config.py)."""
+    return _config_module.rules_generation
 
 
 class Tape:
@@ -126,8 +132,8 @@ class Tape:
             exposed |= a._exposed
             if id(a) not in touched:
                 self._touch(a)          # zeroes gradients, which may be arguments too: versions after this
-        versions = [a.version for a in bound] if len(arrays) == len(bound) else \
-            [a.version if hasattr(a, "buffer") else None for a in bound]     # scalars have none
+        versions = tuple([a.version for a in bound]) if len(arrays) == len(bound) else \
+            tuple([a.version if hasattr(a, "buffer") else None for a in bound])     # scalars have none
         crcs = None
         if exposed:       # a NumPy view of an input is out: checksum the values recorded now, not at handout
             crcs = {}
@@ -138,10 +144,9 @@ class Tape:
             snapshot.after_launch(snaps, kernel, bound)
         if not kernel.rules_warned:
             kernel.warn_rules()
-        # the five required fields, then by name what every record has; fields that keep their default in
-        # the common case are set only when they do not (a keyword costs ~40 ns here, W5 taped)
-        rec = LaunchRecord(kernel.key, dims, device.name, bound, n_inputs, kernel_obj=kernel,
-                           versions=tuple(versions), ms=ms)
+        # the fields every record has, by position (keywords cost ~0.3 µs a record here, W5 taped); fields
+        # that keep their default in the common case are set only when they do not
+        rec = LaunchRecord(kernel.key, dims, device.name, bound, n_inputs, (), ms, kernel, versions)
         if self._scopes:
             rec.scope = tuple(self._scopes)
         if variant is not FORWARD:
@@ -324,9 +329,16 @@ class Tape:
             mark(records, self._marked, self._seen)
             self._marked = len(records)
         aliasing: dict = {}
+        checked: dict = {}       # id(kernel) -> whether its adjoint reads recorded values (else nothing to check)
         for index, rec in enumerate(records):
             if rec.kind == "launch":
-                check_unchanged(self, index, rec, aliasing)
+                kernel = rec.kernel_obj
+                reads = checked.get(id(kernel))
+                if reads is None:
+                    f = kernel.facts()
+                    reads = checked[id(kernel)] = bool(f.adjoint_reads or f.read_write_pairs or f.lost)
+                if reads:
+                    check_unchanged(self, index, rec, aliasing)
         return self._may_raise or bool(config.check_nan or state.forward_mode is not None or self.snapshotting)
 
     def _with_python_records(self, arrays: dict) -> dict:
@@ -371,9 +383,27 @@ class Tape:
         self._last_pass = {}
 
     def _written(self) -> dict:
-        """Arrays the recorded launches and host writes wrote, by id."""
+        """Arrays the recorded launches and host writes wrote, by id (extended from the previous answer
+        while the records before are the same: a time-stepped tape's backward passes walk it once)."""
+        records = self.records
+        cached = self.__dict__.get("_written_cache")
+        if cached is not None:
+            n, last, generation, written = cached
+            if generation == _rules_generation() and len(records) >= n and n and records[n - 1] is last:
+                if len(records) > n:
+                    written = dict(written)
+                    written.update(self._written_from(records[n:]))
+                    self._written_cache = (len(records), records[-1], generation, written)
+                return written
+        written = self._written_from(records)
+        if records:
+            self._written_cache = (len(records), records[-1], _rules_generation(), written)
+        return written
+
+    @staticmethod
+    def _written_from(records) -> dict:
         written, per_kernel = {}, {}
-        for rec in self.records:
+        for rec in records:
             if isinstance(rec, FuncRecord):
                 written.update((id(a), a) for a in rec.writes)
                 continue
@@ -404,20 +434,23 @@ class Tape:
         self.backward_records.clear()
         shared: dict = {}
         fast = not config.check_nan and state.forward_mode is None   # else every adjoint takes `launch`
-        for index in range(len(self.records) - 1, -1, -1):
-            rec = self.records[index]
-            if isinstance(rec, FuncRecord):
+        # the binding the previous record ran: still valid for the next record sharing it, as only Python
+        # code (a FuncRecord) can change settings or which array is a .grad in the middle of a pass
+        last = None
+        records = self.records
+        for index in range(len(records) - 1, -1, -1):
+            rec = records[index]
+            if rec.__class__ is not LaunchRecord and isinstance(rec, FuncRecord):
                 with consuming_after(rec.seen_before):
                     rec.backward()
-                if folds is not None:
-                    folds = None            # Python code may write any gradient (through a view, too)
+                folds = last = None         # Python code may write any gradient (through a view, too)
                 continue
             if self.snapshotting:
                 snapshot.around_adjoint(index, rec, functools.partial(self._launch_adjoint, rec, launch),
                                         self.backward_records)
                 continue
             prepared = rec.prepared
-            ready = prepared is not None and prepared.valid()
+            ready = prepared is not None and (prepared is last or prepared.valid())
             if not ready and fast:
                 # records of the same kernel on the same arrays and values share one binding, kept for
                 # later tapes too (runtime/launch/adjoint_reuse.py); what it returns is valid now
@@ -425,6 +458,7 @@ class Tape:
                 prepared = rec.prepared = adjoint_for(rec, ins, outs, shared)
                 ready = prepared is not None
             if ready:
+                last = prepared
                 if folds is not None:
                     if folds.grads:
                         prepared = folds.fold(prepared, rec.kernel_obj) or prepared
@@ -465,6 +499,7 @@ class Tape:
         self.zero()
         self.records.clear()
         self.__dict__.pop("_later_cache", None)        # runtime/tape/version_check.py's index of the records
+        self.__dict__.pop("_written_cache", None)
         self._last_pass = {}
         self.backward_records.clear()
         self._touched.clear()

@@ -33,6 +33,7 @@ class LaunchRecord:
         variant: the variant of the kernel that ran ("forward", "tangent", ...).
         adjoint_variant: the adjoint variant the last backward pass ran, or None."""
 
+    # Tape.record_launch passes the fields up to `versions` by position: keep their order
     kernel: str
     dim: tuple
     device: str
