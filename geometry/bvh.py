@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import types as T
-from ..core.library.bvh import LEAF_SIZE, STACK_SIZE, BvhData
+from ..core.library.bvh import LEAF_SIZE, BvhData
 from ..runtime.arrays.array import array as _array
 from ..runtime.launch.device import get_device
 from . import registry
@@ -36,6 +36,17 @@ class Tree:
     @property
     def depth(self) -> int:
         return len(self.levels) + 1
+
+    def device_info(self) -> np.ndarray:
+        """node_info as kernels read it (core/library/bvh.py): (left, miss link, start, count), the miss link
+        being the node a depth-first, left-first walk visits after this node's subtree (-1: none)."""
+        out = self.info.copy()
+        out[0, 1] = -1
+        for level in self.levels:               # parents before children
+            left, right = self.info[level, 0], self.info[level, 1]
+            out[left, 1] = right
+            out[right, 1] = out[level, 1]
+        return out
 
     def bounds(self, lowers: np.ndarray, uppers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Node bounds (float64) from the items' bounds: leaves over their ranges, then inner nodes
@@ -113,10 +124,8 @@ class BvhArrays:
 
     def build(self, lowers: np.ndarray, uppers: np.ndarray) -> None:
         self.tree = tree = build_tree(lowers, uppers)
-        if tree.depth + 1 > STACK_SIZE:
-            raise ValueError(f"the BVH is {tree.depth} levels deep; queries hold at most {STACK_SIZE} nodes")
         dev = dict(device=self.device)
-        self.node_info = _array(tree.info.astype(np.int32), dtype=T.vector(4, T.int32), **dev)
+        self.node_info = _array(tree.device_info().astype(np.int32), dtype=T.vector(4, T.int32), **dev)
         self.prims = _array(tree.prims.astype(np.int32) if tree.prims.size else np.zeros(1, np.int32),
                             dtype=T.int32, **dev)
         n_nodes = tree.info.shape[0]

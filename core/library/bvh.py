@@ -2,17 +2,20 @@
 dir)`, `gk.bvh_query_next(query, index[, max_dist])`, and `for index in query:`.
 
 A kernel receives a BVH as the struct `BvhData`: flat arrays built on the host (geometry/bvh.py): node
-bounds, node_info = (left child, right child, first primitive, primitive count) with count > 0 for a
-leaf, the primitives in leaf order and each item's own bounds. A query is the struct `BvhQuery`, a
-kernel local holding the traversal state: an explicit stack of node indices (a vector of STACK_SIZE
-ints), the leaf being enumerated, and the query's box or ray. The traversal is library `@gk.func` code
-below, so every backend runs it as an ordinary `while` loop and AD sees plain integer IR (no derivative,
-as in Warp's: the query only selects items).
+bounds, node_info = (left child, miss link, first primitive, primitive count) with count > 0 for a leaf,
+the primitives in leaf order and each item's own bounds. The miss link of a node is the node a
+depth-first, left-first walk visits after skipping the node's subtree (-1: none), so a traversal needs no
+stack: from a node it goes to the left child when the node's box passes the test and is inner, else to the
+miss link (a leaf's items are enumerated first). It visits the nodes a stack walk would, in the same order.
+(A stack held in a vector local compiles, on CPUs, to one select per slot at every push and pop: several
+times slower.) A query is the struct `BvhQuery`, a kernel local holding the traversal state: the next node,
+the leaf being enumerated and the query's box or ray. The traversal is library `@gk.func` code below, so
+every backend runs it as an ordinary `while` loop and AD sees plain integer IR (no derivative, as in
+Warp's: the query only selects items).
 
 Semantics follow Warp 1.19: an AABB query reports every item whose own bounds overlap [lower, upper]
 (touching counts); a ray query every item whose bounds the ray enters at a t < max_dist (in multiples of
-|dir|), items in traversal order. The build is balanced (median splits), so the stack never holds more
-than the tree's depth + 1 nodes; geometry/bvh.py checks the depth against STACK_SIZE."""
+|dir|), items in traversal order."""
 
 # (no `from __future__ import annotations`: the library functions below need evaluated annotations)
 
@@ -24,7 +27,6 @@ from ..func import Func
 from ..lang import NAMES, LangFunction
 from ..struct import struct
 
-STACK_SIZE = 32             # as Warp's BVH_QUERY_STACK_SIZE
 LEAF_SIZE = 4               # primitives per leaf at most
 
 I32 = T.int32
@@ -32,7 +34,6 @@ F32 = T.float32
 V3 = T.vector(3, F32)
 V4I = T.vector(4, I32)
 V2 = T.vector(2, F32)
-STACK = T.vector(STACK_SIZE, I32)
 BIG = 3.0e38                # "no limit" for max_dist (float32's max is 3.4e38)
 
 _ints = T.array_type(I32)
@@ -53,10 +54,9 @@ class BvhData:
 
 @struct
 class BvhQuery:
-    """The state of one BVH traversal: the node stack, the leaf range being enumerated, the query."""
+    """The state of one BVH traversal: the next node (-1: none), the leaf range being enumerated, the query."""
     bvh: BvhData
-    stack: STACK
-    count: I32
+    node: I32
     prim_cur: I32
     prim_end: I32
     lower: V3
@@ -88,8 +88,11 @@ def _slab(s: F32, d: F32, lo: F32, hi: F32, near: F32, far: F32) -> V2:
         inv = F32(1.0) / d
         t0 = (lo - s) * inv
         t1 = (hi - s) * inv
-        n = gk.max(n, gk.min(t0, t1))
-        f = gk.min(f, gk.max(t0, t1))
+        # comparisons and selects (C's a < b ? a : b, as Warp's): cheaper than gk.min's IEEE minimum on CPUs
+        near_t = gk.where(t0 < t1, t0, t1)
+        far_t = gk.where(t0 < t1, t1, t0)
+        n = gk.where(near_t > n, near_t, n)
+        f = gk.where(far_t < f, far_t, f)
     return V2(n, f)
 
 
@@ -105,7 +108,7 @@ def _ray_box(start: V3, dir: V3, lo: V3, hi: V3) -> V2:
 def _ray_hits(start: V3, dir: V3, lo: V3, hi: V3, max_t: F32) -> bool:
     """The ray enters the box at some t >= 0 before max_t (or starts inside it)."""
     r = _ray_box(start, dir, lo, hi)
-    return r[1] >= gk.max(r[0], F32(0.0)) and r[0] < max_t
+    return r[1] >= r[0] and r[1] >= F32(0.0) and r[0] < max_t
 
 
 def _test(q: BvhQuery, lo: V3, hi: V3, max_dist: F32) -> bool:
@@ -122,11 +125,9 @@ def _start(bvh: BvhData, lower: V3, upper: V3, is_ray: I32) -> BvhQuery:
     q.lower = lower
     q.upper = upper
     q.is_ray = is_ray
+    q.node = -1
     if bvh.num_items > 0:
-        st = q.stack
-        st[0] = 0
-        q.stack = st
-        q.count = 1
+        q.node = 0
     return q
 
 
@@ -142,22 +143,18 @@ def _next(q: BvhQuery, max_dist: F32) -> BvhQuery:
                 q.current = item
                 q.found = 1
                 more = False
-        elif q.count == 0:
+        elif q.node < 0:
             more = False
         else:
-            q.count -= 1
-            st = q.stack
-            node = st[q.count]
+            node = q.node
+            info = q.bvh.node_info[node]
+            q.node = info[1]
             if _test(q, q.bvh.node_lowers[node], q.bvh.node_uppers[node], max_dist):
-                info = q.bvh.node_info[node]
                 if info[3] > 0:
                     q.prim_cur = info[2]
                     q.prim_end = info[2] + info[3]
                 else:
-                    st[q.count] = info[1]
-                    st[q.count + 1] = info[0]
-                    q.stack = st
-                    q.count += 2
+                    q.node = info[0]
     return q
 
 

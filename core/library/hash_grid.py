@@ -56,6 +56,11 @@ class HashGridQuery:
     x: T.int32
     y: T.int32
     z: T.int32
+    cx: T.int32             # x, y, z wrapped into the grid (kept in step: no division per cell)
+    cy: T.int32
+    cz: T.int32
+    cx_start: T.int32
+    cy_start: T.int32
     cell_index: T.int32
     cell_end: T.int32
     current: T.int32
@@ -87,17 +92,29 @@ def _next(q: HashGridQuery) -> HashGridQuery:
             q.found = 1
             more = False
         else:
+            # the next virtual cell, its wrapped coordinates moved along (a wrap is a compare, not a %)
             q.x += 1
+            q.cx += 1
+            if q.cx == q.grid.dim_x:
+                q.cx = 0
             if q.x > q.x_end:
                 q.x = q.x_start
+                q.cx = q.cx_start
                 q.y += 1
+                q.cy += 1
+                if q.cy == q.grid.dim_y:
+                    q.cy = 0
             if q.y > q.y_end:
                 q.y = q.y_start
+                q.cy = q.cy_start
                 q.z += 1
+                q.cz += 1
+                if q.cz == q.grid.dim_z:
+                    q.cz = 0
             if q.z > q.z_end:
                 more = False
             else:
-                c = _cell(q.grid, q.x, q.y, q.z)
+                c = q.cz * (q.grid.dim_x * q.grid.dim_y) + q.cy * q.grid.dim_x + q.cx
                 q.cell_index = q.grid.cell_starts[c]
                 q.cell_end = q.grid.cell_ends[c]
     return q
@@ -135,6 +152,11 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
         q.x = q.x_start
         q.y = q.y_start
         q.z = q.z_start
+        q.cx_start = q.x_start % grid.dim_x
+        q.cy_start = q.y_start % grid.dim_y
+        q.cx = q.cx_start
+        q.cy = q.cy_start
+        q.cz = q.z_start % grid.dim_z
         if grid.num_points > 0:
             c = _cell(grid, q.x, q.y, q.z)
             q.cell_index = grid.cell_starts[c]

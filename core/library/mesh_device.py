@@ -12,7 +12,7 @@ from .. import types as T
 from ..func import Func, func_grad
 from ..lang import NAMES
 from ..struct import struct
-from .bvh import BIG, STACK, BvhData, BvhQuery, as_vec3
+from .bvh import BIG, BvhData, BvhQuery, as_vec3
 
 I32 = T.int32
 gk = SimpleNamespace(**NAMES)
@@ -142,8 +142,12 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
             inv = s(1.0) / d
             t0 = (lo - o) * inv
             t1 = (hi - o) * inv
-            n = gk.max(n, gk.min(t0, t1))
-            f = gk.min(f, gk.max(t0, t1))
+            # min / max as comparisons and selects (C's a < b ? a : b, as Warp's): gk.min is IEEE minimum,
+            # which the CPU backend expands to several instructions, and this test runs at every node
+            near = gk.where(t0 < t1, t0, t1)
+            far = gk.where(t0 < t1, t1, t0)
+            n = gk.where(near > n, near, n)
+            f = gk.where(far < f, far, f)
         return V2(n, f)
 
     def _ray_enters(start: V, dir: V, lo: V, hi: V, max_t: s) -> bool:
@@ -151,7 +155,7 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
         r = lib.slab(start[0], dir[0], lo[0], hi[0], r)
         r = lib.slab(start[1], dir[1], lo[1], hi[1], r)
         r = lib.slab(start[2], dir[2], lo[2], hi[2], r)
-        return r[1] >= gk.max(r[0], s(0.0)) and r[0] < max_t
+        return r[1] >= r[0] and r[1] >= s(0.0) and r[0] < max_t
 
     def _ray_tri(start: V, dir: V, a: V, b: V, c: V) -> V:
         """(t, u, v) of the ray's hit of triangle abc (Moller-Trumbore; u, v weigh a and b), t = -1 on a miss."""
@@ -175,15 +179,13 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
         bvh = mesh.bvh
         best = max_dist * max_dist
         face = -1
-        st = STACK()
-        count = 0
+        node = -1
         if bvh.num_items > 0:
-            count = 1
-        while count > 0:
-            count -= 1
-            node = st[count]
+            node = 0
+        while node >= 0:
+            info = bvh.node_info[node]
+            nxt = info[1]
             if lib.box_dist_sq(p, V(bvh.node_lowers[node]), V(bvh.node_uppers[node])) <= best:
-                info = bvh.node_info[node]
                 if info[3] > 0:
                     for k in range(info[2], info[2] + info[3]):
                         f = bvh.prims[k]
@@ -198,9 +200,8 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
                                 best = dd
                                 face = f
                 else:
-                    st[count] = info[1]
-                    st[count + 1] = info[0]
-                    count += 2
+                    nxt = info[0]
+            node = nxt
         return face
 
     def _ray_face(mesh: M, start: V, dir: V, max_t: s) -> I32:
@@ -208,15 +209,13 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
         bvh = mesh.bvh
         best = max_t
         face = -1
-        st = STACK()
-        count = 0
+        node = -1
         if bvh.num_items > 0:
-            count = 1
-        while count > 0:
-            count -= 1
-            node = st[count]
+            node = 0
+        while node >= 0:
+            info = bvh.node_info[node]
+            nxt = info[1]
             if lib.ray_enters(start, dir, V(bvh.node_lowers[node]), V(bvh.node_uppers[node]), best):
-                info = bvh.node_info[node]
                 if info[3] > 0:
                     for k in range(info[2], info[2] + info[3]):
                         f = bvh.prims[k]
@@ -226,9 +225,8 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
                             best = h[0]
                             face = f
                 else:
-                    st[count] = info[1]
-                    st[count + 1] = info[0]
-                    count += 2
+                    nxt = info[0]
+            node = nxt
         return face
 
     def _near_normal(mesh: M, p: V, dist: s) -> V:
@@ -239,13 +237,11 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
         eps_sq = eps * eps
         reach = (dist + eps) * (dist + eps)
         acc = V(s(0.0), s(0.0), s(0.0))
-        st = STACK()
-        count = 1
-        while count > 0:
-            count -= 1
-            node = st[count]
+        node = 0
+        while node >= 0:
+            info = bvh.node_info[node]
+            nxt = info[1]
             if lib.box_dist_sq(p, V(bvh.node_lowers[node]), V(bvh.node_uppers[node])) <= reach:
-                info = bvh.node_info[node]
                 if info[3] > 0:
                     for k in range(info[2], info[2] + info[3]):
                         f = bvh.prims[k]
@@ -275,9 +271,8 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
                                         weight = s(math.pi)
                                 acc += weight * gk.normalize(gk.cross(e0, e1))
                 else:
-                    st[count] = info[1]
-                    st[count + 1] = info[0]
-                    count += 2
+                    nxt = info[0]
+            node = nxt
         return acc
 
     def _winding(mesh: M, p: V) -> s:
