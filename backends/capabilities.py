@@ -201,8 +201,6 @@ def primitives_markdown() -> str:
         fallback = "lowered by gradkit" if name in FALLBACKS else "skipped: not declared"
         if since(name) == 1:
             fallback = "- (every contract has it)"
-        if name == "rem":
-            fallback = "integers lowered (via irem); floats skipped: not declared"
         rows.append(f"| `{name}` | {f'`{entry.cmath}`' if entry.cmath else ''} | {since(name) or ''} | "
                     f"{fallback} |")
     return "\n".join(rows)

@@ -11,6 +11,7 @@ exists (`FALLBACKS`), and is otherwise a `NotDeclaredError` naming the backend a
     shl, shr       multiplication / floored division by 2**(n mod bits), the power built from the bits of n
     bit_not        -a - 1 (uint32: MAX - a)
     bit_and/or/xor a loop over the bits, each taken by floored division by 2
+    rem (floats)   C's fmod, exactly: subtract |b| * 2**k for k from the largest that fits down to 0
     atomics        an `exclusive` one (no other thread touches the element) becomes a load and a store;
                    others are kept, marked `cas=True`, where the target declares the `cas` feature (its
                    emitter spells them as compare-and-swap loops); else NotDeclaredError
@@ -219,6 +220,43 @@ def _bitwise(combine):
     return rule
 
 
+# --------------------------------------------------------------------------- float remainder
+
+def _while(b: Builder, init: list, cond, body) -> list:
+    """A `while` loop over carried values `init`: cond(builder, *carried) -> bool, body(...) -> next."""
+    ts = [v.type for v in init]
+    c_region, b_region = Region([Value(t) for t in ts]), Region([Value(t) for t in ts])
+    c_region.yields = [cond(b.at(c_region), *c_region.params)]
+    b_region.yields = list(body(b.at(b_region), *b_region.params))
+    return b.emit(Op.WHILE, init, ts, {}, regions=[c_region, b_region]).results
+
+
+def _rem(b: Builder, args, attrs, target):
+    """C's fmod, exactly: |a| reduced by |b| * 2**k for k from the largest that fits down to 0 (each
+    subtraction is exact: Sterbenz), the sign of a; NaN for an infinite a, a NaN or a zero b."""
+    a, d = args
+    if not a.type.is_float:
+        raise NotDeclaredError(target.backend, "irem", "integer rem is written in irem by the expand pass")
+    t = a.type
+    zero, one, two, half = (_c(b, v, t) for v in (0, 1, 2, 0.5))
+    x, y = b.prim("abs", a), b.prim("abs", d)
+    finite = b.prim("lt", x, _c(b, float("inf"), t))
+    usable = b.prim("and", b.prim("and", finite, b.prim("gt", y, zero)), b.prim("lt", y, _c(b, float("inf"), t)))
+    x0 = b.select(usable, x, zero)                        # loops run only on ordinary operands
+    y0 = b.select(usable, y, one)
+    (m,) = _while(b, [y0], lambda c, m: c.prim("le", c.mul(m, two), x0), lambda c, m: [c.mul(m, two)])
+
+    def step(c, r, m):
+        return [c.select(c.prim("ge", r, m), c.sub(r, m), r), c.mul(m, half)]
+    r, _ = _while(b, [x0, m], lambda c, r, m: c.prim("ge", m, y0), step)
+    signed = b.select(b.prim("lt", a, zero), b.neg(r), r)
+    signed = b.select(b.prim("eq", a, zero), a, signed)                 # fmod(+-0, y) = +-0
+    nan = _c(b, float("nan"), t)
+    out = b.select(usable, signed, nan)
+    is_inf_d = b.prim("and", finite, b.prim("eq", y, _c(b, float("inf"), t)))
+    return b.select(is_inf_d, a, b.select(b.prim("ne", d, d), d, out))   # fmod(x, inf) = x; NaN d stays
+
+
 FALLBACKS = {
     "erf": _erf,
     "idiv": _idiv,
@@ -226,6 +264,7 @@ FALLBACKS = {
     "shl": _shl,
     "shr": _shr,
     "bit_not": _bit_not,
+    "rem": _rem,
     "bit_and": _bitwise(lambda b, x, y: b.mul(x, y)),
     "bit_or": _bitwise(lambda b, x, y: b.sub(b.add(x, y), b.mul(x, y))),
     "bit_xor": _bitwise(lambda b, x, y: b.sub(b.add(x, y), b.mul(b.mul(x, y), _c(b, 2, x.type)))),

@@ -159,10 +159,26 @@ def test_shared_atomics_need_cas_or_raise_naming_backend_and_feature():
     assert ins.attrs["kind"] == "xchg" and ins.attrs["cas"] is True
 
 
-def test_float_rem_has_no_fallback():
-    fn, _ = _prim_kernel("rem", [T.float32, T.float32])
-    with pytest.raises(NotDeclaredError, match="does not declare 'rem'"):
-        lower_capabilities(copy_function(fn), TARGET_V1)
+@pytest.mark.parametrize("t", (T.float32, T.float64), ids=lambda t: t.name)
+def test_float_rem_lowered_to_exact_fmod(device, t, rng):
+    big, tiny = np.finfo(t.np_dtype).max, np.finfo(t.np_dtype).tiny
+    edges = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0, 1e-3, -7.25, 40.0, 8193.0, -1e5, 3e7, 1e20, -6.5e33,
+                      big, -big, tiny / 8, np.inf, -np.inf, np.nan], t.np_dtype)
+    a, b = (c.ravel() for c in np.meshgrid(edges, edges))
+    a = np.concatenate([a, rng.uniform(-50, 50, 300).astype(t.np_dtype)])
+    b = np.concatenate([b, rng.uniform(-5, 5, 300).astype(t.np_dtype)])
+    got = _run_lowered(device, "rem", [a, b], [t, t], TARGET_V1)
+    with np.errstate(all="ignore"):
+        want = np.fmod(a, b)
+    np.testing.assert_array_equal(got, want)                      # NaN where fmod is NaN, else exact
+    assert np.array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0]))     # fmod(-4, 2) = -0
+
+
+def test_without_a_fallback_the_error_names_the_feature():
+    k = K(x=A(T.float32))
+    k.b.emit(Op.PUSH, [k.b.load(k.x, [k.tid()], comp=0)], [], {"stack": 0})
+    with pytest.raises(NotDeclaredError, match="backend 'nostack' does not declare 'stack'"):
+        lower_capabilities(copy_function(k.fn("pushes")), Target("nostack", V1.primitives, V1.atomics))
 
 
 def test_defaults_follow_the_history():
