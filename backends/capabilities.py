@@ -179,8 +179,14 @@ def attach(backend) -> None:
         return inner(device, lower_for(backend, fn), options)
 
     compile.__doc__ = inner.__doc__
-    backend.compile = compile
-    backend._gk_lowering = True
+    try:
+        backend.compile = compile
+        backend._gk_lowering = True
+    except (AttributeError, TypeError):     # a slotted or frozen object: it gets the IR as it is
+        import warnings
+        warnings.warn(f"gradkit: backend '{getattr(backend, 'name', '?')}' does not declare the whole contract "
+                      "and its compile cannot be wrapped: gradkit cannot lower what it lacks", RuntimeWarning,
+                      stacklevel=3)
 
 
 def since(name: str, kind: str = "prims") -> int | None:
