@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .capabilities import CONTRACT_VERSION  # noqa: F401  (the plugin contract gradkit speaks)
+from .contract import CONTRACT_VERSION  # noqa: F401  (the plugin contract gradkit speaks)
 
 
 def available() -> list[str]:

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 
 from ..core.builtins import BUILTINS
 from ..core.passes.lower_capabilities import Target, lower_capabilities, needs_lowering
-
-CONTRACT_VERSION = 3
+from .contract import CONTRACT_VERSION
 
 
 @dataclass(frozen=True)
