@@ -31,7 +31,7 @@ XDIST_WORKERS ?= 2
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: test lint demo bench peers fuzz docs clean distclean sysdeps opencl-driver interop-deps
+.PHONY: test lint demo bench peers fuzz docs clean distclean sysdeps opencl-driver interop-deps gpu-check
 
 # Debian/Ubuntu ship venv separately (python3-venv); as root, install it when it is missing.
 $(PY):
@@ -149,8 +149,16 @@ peers: install-$(TEST_EXTRAS)
 		fi; \
 	fi
 
+# W1-W7 and the whole programs (P: benchmarks/programs.py), kept as benchmarks/results/<date>.json and .md
 bench: peers
-	$(PY) benchmarks/run.py $(BENCH_ARGS)
+	$(PY) benchmarks/run.py --results-dir benchmarks/results $(BENCH_ARGS)
+
+# The GPU check (benchmarks/gpu_check.py): run first on a lent GPU machine, with the system python3 (no .venv
+# there, no registry): `make gpu-check GPU_CHECK_ARGS="--wheelhouse .whl"`; prepare the wheels here first with
+# `python3 benchmarks/gpu_check.py --prepare-wheelhouse .whl`. Writes benchmarks/results/gpu-check-<date>.*
+GPU_CHECK_ARGS ?=
+gpu-check:
+	$(PYTHON) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
 fuzz: install-$(TEST_EXTRAS)
 	@seed=$${GRADKIT_FUZZ_SEED:-$$RANDOM}; echo "fuzz seed $$seed (GRADKIT_FUZZ_SEED=$$seed repeats this campaign)"; \

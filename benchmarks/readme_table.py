@@ -16,6 +16,7 @@ from report import fmt  # noqa: E402
 
 ROWS = [
     ("W1 streaming 2^24 (`sin`), forward / backward", ["W1 forward", "W1 backward"]),
+    ("W1 backward seeded as users write it, grads={y: ones_like(y)}", ["W1 backward: grads=ones_like"]),
     ("W2 atomic sum 2^24, forward / backward", ["W2 forward", "W2 backward"]),
     ("W3 n-body 2048, forward / backward", ["W3 forward", "W3 backward"]),
     ("W4 heat 1024² × 16 steps, forward / backward", ["W4 forward", "W4 backward"]),
@@ -66,6 +67,9 @@ def table(doc: dict) -> str:
     lines += ["", f"One `make bench` run, {meta['date'][:10]}: {meta['machine']}; minimum of {meta['repeat']} runs "
               f"(ms unless noted), every result checked against float64 NumPy first; copy bandwidth "
               f"{meta.get('copy_gbs', '?')} GB/s."]
+    if doc.get("programs"):                       # the run's "Real programs" rows (programs.py)
+        from programs import markdown as programs_table
+        lines += ["", programs_table(doc["programs"]).replace("## Real programs", "**Real programs**", 1).rstrip()]
     return "\n".join(lines) + "\n"
 
 

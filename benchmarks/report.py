@@ -119,6 +119,9 @@ def markdown(doc: dict) -> str:
         row += [cell(s, case, "parallelism") if (s, case) in by and "parallelism" in by[(s, case)]
                 else "—" for s in labels]
         lines.append("| " + " | ".join(row) + " |")
+    if doc.get("programs") is not None:          # the "Real programs" table (programs.py)
+        import programs
+        lines += ["", programs.markdown(doc["programs"])]
     if notes:
         lines += ["", "Notes:", ""] + [f"{i + 1}. {text}" for i, text in enumerate(notes)]
     return "\n".join(lines) + "\n"

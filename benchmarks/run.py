@@ -17,8 +17,13 @@ alone. A peer that is not installed or fails is reported as n/a with the reason.
     python benchmarks/run.py --devices none --peers warp --warp-device cuda   # a GPU machine
     python benchmarks/run.py --devices opencl:1 --peers taichi --taichi-arch cuda --workloads W1,W4
     python benchmarks/run.py --workloads W7 --compile-cases 1000,nested-if    # some compile-time cases
+    python benchmarks/run.py --workloads P --program-sources dialect,warp      # whole programs only
 
-Writes bench-results/results.json and bench-results/results.md (and logs/ with each worker's output).
+P is the "Real programs" table (programs.py: DiffTaichi's and Warp's programs, sparse solves, each source in
+a process of its own); full runs include it, --smoke runs only when asked.
+
+Writes bench-results/results.json and bench-results/results.md (and logs/ with each worker's output);
+--results-dir also keeps them as <dir>/<date>.json and .md (make bench: benchmarks/results/).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import compile_time
+import programs
 import report
 from reference import copy_bandwidth, traffic
 from harness import COLD_CASES, COLD_EXTRA, WORKLOAD_CASES
@@ -362,7 +368,14 @@ def main(argv=None) -> int:
     ap.add_argument("--peers", default="all", help="all (default), none, or a comma list of warp,taichi,drjit,jax")
     ap.add_argument("--warp-device", default="cpu", help="Warp's device: cpu (default) or cuda[:N]")
     ap.add_argument("--taichi-arch", default="cpu", help="Taichi's arch: cpu (default), cuda, vulkan, gpu")
-    ap.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6,W7", help="comma-separated subset of W1..W7")
+    ap.add_argument("--workloads", default=None,
+                    help="comma-separated subset of W1..W7 and P (whole programs); default all (smoke: W1..W7)")
+    ap.add_argument("--program-sources", default="all",
+                    help="P: all, or a comma list of dialect,warp,sparse and name=path/to/module.py")
+    ap.add_argument("--program-timeout", type=float, default=None,
+                    help="P: seconds per program source before it is killed (default 3600; smoke 300)")
+    ap.add_argument("--results-dir", default=None,
+                    help="also write <dir>/<date>.json and <date>.md (make bench: benchmarks/results)")
     ap.add_argument("--compile-cases", default="all",
                     help="W7 cases: all, or a comma list of sizes/names such as 250,1000,nested-if,2000 kernels")
     ap.add_argument("--repeat", type=int, default=None, help="timed runs per case (default 7; smoke 2)")
@@ -381,10 +394,12 @@ def main(argv=None) -> int:
     args.timeout = args.timeout or (120.0 if args.smoke else 900.0)
     args.compile_repeat = args.compile_repeat or 1
     args.compile_timeout = args.compile_timeout or (120.0 if args.smoke else 600.0)
+    args.workloads = args.workloads or ("W1,W2,W3,W4,W5,W6,W7" + ("" if args.smoke else ",P"))
     chosen = [w.strip().upper() for w in args.workloads.split(",") if w.strip()]
-    unknown = [w for w in chosen if w not in WORKLOAD_CASES and w not in ("W6", "W7")]
+    unknown = [w for w in chosen if w not in WORKLOAD_CASES and w not in ("W6", "W7", "P")]
     if unknown:
-        ap.error(f"unknown workloads {unknown} (choose from W1..W7)")
+        ap.error(f"unknown workloads {unknown} (choose from W1..W7 and P)")
+    program_sources = programs.pick(args.program_sources) if "P" in chosen else {}
     compile_cases = pick_compile_cases(args.compile_cases, args.smoke) if "W7" in chosen else []
     workloads = [w for w in WORKLOAD_CASES if w in chosen]
 
@@ -407,6 +422,7 @@ def main(argv=None) -> int:
             print(f"{t.label}: n/a ({t.reason})", flush=True)
     results: list[dict] = []
     started = time.time()
+    program_rows = None
     try:
         for t in runnable:
             if workloads:
@@ -417,6 +433,17 @@ def main(argv=None) -> int:
                 compile_target(t, args, compile_cases, logs, progress, results)
             if t.status != "ok":
                 print(f"{t.label}: n/a ({t.reason})", flush=True)
+        if program_sources:
+            progress.status("P: real programs")
+            with open(logs / "programs.log", "a") as log:
+                program_rows = programs.run_sources(program_sources, quick=args.smoke,
+                                                    timeout=args.program_timeout or (300.0 if args.smoke else 3600.0),
+                                                    log=log)
+            for r in program_rows:
+                print(f"P {r['source']:<8} {r['program']:<20} {r['system']:<16} " +
+                      (f"n/a ({r['error'][:160]})" if "error" in r else
+                       f"first {programs._fmt(r['first_s'])}, per iteration {programs._fmt(r['per_iter_s'])}"),
+                      flush=True)
     finally:
         progress.close()
 
@@ -434,7 +461,16 @@ def main(argv=None) -> int:
                      "device_desc": (t.info or {}).get("device")} for t in targets],
         "results": results,
     }
+    if program_rows is not None:
+        doc["programs"] = program_rows
     js, md = report.write(doc, out)
+    if args.results_dir:
+        keep = pathlib.Path(args.results_dir)
+        keep.mkdir(parents=True, exist_ok=True)
+        day = doc["meta"]["date"][:10]
+        (keep / f"{day}.json").write_text(js.read_text())
+        (keep / f"{day}.md").write_text(md.read_text())
+        print(f"kept as {keep / day}.json and .md")
     print()
     print(md.read_text())
     print(f"wrote {js} and {md} ({doc['meta']['elapsed_s']} s)")
