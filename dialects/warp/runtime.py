@@ -17,14 +17,14 @@ from ..runtime.launch.kernel import Kernel
 from ..runtime.launch.launch import launch as _gk_launch
 from .device import to_gk
 from .errors import WarpFeatureMissing
-from .transforms import DTYPES as _TRANSFORM_DTYPES
+from .transforms import multiplies_transforms
 from .tape import Tape as _WarpTape, consume_for_adjoint_launch, retain
 
 _GkArray = _array_mod.array
 
 
 def _dtype(dtype):
-    return None if dtype is None else T.as_type(_TRANSFORM_DTYPES.get(id(dtype), dtype))
+    return None if dtype is None else T.as_type(dtype)
 
 
 # --------------------------------------------------------------------------- arrays
@@ -141,11 +141,26 @@ def copy(dest, src, dest_offset: int = 0, src_offset: int = 0, count: int = 0):
 
 # --------------------------------------------------------------------------- kernels
 
+class WarpKernel(Kernel):
+    """A kernel defined by `@wp.kernel`: gradkit's, refusing what Warp means differently in its typed IR
+    (`a * b` of two transforms is Warp's transform_multiply: a WarpFeatureMissing naming it)."""
+
+    @property
+    def typed_ir(self):
+        fn = Kernel.typed_ir.fget(self)
+        if getattr(self, "_warp_checked", None) is not fn:
+            if multiplies_transforms(fn):
+                raise WarpFeatureMissing("transform * transform", f"kernel '{self.key}' multiplies two transforms "
+                                         "with `*` (Warp's transform_multiply); write wp.transform_multiply(a, b)")
+            self._warp_checked = fn
+        return fn
+
+
 def kernel(f=None, *, enable_backward=None, module=None, launch_bounds=None, **options):
     """`@wp.kernel`: a gradkit kernel whose `%` is Warp's (C's: truncated integer %, float fmod)."""
     def make(fn):
         backward = config.enable_backward if enable_backward is None else enable_backward
-        return Kernel(fn, enable_backward=bool(backward), max_unroll=config.max_unroll, remainder="truncated")
+        return WarpKernel(fn, enable_backward=bool(backward), max_unroll=config.max_unroll, remainder="truncated")
     return make if f is None else make(f)
 
 

@@ -2,7 +2,8 @@
 quaternion q (4, x y z w), as in Warp's memory layout; gradkit's type is the 7-vector of the precision.
 Each builtin is a macro over gradkit's quaternion code (core/library/quat.py): in kernels it is plain IR that
 every backend runs and both AD modes differentiate; from Python it runs on NumPy, and `wp.transform(p, q)`
-returns a host value with Warp's `.p` / `.q`."""
+returns a host value with Warp's `.p` / `.q`. `wp.transform` itself is a type (TransformType), whose call in a
+kernel builds the value from p's and q's components as any vector type's does."""
 
 from __future__ import annotations
 
@@ -13,7 +14,34 @@ from ..core.lang import LangFunction
 from ..core.library.macros import NumpyEmit
 from ..core.library.quat import hamilton
 
-TRANSFORM = {T.float32: T.vector(7, T.float32), T.float64: T.vector(7, T.float64)}
+class TransformType(T.VectorType):
+    """Warp's transform type: 7 components like a vec7 (so passes and backends treat it as one), a type of
+    its own so that annotations (`xf: wp.transform`), arrays (`dtype=wp.transform`) and constructors
+    (`wp.transform(p, q)`, in kernels and from Python) read as in Warp, and so that `a * b` of two transforms,
+    Warp's transform_multiply, is refused instead of multiplying componentwise (runtime.py)."""
+
+    is_transform = True
+
+    def __init__(self, scalar):
+        super().__init__(7, scalar)
+        self.name = "transform" + {"float32": "", "float64": "d"}[scalar.name]
+
+    def __call__(self, p=None, q=None, *more):
+        """From Python: `wp.transform(p, q)`, `wp.transform()` (the identity), or 7 numbers."""
+        if p is None:
+            values = [0.0] * 6 + [1.0]
+        elif q is None:
+            values = list(np.asarray(p).reshape(-1))
+        elif more:
+            values = [p, q, *more]
+        else:
+            values = list(np.asarray(p).reshape(-1)) + list(np.asarray(q).reshape(-1))
+        if len(values) != 7:
+            raise ValueError(f"wp.{self.name}(p, q): p has 3 components and q 4; got {len(values)} in all")
+        return np.array(values, dtype=self.scalar.np_dtype).view(HostTransform)
+
+
+TRANSFORM = {T.float32: TransformType(T.float32), T.float64: TransformType(T.float64)}
 
 
 class HostTransform(np.ndarray):
@@ -30,7 +58,7 @@ class HostTransform(np.ndarray):
 
 def _parts(E, t, what="t"):
     ty = E.type_of(t)
-    if not (ty.is_vector and ty.length == 7 and ty.scalar.is_float):
+    if not (ty.is_vector and ty.length == 7 and ty.scalar.is_float):    # a transform (or a vec7)
         E.fail(f"{what} must be a transform (wp.transform: 7 float components), got {ty.name}")
     c = E.comps(t)
     return ty.scalar, c[:3], c[3:]
@@ -51,18 +79,6 @@ def _vec3(E, v, s, what):
     if not (ty.is_vector and ty.length == 3):
         E.fail(f"{what} must be a 3-vector, got {ty.name}")
     return [E.scalar(c, s) for c in E.comps(v)]
-
-
-def transform(E, p=None, q=None, dtype=None):
-    """`wp.transform(p, q)`; `wp.transform()` is the identity."""
-    if p is None:
-        return transform_identity(E, dtype or T.float32)
-    s = E.type_of(p).scalar if dtype is None else T.as_type(dtype)
-    pc = _vec3(E, p, s, "p")
-    qt = E.type_of(q)
-    if not (qt.is_vector and qt.length == 4):
-        E.fail(f"q must be a quaternion, got {qt.name}")
-    return E.make(TRANSFORM[s], pc + [E.scalar(c, s) for c in E.comps(q)])
 
 
 def transform_identity(E, dtype=T.float32):
@@ -118,15 +134,29 @@ def _host(name, fn):
     return host
 
 
-_FUNCTIONS = {f.__name__: f for f in (transform, transform_identity, transform_get_translation,
-                                      transform_get_rotation, transform_point, transform_vector,
-                                      transform_inverse, transform_multiply)}
+_FUNCTIONS = {f.__name__: f for f in (transform_identity, transform_get_translation, transform_get_rotation,
+                                      transform_point, transform_vector, transform_inverse, transform_multiply)}
 WARP_TRANSFORMS = {name: LangFunction(name, "macro", macro=fn, host=_host(name, fn), doc=f"Warp's wp.{name}")
                    for name, fn in _FUNCTIONS.items()}
-WARP_TRANSFORMS["transformf"] = WARP_TRANSFORMS["transform"]
-WARP_TRANSFORMS["transformd"] = LangFunction(
-    "transformd", "macro", macro=lambda E, p=None, q=None: transform(E, p, q, T.float64),
-    host=_host("transformd", lambda E, p=None, q=None: transform(E, p, q, T.float64)), doc="Warp's wp.transformd")
-# `dtype=wp.transform` (arrays, annotations) names the 7-vector type
-DTYPES = {id(WARP_TRANSFORMS["transform"]): TRANSFORM[T.float32],
-          id(WARP_TRANSFORMS["transformd"]): TRANSFORM[T.float64]}
+WARP_TRANSFORMS.update(transform=TRANSFORM[T.float32], transformf=TRANSFORM[T.float32],
+                       transformd=TRANSFORM[T.float64])
+
+
+def multiplies_transforms(fn) -> bool:
+    """Whether typed IR `fn` (or a function it calls) multiplies two transforms with `*`."""
+    from ..core.ir import Function
+    seen = set()
+
+    def walk(f) -> bool:
+        if id(f) in seen:
+            return False
+        seen.add(id(f))
+        for ins in f.walk():
+            if ins.attrs.get("name") == "mul" and len(ins.args) == 2 and \
+                    all(getattr(getattr(a, "type", None), "is_transform", False) for a in ins.args):
+                return True
+            for v in ins.attrs.values():
+                if isinstance(v, Function) and walk(v):
+                    return True
+        return False
+    return walk(fn)

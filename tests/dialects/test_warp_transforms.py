@@ -115,3 +115,23 @@ def test_intersect_tri_tri_matches_warp(device):
     half = len(want) // 2
     assert 0.1 < want[:half].mean() < 0.9 and 0.1 < want[half:].mean() < 0.9
     np.testing.assert_array_equal(_run_tri_tri(gwp, device), want)
+
+
+def test_transform_type_and_the_product_warp_defines_differently():
+    """wp.transform is a type (annotations, dtypes, host constructor); `a * b` of two transforms, Warp's
+    transform_multiply, is refused rather than multiplied componentwise, also inside a @wp.func."""
+    assert gwp.types.vector(7, gwp.float32) is not gwp.transform and gwp.transform.ncomp == 7
+    assert np.asarray(gwp.transform()).tolist() == [0, 0, 0, 0, 0, 0, 1]
+
+    @gwp.func
+    def squared(t: gwp.transform) -> gwp.transform:
+        return t * t
+
+    @gwp.kernel
+    def k(a: gwp.array(dtype=gwp.transform), out: gwp.array(dtype=gwp.transform)):
+        out[0] = squared(a[0])
+
+    a = gwp.array([gwp.transform(gwp.vec3(1.0, 2.0, 3.0), gwp.quat_identity())], dtype=gwp.transform)
+    with pytest.raises(gwp.WarpFeatureMissing, match="transform_multiply"):
+        gwp.launch(k, 1, inputs=[a, gwp.zeros(1, dtype=gwp.transform)])
+
