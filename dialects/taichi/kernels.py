@@ -269,6 +269,9 @@ class TiKernel:
     def grad(self, *args, **kwargs):
         """Taichi's `kernel.grad(*args)`: the adjoint of each launch, last first, accumulating into every
         field's `.grad` (read from the outputs' `.grad`)."""
+        plan = None if kwargs else self._plan(args)
+        if plan is not None:
+            return plan.grad(args)
         tr, launches = self._launches(args, kwargs)
         dev = runtime.device()
         for launch, dims, inputs in reversed(launches):
@@ -329,6 +332,22 @@ class _Plan:
 
     def call(self, args):
         dev = runtime.device()
+        for kernel, dim, inputs in self.launches_for(args):
+            if dim is not None:
+                gk.launch(kernel, dim, inputs=inputs, device=dev)
+        if self.tr.ret_field is not None:
+            return self.tr.ret_field[None]
+        return None
+
+    def grad(self, args) -> None:
+        """`kernel.grad(*args)`: each launch's adjoint, last first (what `TiKernel.grad` does in general)."""
+        dev = runtime.device()
+        for kernel, dim, inputs in reversed(self.launches_for(args)):
+            if dim is not None:
+                gk.launch(kernel, dim, inputs=inputs, device=dev, adjoint=True)
+
+    def launches_for(self, args) -> list:
+        """(gk.kernel, launch dim or None for an empty one, inputs) of each launch for this call."""
         ns = None
         calls = []                  # every extent is evaluated before the first launch, as `_launches` does
         for launch, kernel, fields, arg_pos, bounds, random in self.launches:
@@ -353,12 +372,7 @@ class _Plan:
                 runtime.settings.calls += 1
                 inputs.append((runtime.settings.seed * 1000003 + runtime.settings.calls) & 0x7FFFFFFF)
             calls.append((kernel, dim, inputs))
-        for kernel, dim, inputs in calls:
-            if dim is not None:
-                gk.launch(kernel, dim, inputs=inputs, device=dev)
-        if self.tr.ret_field is not None:
-            return self.tr.ret_field[None]
-        return None
+        return calls
 
 
 def _flat_code(code) -> bool:

@@ -55,6 +55,35 @@ def test_fast_path_gives_the_general_paths_values_and_gradients(monkeypatch):
     assert np.any(fast[1] != 0)
 
 
+def _manual_backward():
+    """_program's kernels differentiated with `kernel.grad(...)` (diffmpm's way) instead of a Tape."""
+    run = _program()
+    cells = {c.cell_contents.__name__: c.cell_contents for c in run.__closure__
+             if isinstance(getattr(c, "cell_contents", None), ti_kernel.TiKernel)}
+    run()                                           # values; then the adjoints by hand
+    by_shape = {c.cell_contents.shape: c.cell_contents for c in run.__closure__
+                if isinstance(c.cell_contents, ti.Field)}
+    x, w, loss = by_shape[(6, 4)], by_shape[(4,)], by_shape[()]
+    for f in (x, w, loss):
+        f.grad.fill(0)
+    loss.grad[None] = 1.0
+    cells["total"].grad(5, x)
+    for t in reversed(range(1, 6)):
+        cells["step"].grad(t, 0.25)
+    return w.grad.to_numpy(), x.grad.to_numpy()
+
+
+def test_kernel_grad_on_the_fast_path_gives_the_general_paths_gradients(monkeypatch):
+    fast = _manual_backward()
+    monkeypatch.setattr(ti_kernel.TiKernel, "_plan", lambda self, args: None)
+    slow = _manual_backward()
+    taped = _program()()
+    for a, b, c in zip(fast, slow, taped[1:]):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, c, rtol=1e-13, atol=0)
+    assert np.any(fast[0] != 0)
+
+
 def test_fast_path_is_taken_and_builds_one_plan_per_compile_time_arguments():
     run = _program()
     run()
