@@ -95,8 +95,8 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
         raise TypeError(f"gk.launch needs a @gk.kernel, got {type(kernel).__name__}")
     plan = kernel._plan
     bound = None
-    if plan is not None and not (adjoint or tangent) and device == plan.device and dim == plan.dim and \
-            _same_kind(dim, plan.dim) and state.forward_mode is None:
+    if plan is not None and (dim == plan.dim if dim.__class__ is int else _same_kind(dim, plan.dim)) and \
+            device == plan.device and not (adjoint or tangent) and state.forward_mode is None:
         # the same grid, device and arrays as the kernel's last forward launch (runtime/launch/plan.py)
         args = [*inputs, *outputs]
         bound = plan.bind(args, plan.dev)
@@ -178,10 +178,10 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
 
 def _same_kind(dim, planned) -> bool:
     """`dim` equals the planned grid and is made of the same kinds of values (True == 1, but a bool grid
-    is refused by the full path)."""
+    is refused by the full path; a planned grid is an int or a tuple of ints, runtime/launch/plan.py)."""
     if dim.__class__ is int:
-        return planned.__class__ is int
-    return dim.__class__ is planned.__class__ and all(d.__class__ is int for d in dim)
+        return planned.__class__ is int and dim == planned
+    return dim.__class__ is planned.__class__ and all(d.__class__ is int for d in dim) and dim == planned
 
 
 def _check_bounds(kernel, spec, dims, n, call_args) -> None:
