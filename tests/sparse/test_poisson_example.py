@@ -29,3 +29,6 @@ def test_poisson_source_gradient_and_descent(device, rng):
         assert out["grad"][i] == pytest.approx(fd, rel=1e-6, abs=1e-12)
     record = out["tape"].records[0]
     assert record.name.startswith("cg (") and "iterations" in record.name     # the solve: one tape step
+    assert record.meta["method"] == "cg" and record.meta["iterations"] == out["cg_iterations"][-1] > 0
+    assert record.meta["residual"] <= 1e-10 * np.linalg.norm(f) and record.meta["unknowns"] == n * n
+    assert record.name == f"cg ({record.meta['iterations']} iterations, residual {record.meta['residual']:.3g})"
