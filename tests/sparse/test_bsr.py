@@ -222,3 +222,16 @@ def test_long_products_match_scipy(device, rng, bs, dtype):
     with gk.Tape():
         y = S.bsr_mv(A, vec(xs, A, device), vec(ys, A, device), alpha=0.5, beta=-1.5)
     np.testing.assert_allclose(y.numpy().reshape(-1), 0.5 * D @ xs - 1.5 * ys, **tol)
+
+
+@pytest.mark.parametrize("nrow", [9, 2 * S.kernels.ROWS_PER_THREAD + 5])
+def test_bsr_mv_forward_mode(device, rng, nrow):
+    """Under gk.ForwardMode a product carries x's tangent: y.dual = A t (a thread per row, and the CPU's
+    runs of rows), against SciPy."""
+    A, D = build(rng, nrow, 30, 3 * nrow, 2, gk.float64, device)
+    xs, ts = rng.standard_normal(60), rng.standard_normal(60)
+    x, y = vec(xs, A, device), gk.zeros(nrow, dtype=A.vector_type, device=device)
+    with gk.ForwardMode(seeds={x: vec(ts, A, device)}):
+        S.bsr_mv(A, x, y, alpha=2.0)
+    np.testing.assert_allclose(y.numpy().reshape(-1), 2.0 * D @ xs, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(y.dual.numpy().reshape(-1), 2.0 * D @ ts, rtol=1e-12, atol=1e-12)
