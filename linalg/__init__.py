@@ -6,7 +6,7 @@ after `warp.optim.linear`.
 - implicit.py: a solve under a recording tape is one step whose backward solves Aᵀλ = x̄;
 - operators.py: `LinearOperator`, `preconditioner` (Jacobi / block-Jacobi as block-diagonal BsrMatrix);
 - vector.py: the vector kernels (two-stage dot products, linear combinations, CG's updates);
-- fused.py: CG's iteration in fewer launches for a BsrMatrix with no or a block-diagonal preconditioner
+- fused.py: CG's iteration in fewer launches for a BsrMatrix on the CPU with no or a block-diagonal preconditioner
   (A p with p·Ap, the update with r·z and r·r), used whenever a CG solve is not unrolled onto a tape.
 """
 

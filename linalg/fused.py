@@ -103,10 +103,11 @@ def kernels(bs: int, scalar, preconditioned: bool) -> dict:
 
 
 def fusable(A, M) -> bool:
-    """Whether the fused loop applies: A a BsrMatrix, M None or a block-diagonal BsrMatrix like A's (what
-    `preconditioner` builds)."""
+    """Whether the fused loop applies: A a BsrMatrix on the LLVM CPU backend (whose pool runs a launch's
+    threads in chunks; a GPU wants the general loop's thread per row, the reference interpreter its
+    per-element kernels), M None or a block-diagonal BsrMatrix like A's (what `preconditioner` builds)."""
     from ..sparse import BsrMatrix
-    if not isinstance(A, BsrMatrix):
+    if not isinstance(A, BsrMatrix) or getattr(A.device, "backend", None) != "cpu":
         return False
     if M is None:
         return True

@@ -50,7 +50,7 @@ def _precondition(M, r: gk.array, z: gk.array, record: bool) -> gk.array:
 def cg_iterations(A, b, x, tol, atol, maxiter, M, record: bool, check_every: int = 1) -> tuple:
     """Preconditioned conjugate gradients. Coefficients stay on the device (one-element arrays read by the
     update kernels); only the convergence test reads a number back, every `check_every` iterations.
-    Unrecorded on a BsrMatrix with no or a block-diagonal preconditioner it runs fused (linalg/fused.py).
+    Unrecorded on a CPU BsrMatrix with no or a block-diagonal preconditioner it runs fused (linalg/fused.py).
     `record`: every launch recorded, each iterate a new array (the unrolled, differentiable form)."""
     bs, scalar = vector_info(b)
     n = b.shape[0]
