@@ -37,7 +37,8 @@ def test_every_page_is_collected():
     """The pages with code are all found (a page moved out of docs/ would silently stop being run)."""
     names = {snippets.page_id(p) for p in PAGES}
     for must in ("docs/index.rst", "docs/tutorials/reverse_mode.rst", "docs/porting/from_warp.rst",
-                 "docs/porting/from_taichi.rst", "docs/errors.md", "docs/coverage.md", "backends/README.md"):
+                 "docs/porting/from_taichi.rst", "docs/errors.md", "docs/coverage.md", "backends/README.md",
+                 "docs/faq.rst", "docs/differences.rst", "docs/gpu.rst", "docs/performance.rst"):
         assert must in names
     counted = sum(len(snippets.examples(p)) + len(snippets.scripts(p)) for p in PAGES)
     assert counted >= 150, counted
