@@ -162,6 +162,11 @@ def _min_max(smaller: bool):
     return fn
 
 
+def _clamp(E, x, a, b):
+    """Warp's clamp: fmin(fmax(a, x), b), each step picking (and passing the gradient) as wp.min / wp.max."""
+    return _min_max(True)(E, _min_max(False)(E, a, x), b)
+
+
 def _host_min_max(np_fn, reduce_fn):
     def host(a, b=None):
         return reduce_fn(np.asarray(a)) if b is None else np_fn(a, b)
@@ -171,6 +176,7 @@ def _host_min_max(np_fn, reduce_fn):
 MACROS = {
     "min": (_min_max(True), _host_min_max(np.fmin, np.nanmin)),
     "max": (_min_max(False), _host_min_max(np.fmax, np.nanmax)),
+    "clamp": (_clamp, lambda x, a, b: np.fmin(np.fmax(a, x), b)),
     "lerp": (_lerp, _host_lerp), "smoothstep": (_smoothstep, _host_smoothstep), "mod": (_mod, _host_mod),
     "floordiv": (_floordiv, lambda a, b: np.floor_divide(a, b)), "trunc": (_trunc, np.trunc),
     "frac": (_frac, lambda x: x - np.trunc(x)), "degrees": (_degrees, np.degrees),
