@@ -5,7 +5,8 @@ title and text, the command that runs it, and the picture the script draws itsel
 (``python examples/NAME.py --image PATH``, matplotlib, headless). Pictures are cached under
 docs/_build/gallery keyed by the script's content hash, so a build re-runs only the examples that
 changed. A script that fails fails the build (a warning under ``-W``); one that runs but draws nothing
-(its optional dependency is missing: torch for the DDP example) gets a note instead of a picture.
+(its optional dependency is missing: torch for the DDP example) gets a note instead of a picture, and so
+does every script when matplotlib itself is missing (a docs-only install).
 The sources are read with ``ast`` (never imported or executed here); each script runs in a subprocess.
 """
 
@@ -88,12 +89,24 @@ def _escape(text: str) -> str:
     return "".join(p if i % 2 else re.sub(r"([*|\\]|(?<!\w)_|_(?!\w))", r"\\\1", p) for i, p in enumerate(parts))
 
 
+def can_draw() -> bool:
+    """Whether the scripts can draw: matplotlib (the `plot` extra) is importable by this Python."""
+    import importlib.util
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def gallery_rst(cache: pathlib.Path = CACHE, folder: pathlib.Path = EXAMPLES, workers: int = 2):
-    """The gallery's reStructuredText and the failures ([(script, message)]) of scripts that did not run."""
+    """The gallery's reStructuredText and the failures ([(script, message)]) of scripts that did not run.
+    Without matplotlib (a docs-only install) the page says so instead of running the scripts."""
     found = scripts(folder)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        results = list(pool.map(lambda s: picture(s, cache, folder), found))
     out, failures = [], []
+    if can_draw():
+        with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+            results = list(pool.map(lambda s: picture(s, cache, folder), found))
+    else:
+        results = [(None, "") for _ in found]
+        out.extend([".. note:: This build had no matplotlib, so the examples drew no pictures: install "
+                    "``pip install 'gradkit[plot]'`` and run ``make docs`` again.", ""])
     for script, (png, error) in zip(found, results):
         if error:
             failures.append((script, error))

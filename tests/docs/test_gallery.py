@@ -77,6 +77,13 @@ def test_a_script_that_draws_nothing_gets_a_note(folder, tmp_path):
     assert "optional.py drew no picture here" in rst
 
 
+def test_without_matplotlib_the_page_says_so(folder, tmp_path, monkeypatch):
+    monkeypatch.setattr(gallery, "can_draw", lambda: False)
+    rst, failures = gallery.gallery_rst(tmp_path / "cache", folder)
+    assert failures == [] and "no matplotlib" in rst and ".. image::" not in rst
+    assert not (folder / "runs.txt").exists()              # nothing was run
+
+
 def test_the_real_gallery_lists_every_example():
     names = {p.name for p in gallery.scripts()}
     assert {p.name for p in gallery.EXAMPLES.glob("*.py")} <= names
