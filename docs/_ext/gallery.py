@@ -82,6 +82,21 @@ def describe(script: pathlib.Path) -> tuple[str, str]:
     return title.strip(), "\n\n".join(" ".join(p.split()) for p in paras)
 
 
+def showcase(folder: pathlib.Path = EXAMPLES) -> dict[str, tuple[str, str]]:
+    """script name -> (what it shows, where to look in the debugger): the table of examples/README.md
+    (rows `| `name.py` | shows | look |`; a row may name two scripts)."""
+    readme = folder / "README.md"
+    rows = {}
+    if not readme.is_file():
+        return rows
+    for line in readme.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            for name in re.findall(r"`([^`]+\.py)`", cells[0]):
+                rows[name] = (cells[1], cells[2])
+    return rows
+
+
 def _escape(text: str) -> str:
     """Docstrings write code as `x` (the site's default role shows it as code); escape rST's other marks
     outside those code spans."""
@@ -100,6 +115,7 @@ def gallery_rst(cache: pathlib.Path = CACHE, folder: pathlib.Path = EXAMPLES, wo
     Without matplotlib (a docs-only install) the page says so instead of running the scripts."""
     found = scripts(folder)
     out, failures = [], []
+    shows = showcase(folder)
     if can_draw():
         with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
             results = list(pool.map(lambda s: picture(s, cache, folder), found))
@@ -124,6 +140,11 @@ def gallery_rst(cache: pathlib.Path = CACHE, folder: pathlib.Path = EXAMPLES, wo
         out.extend([f"**{_escape(title)}**", ""])
         if text:
             out.extend([_escape(text), ""])
+        if script.name in shows:
+            what, where = shows[script.name]
+            out.extend([f"*Shows:* {_escape(what)}", ""])
+            if where.strip("— "):
+                out.extend([f"*In the debugger:* {_escape(where)}", ""])
         args = "" if script.stem == "quickstart" else " --device cpu"
         out.extend(["Run it, and open it in the debugger:", "", ".. code-block:: console", "",
                     f"   python {rel}{args}", f"   gradkit debug {rel}", ""])
@@ -140,6 +161,7 @@ def _source_read(app, docname, source):
         log.warning(f"gallery: {error}", location=docname)
     for script in scripts():
         app.env.note_dependency(str(script))
+    app.env.note_dependency(str(EXAMPLES / "README.md"))
     source[0] = MARK.sub(lambda m: rst, source[0])
 
 

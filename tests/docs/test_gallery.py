@@ -41,6 +41,8 @@ def folder(tmp_path):
     ex = tmp_path / "examples"
     ex.mkdir()
     (ex / "draws.py").write_text(DRAWS)
+    (ex / "README.md").write_text("| script | what it shows | where to look |\n|---|---|---|\n"
+                                  "| `draws.py` | a square | Launches |\n")
     return ex
 
 
@@ -51,6 +53,7 @@ def test_picture_is_shown_and_cached_by_content(folder, tmp_path):
     png = next(cache.glob("draws-*.png"))
     assert f".. image:: {png}" in rst and "**Draws a square.**" in rst and "counts its runs" in rst
     assert "Run: python" not in rst                       # the page shows the command itself
+    assert "*Shows:* a square" in rst and "*In the debugger:* Launches" in rst   # from examples/README.md
     gallery.gallery_rst(cache, folder)
     assert (folder / "runs.txt").read_text() == "x"      # unchanged: not run again
     (folder / "draws.py").write_text(DRAWS + "# edited\n")
