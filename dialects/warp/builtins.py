@@ -167,6 +167,50 @@ def _clamp(E, x, a, b):
     return _min_max(True)(E, _min_max(False)(E, a, x), b)
 
 
+def _componentwise(fn):
+    """A scalar macro `fn(E, x, s)` (s: x's scalar type) applied to each component of a vector."""
+    def macro(E, x):
+        t = E.type_of(x)
+        if t.is_scalar:
+            return fn(E, E.scalar(x, t), t)
+        return E.make(t, [fn(E, c, t.scalar) for c in E.comps(x)])
+    return macro
+
+
+def _sign_of(E, x, s):
+    """Warp's sign: x < 0 ? -1 : 1 (1 at zero and NaN; gk.sign gives 0 at zero); no gradient."""
+    return E.where(E._prim("lt", x, E.const(0, s)), E.const(-1, s), E.const(1, s))
+
+
+def _abs(E, x, s):
+    """Warp's abs, whose gradient is x < 0 ? -1 : 1 (1 at zero, where gk.abs's is 0)."""
+    if not s.is_float:
+        return E._prim("abs", x)
+    return x * _sign_of(E, x, s)
+
+
+def _rint(E, x, s):
+    """Round half to even (C's rint, Warp's), where gk.round rounds halves away from zero; gradient 0."""
+    if not s.is_float:
+        return x
+    r = E._prim("floor", x + 0.5)
+    odd = E.lw.prim("ne", _raw_of(E._prim("floor", r * 0.5) * 2.0), _raw_of(r), node=E.node)
+    tie = E.lw.prim("eq", _raw_of(r - x), _raw_of(E.const(0.5, s)), node=E.node)
+    r = E.where(tie, E.where(odd, r - 1.0, r), r)
+    big = E.lw.prim("ge", _raw_of(E._prim("abs", x)), _raw_of(E.const(2.0 ** 23, s)), node=E.node)
+    return E.where(big, x, r)           # past 2**23 every float is an integer (and x + 0.5 may round)
+
+
+def _arc(prim):
+    def fn(E, x, s):
+        """Warp's asin / acos: of x clamped to [-1, 1] (a NaN clamps to -1), with gradient 0 where
+        |x| >= 1 (gk's is infinite at +-1 and NaN past them)."""
+        inside = E._prim("lt", E._prim("abs", x), E.const(1.0, s))
+        bound = E.where(E.gt(x, E.const(0.0, s)), E.const(1.0, s), E.const(-1.0, s))
+        return E._prim(prim, E.where(inside, x, bound))
+    return fn
+
+
 def _host_min_max(np_fn, reduce_fn):
     def host(a, b=None):
         return reduce_fn(np.asarray(a)) if b is None else np_fn(a, b)
@@ -177,12 +221,16 @@ MACROS = {
     "min": (_min_max(True), _host_min_max(np.fmin, np.nanmin)),
     "max": (_min_max(False), _host_min_max(np.fmax, np.nanmax)),
     "clamp": (_clamp, lambda x, a, b: np.fmin(np.fmax(a, x), b)),
+    "sign": (_componentwise(_sign_of), lambda x: np.where(np.asarray(x) < 0, -1, 1).astype(np.asarray(x).dtype)),
+    "abs": (_componentwise(_abs), np.abs),
+    "asin": (_componentwise(_arc("asin")), lambda x: np.arcsin(np.fmin(np.fmax(x, -1.0), 1.0))),
+    "acos": (_componentwise(_arc("acos")), lambda x: np.arccos(np.fmin(np.fmax(x, -1.0), 1.0))),
     "lerp": (_lerp, _host_lerp), "smoothstep": (_smoothstep, _host_smoothstep), "mod": (_mod, _host_mod),
     "floordiv": (_floordiv, lambda a, b: np.floor_divide(a, b)), "trunc": (_trunc, np.trunc),
     "frac": (_frac, lambda x: x - np.trunc(x)), "degrees": (_degrees, np.degrees),
     "radians": (_radians, np.radians), "step": (_step, lambda x: np.where(x < 0, 1.0, 0.0)),
     "nonzero": (_nonzero, lambda x: np.where(np.asarray(x) != 0, 1, 0)),
-    "rint": (_unary("round"), np.rint), "randn": (_randn, _host_randn),
+    "rint": (_componentwise(_rint), np.rint), "randn": (_randn, _host_randn),
 }
 WARP_MACROS = {name: LangFunction(name, "macro", macro=fn, host=host, doc=f"Warp's wp.{name}")
                for name, (fn, host) in MACROS.items()}

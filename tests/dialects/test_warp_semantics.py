@@ -278,3 +278,50 @@ def test_min_max_clamp_follow_warp_ties_and_nans(device):
     got = _min_max_program(gwp, device)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+UNARY = ("abs", "sign", "rint", "asin", "acos", "floor", "ceil", "trunc", "sqrt", "exp", "log", "sin", "tanh")
+SPECIAL = np.array([-2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 1.5, 2.5, 3.5, 2.0, 9e6 + 1.0, np.nan], np.float32)
+
+
+def _unary_program(wp, device, folder):
+    names = ", ".join(UNARY)
+    src = ("def make(wp):\n"
+           "    @wp.kernel\n"
+           "    def k(x: wp.array(dtype=float), v: wp.array(dtype=wp.vec3), y: wp.array2d(dtype=float),\n"
+           "          w: wp.array2d(dtype=wp.vec3)):\n"
+           "        i = wp.tid()\n" +
+           "".join(f"        y[{j}, i] = wp.{n}(x[i])\n" +
+                   (f"        w[{j}, i] = wp.{n}(v[i])\n" if n in ("abs", "sign") else "")   # Warp's vector forms
+                   for j, n in enumerate(UNARY)) +
+           "    return k\n")
+    path = str(folder / f"unary_{wp.__name__.replace('.', '_')}.py")     # both read a kernel's source file
+    with open(path, "w") as f:
+        f.write(src)
+    import linecache
+    linecache.checkcache(path)
+    ns: dict = {}
+    exec(compile(src, path, "exec"), ns)
+    k = ns["make"](wp)
+    n = len(SPECIAL)
+    x = wp.array(SPECIAL, dtype=float, device=device, requires_grad=True)
+    v = wp.array(np.stack([SPECIAL, SPECIAL[::-1], np.roll(SPECIAL, 3)], 1), dtype=wp.vec3, device=device,
+                 requires_grad=True)
+    y = wp.zeros((len(UNARY), n), dtype=float, device=device, requires_grad=True)
+    w = wp.zeros((len(UNARY), n), dtype=wp.vec3, device=device, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(k, n, inputs=[x, v, y, w], device=device)
+    tape.backward(grads={y: wp.array(np.ones((len(UNARY), n), np.float32), dtype=float, device=device),
+                         w: wp.array(np.ones((len(UNARY), n, 3), np.float32), dtype=wp.vec3, device=device)})
+    return y.numpy(), w.numpy(), x.grad.numpy(), v.grad.numpy()
+
+
+def test_unary_builtins_match_warp_at_special_points(device, tmp_path):
+    """Warp 1.19 at zeros, halves, +-1, past the arcsine's domain and NaN: sign(0) = 1, abs'(0) = 1, rint
+    rounds halves to even, asin / acos clamp their argument (gradient 0 from |x| >= 1 on); gradkit.warp's
+    values and gradients equal Warp's on every device (the other names agree as gradkit's own)."""
+    want = _unary_program(warp, "cpu", tmp_path)
+    got = _unary_program(gwp, device, tmp_path)
+    for name, g, w in zip(("values", "vector values", "gradient", "vector gradient"), got, want):
+        np.testing.assert_allclose(g, w, rtol=2e-6, atol=1e-6, equal_nan=True, err_msg=name)
