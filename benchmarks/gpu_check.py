@@ -14,9 +14,14 @@ Steps, each timed and recorded even when one fails:
 then one JSON and one Markdown file, benchmarks/results/gpu-check-<date>.json and .md, with the device,
 every step's outcome, the W1-W4 figures and gradkit's speed-up over Warp CUDA (goal: 1.5x or more).
 
-The carry limit: everything sent to the machine, wheels included, must stay under 64 MiB. Warp's wheel
-alone is larger (its CUDA library is ~300 MB unpacked), so --prepare-wheelhouse leaves out what does not
-fit and says so; Warp then reads n/a in the results with that reason unless the image has it.
+The carry limit: everything sent to the machine in one call, wheels included, must stay under 64 MiB.
+Warp's wheel alone is larger (142 MiB for Python 3.12; its CUDA library is ~300 MB unpacked), so
+--prepare-wheelhouse puts the wheels that fit in DIR/wheels and cuts a larger one into DIR/part-1, part-2,
+... (each under the limit, with DIR/wheels/parts.json naming them and their SHA-256). Carry DIR/wheels
+and DIR/part-k in call k, back to back while the machine stays warm: every call but the last runs
+`gpu_check.py --wheelhouse DIR --stage` (keeps its part in /tmp/gk-wheel-parts and stops), the last the
+check itself, which joins the parts, checks their digest and installs the wheel. A part missing (the
+machine was given back between calls) leaves that wheel out and says so; Warp then reads n/a.
 """
 
 from __future__ import annotations
@@ -77,12 +82,76 @@ def _tail(text: str, lines: int = 12) -> str:
 
 # -- 1. install --------------------------------------------------------------------------------------------
 
+PART_SIZE = 56 << 20        # one part per call, with room for the working tree beside it
+STAGE = pathlib.Path(tempfile.gettempdir()) / "gk-wheel-parts"
+
+
+def split_wheel(wheel: pathlib.Path, folder: pathlib.Path, part_size: int = PART_SIZE) -> dict:
+    """Cut `wheel` into folder/part-1/, part-2/, ... (one file each, `part_size` bytes at most); returns its
+    manifest entry {wheel, sha256, parts: [relative paths]}."""
+    import hashlib
+    data = wheel.read_bytes()
+    parts = []
+    for k, start in enumerate(range(0, len(data), part_size), start=1):
+        rel = f"part-{k}/{wheel.name}.{k}"
+        (folder / f"part-{k}").mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(data[start:start + part_size])
+        parts.append(rel)
+    return {"wheel": wheel.name, "sha256": hashlib.sha256(data).hexdigest(), "parts": parts}
+
+
+def _tree_bytes() -> int:
+    """What the working tree sends with each call (tracked files), or 8 MiB when git cannot say."""
+    got = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
+    if got.returncode != 0:
+        return 8 << 20
+    names = [n for n in got.stdout.decode(errors="replace").split("\0") if n]
+    return sum((ROOT / n).stat().st_size for n in names if (ROOT / n).is_file())
+
+
+def stage_parts(wheelhouse: pathlib.Path, stage: pathlib.Path = STAGE) -> list[str]:
+    """Copy the parts this call carried into `stage` (kept while the machine stays warm); their names."""
+    stage.mkdir(parents=True, exist_ok=True)
+    kept = []
+    for part in sorted(wheelhouse.glob("part-*/*")):
+        shutil.copy(part, stage / part.name)
+        kept.append(part.name)
+    return kept
+
+
+def join_parts(wheelhouse: pathlib.Path, out: pathlib.Path, stage: pathlib.Path = STAGE) -> tuple[list, list]:
+    """The wheels parts.json names, joined from the parts staged or carried now and checked against their
+    SHA-256: (paths of the joined wheels, reasons for those left out)."""
+    import hashlib
+    manifest = wheelhouse / "wheels" / "parts.json"
+    if not manifest.exists():
+        return [], []
+    stage_parts(wheelhouse, stage)
+    joined, missing = [], []
+    for entry in json.loads(manifest.read_text()):
+        names = [pathlib.Path(rel).name for rel in entry["parts"]]
+        absent = [n for n in names if not (stage / n).exists()]
+        if absent:
+            missing.append(f"{entry['wheel']}: parts {', '.join(absent)} not carried (carry each part-k in a call "
+                           "of its own, back to back)")
+            continue
+        data = b"".join((stage / n).read_bytes() for n in names)
+        if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+            missing.append(f"{entry['wheel']}: the joined parts do not match its SHA-256")
+            continue
+        out.mkdir(parents=True, exist_ok=True)
+        (out / entry["wheel"]).write_bytes(data)
+        joined.append(str(out / entry["wheel"]))
+    return joined, missing
+
+
 def prepare_wheelhouse(folder: pathlib.Path, python_version: str = "3.12") -> int:
-    """Download WHEELS for the GPU machine's Python into `folder`, keeping the total under the carry limit
-    (run here, where a registry answers). Prints what was kept and what did not fit."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Download WHEELS for the GPU machine's Python into folder/wheels, cutting a wheel that would pass the
+    carry limit into parts (run here, where a registry answers). Prints what goes in which call."""
+    wheels_dir = folder / "wheels"
+    wheels_dir.mkdir(parents=True, exist_ok=True)
     platforms = [a for p in PIP_PLATFORMS for a in ("--platform", p)]
-    total, left_out = sum(f.stat().st_size for f in folder.glob("*.whl")), []
+    total, left_out, manifest = sum(f.stat().st_size for f in wheels_dir.glob("*.whl")), [], []
     for name in WHEELS:
         with tempfile.TemporaryDirectory() as tmp:
             got = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
@@ -93,13 +162,21 @@ def prepare_wheelhouse(folder: pathlib.Path, python_version: str = "3.12") -> in
                 left_out.append(f"{name}: {_tail(got.stderr, 1) or 'no wheel'}")
                 continue
             size = sum(w.stat().st_size for w in wheels)
-            if total + size > CARRY_LIMIT - (8 << 20):     # room for the working tree itself
-                left_out.append(f"{name}: {size / 2**20:.0f} MiB would pass the 64 MiB carry limit")
+            room = CARRY_LIMIT - _tree_bytes() - (2 << 20)      # the working tree travels too, and a margin
+            if total + size > room:
+                for w in wheels:       # the parts travel beside wheels/ (whatever fits there by the end)
+                    manifest.append(split_wheel(w, folder, min(PART_SIZE, room - 2 * total - (2 << 20))))
+                    print(f"{w.name}: {w.stat().st_size / 2**20:.0f} MiB, cut into "
+                          f"{len(manifest[-1]['parts'])} parts")
                 continue
             for w in wheels:
-                shutil.copy(w, folder / w.name)
+                shutil.copy(w, wheels_dir / w.name)
             total += size
-    print(f"{folder}: {total / 2**20:.1f} MiB of wheels")
+    if manifest:
+        (wheels_dir / "parts.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    calls = max([len(m["parts"]) for m in manifest], default=1)
+    print(f"{wheels_dir}: {total / 2**20:.1f} MiB of wheels; {calls} call(s): carry {wheels_dir} and "
+          f"{folder}/part-k in call k" if manifest else f"{wheels_dir}: {total / 2**20:.1f} MiB of wheels")
     for line in left_out:
         print(f"left out: {line}")
     return 0
@@ -110,7 +187,13 @@ def install(wheelhouse: str | None, site: pathlib.Path, env: dict) -> Step:
     step = Step("install")
     notes = []
     paths = [str(site)]
-    wheels = sorted(glob.glob(os.path.join(wheelhouse, "*.whl"))) if wheelhouse else []
+    wheels = []
+    if wheelhouse:
+        house = pathlib.Path(wheelhouse)
+        wheels = sorted(glob.glob(str(house / "wheels" / "*.whl")) + glob.glob(str(house / "*.whl")))
+        joined, missing = join_parts(house, site.parent / "joined")
+        wheels += joined
+        notes += [f"left out {m}" for m in missing]
     if wheels:
         got = _run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
                     "--no-cache-dir", "--upgrade", "--target", str(site), *wheels], env, 600)
@@ -273,9 +356,15 @@ def main(argv=None) -> int:
     ap.add_argument("--tests", default=None, help="test files, comma-separated (default the OpenCL tests)")
     ap.add_argument("--timeout", type=float, default=None, help="seconds per step (default 1800; smoke 300)")
     ap.add_argument("--out", default=str(HERE / "results"), help="where the JSON and Markdown go")
+    ap.add_argument("--stage", action="store_true",
+                    help="only keep the wheel parts this call carried (every call but the last, see above)")
     args = ap.parse_args(argv)
     if args.prepare_wheelhouse:
         return prepare_wheelhouse(pathlib.Path(args.prepare_wheelhouse))
+    if args.stage:
+        kept = stage_parts(pathlib.Path(args.wheelhouse or ".whl"))
+        print(f"staged {', '.join(kept) or 'nothing'} in {STAGE}; {sorted(p.name for p in STAGE.iterdir())}")
+        return 0
     timeout = args.timeout or (300.0 if args.smoke else 1800.0)
     sources = args.program_sources if args.program_sources is not None else ("" if args.smoke else "warp,dialect")
     work = pathlib.Path(tempfile.mkdtemp(prefix="gk-gpu-check-"))

@@ -105,3 +105,36 @@ def test_normalise_reads_each_sources_fields():
                                        "size": "n=1000"}) == \
         {"source": "warp", "program": "sph", "system": "warp", "first_s": 1.5, "per_iter_s": 0.2, "size": "n=1000"}
     assert programs.normalise("sparse", {"system": "SciPy", "case": "spmv", "ms": float("nan")})["per_iter_s"] is None
+
+
+def test_a_wheel_past_the_carry_limit_travels_in_parts(tmp_path):
+    """prepare cuts it into part-1..N; calls 1..N-1 stage their part, the last joins them (digest checked);
+    a part never carried, or changed, leaves the wheel out with the reason."""
+    rng = __import__("random").Random(43)
+    data = bytes(rng.randrange(256) for _ in range(1000))
+    big = tmp_path / "big-1.0-py3-none-any.whl"
+    big.write_bytes(data)
+    house = tmp_path / ".whl"
+    (house / "wheels").mkdir(parents=True)
+    entry = gpu_check.split_wheel(big, house, part_size=300)
+    (house / "wheels" / "parts.json").write_text(json.dumps([entry]))
+    assert entry["parts"] == [f"part-{k}/{big.name}.{k}" for k in (1, 2, 3, 4)]
+    stage = tmp_path / "stage"
+    for k in (1, 2, 3):                     # calls 1-3: each carries its part alone
+        carried = tmp_path / f"call{k}"
+        (carried / f"part-{k}").mkdir(parents=True)
+        (carried / f"part-{k}" / f"{big.name}.{k}").write_bytes((house / entry["parts"][k - 1]).read_bytes())
+        assert gpu_check.stage_parts(carried, stage) == [f"{big.name}.{k}"]
+    last = tmp_path / "call4"
+    (last / "wheels").mkdir(parents=True)
+    (last / "wheels" / "parts.json").write_text(json.dumps([entry]))
+    (last / "part-4").mkdir()
+    (last / "part-4" / f"{big.name}.4").write_bytes((house / entry["parts"][3]).read_bytes())
+    joined, missing = gpu_check.join_parts(last, tmp_path / "out", stage)
+    assert missing == [] and pathlib.Path(joined[0]).read_bytes() == data
+    (stage / f"{big.name}.2").unlink()
+    joined, missing = gpu_check.join_parts(last, tmp_path / "out2", stage)
+    assert joined == [] and f"{big.name}.2" in missing[0]
+    (stage / f"{big.name}.2").write_bytes(b"x" * 300)
+    joined, missing = gpu_check.join_parts(last, tmp_path / "out3", stage)
+    assert joined == [] and "SHA-256" in missing[0]
