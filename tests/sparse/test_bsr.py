@@ -235,3 +235,20 @@ def test_bsr_mv_forward_mode(device, rng, nrow):
         S.bsr_mv(A, x, y, alpha=2.0)
     np.testing.assert_allclose(y.numpy().reshape(-1), 2.0 * D @ xs, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(y.dual.numpy().reshape(-1), 2.0 * D @ ts, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [gk.float64, gk.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("bs", [1, 2, 3])
+def test_from_scipy_coo_with_duplicates_and_back(device, rng, bs, dtype):
+    """from_scipy of a COO matrix with duplicate entries (summed) cut into bs x bs blocks, and to_scipy
+    back, against SciPy's own dense form; a shape that is not a multiple of the block size is refused."""
+    n = 4 * bs
+    r, c = rng.integers(0, n, 30), rng.integers(0, n, 30)
+    r[-4:], c[-4:] = r[0], c[0]
+    C = sp.coo_matrix((rng.standard_normal(30), (r, c)), shape=(n, n))
+    A = S.from_scipy(C, block_shape=(bs, bs), dtype=dtype, device=device)
+    assert (A.nrow, A.block_size, A.dtype) == (4, bs, dtype)
+    np.testing.assert_allclose(A.to_scipy().toarray(), C.toarray(), **TOL[dtype])
+    if bs > 1:
+        with pytest.raises(ValueError, match="multiple"):
+            S.from_scipy(sp.coo_matrix((n + 1, n + 1)), block_shape=(bs, bs), device=device)
