@@ -38,10 +38,16 @@ def _lerp(E, a, b, t):
 
 
 def _smoothstep(E, edge0, edge1, x):
+    """Warp's smoothstep: t = clamp((x - e0) / (e1 - e0), 0, 1), t² (3 - 2t); with e0 == e1 (a step at e0:
+    1 past it, else 0) its gradients are 0, not the NaN of 0 * inf a plain chain rule gives."""
     t = _float_type(E, x)
     e0, e1, X = E.scalar(edge0, t), E.scalar(edge1, t), E.scalar(x, t)
-    s = (X - e0) / (e1 - e0)
-    s = Sym(E.lw.prim("clamp", s.v, E.const(0.0, t).v, E.const(1.0, t).v, node=E.node), E)
+    d = e1 - e0
+    zero, one = E.const(0.0, t), E.const(1.0, t)
+    flat = E.lw.prim("eq", _raw_of(d), _raw_of(zero), node=E.node)
+    s = (X - e0) / E.where(flat, one, d)
+    s = _clamp(E, s, zero, one)
+    s = E.where(flat, E.where(E.gt(X, e0), one, zero), s)
     return s * s * (E.const(3.0, t) - s * 2.0)
 
 
