@@ -19,7 +19,8 @@ else:
     from gradkit.core import types as _T
 
     from . import ad, lang as _lang, math, types  # noqa: F401
-    from .errors import TaichiUnsupportedError, unsupported as _unsupported
+    from .errors import (TaichiNameUnsupportedError, TaichiUnsupportedError, unsupported as _unsupported,  # noqa: F401
+                         unsupported_name as _unsupported_name)
     from .fields import (Field, MatrixField, Ndarray, ScalarField, field, i, ij, ijk, ijkl, ijl, ik, ikl, il, j, jk, jkl, jl, k, kl, l,  # noqa: F401,E741
                          ndarray, root)
     from .kernels import (BoundFunc, TiFunc, TiKernel, data_oriented, func, grouped, kernel, ndrange,  # noqa: F401
@@ -93,5 +94,6 @@ else:
     def __getattr__(name: str):
         if name in _UNSUPPORTED:
             raise _unsupported(_UNSUPPORTED[name])
-        raise AttributeError(f"module 'gradkit.taichi' has no attribute {name!r} (Taichi's ti.{name} is not "
-                             "translated yet; docs/porting/taichi.md lists what is)")
+        if name.startswith("__"):                # Python's own probes (__path__, __file__, ...)
+            raise AttributeError(f"module 'gradkit.taichi' has no attribute {name!r}")
+        raise _unsupported_name("gradkit.taichi", name)

@@ -6,6 +6,7 @@ import gradkit as _gk
 from gradkit.core import types as _T
 from gradkit.core.lang import LangFunction as _LF
 
+from .errors import unsupported_name
 from .lang import _norm, _normalized, macro
 
 vec2, vec3, vec4 = _T.vector(2, _T.float32), _T.vector(3, _T.float32), _T.vector(4, _T.float32)
@@ -28,3 +29,9 @@ def mix(E, x, y, a):
     lw = E.lw
     return lw.binop("add", lw.binop("mul", x, lw.binop("sub", 1.0, a, E.node), E.node),
                     lw.binop("mul", y, a, E.node), E.node)
+
+
+def __getattr__(name: str):
+    if name.startswith("__"):
+        raise AttributeError(f"module 'gradkit.taichi.math' has no attribute {name!r}")
+    raise unsupported_name("gradkit.taichi.math", name)

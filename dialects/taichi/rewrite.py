@@ -16,7 +16,7 @@ from gradkit.core.frontend.source import SourceInfo
 from gradkit.core.lang import LangFunction
 
 from . import runtime
-from .errors import unsupported
+from .errors import TaichiUnsupportedError, unsupported
 from .fields import Field
 import numpy as np
 
@@ -64,6 +64,9 @@ class Rewriter(ast.NodeTransformer):
                 return _STATIC
             try:
                 return getattr(base, node.attr)
+            except TaichiUnsupportedError as exc:       # ti.eig, ti.GUI, ... named where the kernel uses it
+                loc = self.src.loc(node)
+                raise type(exc)(f"{loc.file}:{loc.line}: {exc}") from None
             except Exception:
                 return _STATIC
         return _STATIC

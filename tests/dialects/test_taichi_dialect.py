@@ -307,3 +307,22 @@ def test_the_dialect_has_one_copy_under_both_names():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True"] * 4
+
+
+def test_names_not_translated_raise_the_dialects_error_and_stay_attribute_errors():
+    ti.init(arch=ti.cpu)
+    assert not hasattr(ti, "eig") and getattr(ti.math, "fract", None) is None
+    with pytest.raises(ti.TaichiUnsupportedError, match="ti.eig"):
+        ti.eig
+    x = ti.field(ti.f32, shape=2)
+
+    @ti.kernel
+    def uses_eig():
+        for i in x:
+            w, v = ti.eig(ti.Matrix([[1.0, 2.0], [3.0, 4.0]]))
+            x[i] = w[0, 0]
+
+    with pytest.raises(ti.TaichiUnsupportedError) as info:
+        uses_eig()
+    line = uses_eig.pyfunc.__code__.co_firstlineno + 3
+    assert f"{__file__}:{line}" in str(info.value) and "ti.eig" in str(info.value)
