@@ -4,6 +4,7 @@ with program sources given as small modules (one working, one failing, one missi
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import pathlib
@@ -15,10 +16,18 @@ import pytest
 from tests.conftest import DEVICES
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import gpu_check  # noqa: E402
-import programs  # noqa: E402
+
+def _module(name: str):
+    """benchmarks/<name>.py under a name of its own (no benchmarks/ on sys.path for the other tests)."""
+    spec = importlib.util.spec_from_file_location(f"gk_bench_{name}", ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+gpu_check = _module("gpu_check")
+programs = _module("programs")
 
 TOY = '''
 def run(quick=False):
