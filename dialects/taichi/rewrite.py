@@ -58,6 +58,14 @@ class Rewriter(ast.NodeTransformer):
             if node.id in self.ns:
                 return self.ns[node.id]
             return getattr(py_builtins, node.id, _STATIC)
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            base = self.static(node.value)      # fields["U"], fields[0]: a Python container of fields
+            if isinstance(base, (dict, list, tuple)):
+                try:
+                    return base[node.slice.value]
+                except (KeyError, IndexError, TypeError):
+                    return _STATIC
+            return _STATIC
         if isinstance(node, ast.Attribute):
             base = self.static(node.value)
             if base is _STATIC or isinstance(base, (int, float)):
@@ -163,6 +171,10 @@ class Rewriter(ast.NodeTransformer):
     def visit_Subscript(self, node):
         node = self.unstruct(node)
         self.no_struct_element(node)
+        if isinstance(node.ctx, ast.Load):
+            whole = self.field_of(node)
+            if whole is not None:               # a field taken from a container: fields["U"]
+                return self.field_name(whole, node)
         f = self.field_of(node.value)
         if f is not None and isinstance(node.ctx, ast.Load) and self.vector_index(f, node.slice):
             return _call("__ti_load", [self.field_name(f, node.value), self.visit(node.slice)], node)

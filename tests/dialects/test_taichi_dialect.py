@@ -326,3 +326,42 @@ def test_names_not_translated_raise_the_dialects_error_and_stay_attribute_errors
         uses_eig()
     line = uses_eig.pyfunc.__code__.co_firstlineno + 3
     assert f"{__file__}:{line}" in str(info.value) and "ti.eig" in str(info.value)
+
+
+CONTAINERS = '''
+import numpy as np
+import taichi as ti
+
+ti.init(arch=ti.cpu, default_fp=ti.f64)
+
+outs = {"a": ti.field(ti.f64, shape=4, needs_grad=True), "b": ti.field(ti.f64, shape=4, needs_grad=True)}
+layers = [ti.field(ti.f64, shape=4, needs_grad=True) for _ in range(2)]
+loss = ti.field(ti.f64, shape=(), needs_grad=True)
+
+
+@ti.kernel
+def run_kernel(s: ti.f64):
+    for i in range(4):
+        outs["a"][i] = layers[0][i] * s
+        outs["b"][i] += ti.sin(layers[1][i]) + outs["a"][i] * layers[0][i]
+    for i in range(4):
+        loss[None] += outs["b"][i] ** 2
+
+
+def run(seed):
+    rng = np.random.default_rng(seed)
+    for f in layers:
+        f.from_numpy(rng.uniform(-1, 1, 4))
+    with ti.ad.Tape(loss=loss):
+        run_kernel(0.5)
+    return [loss[None], layers[0].grad.to_numpy(), layers[1].grad.to_numpy(), outs["a"].to_numpy()]
+'''
+
+
+def test_fields_in_python_containers_match_taichi(tmp_path):
+    _taichi()
+    got = run_program(CONTAINERS, "gradkit.taichi", tmp_path, "cont")["run"](1)
+    theirs = run_program(CONTAINERS, "taichi", tmp_path, "cont")["run"](1)
+    for g, t in zip(got, theirs):
+        assert rel_err(g, t) < 1e-12
+    assert np.all(got[1] != 0)
