@@ -100,9 +100,10 @@ body { margin: 0; font: 13px Helvetica, Arial, sans-serif; }
 #view { flex: 1; height: %HEIGHT%px; border: 1px solid #ccc; overflow: hidden; cursor: grab; position: relative; }
 #view.dragging { cursor: grabbing; }
 #view svg { display: block; width: 100%; height: 100%; }
-#facts { width: 260px; height: %HEIGHT%px; overflow: auto; border: 1px solid #ccc; padding: 6px; box-sizing: border-box; }
+#facts { width: 340px; height: %HEIGHT%px; overflow: auto; border: 1px solid #ccc; padding: 8px; box-sizing: border-box;
+         font-size: 14px; line-height: 1.45; }
 #facts table { border-collapse: collapse; width: 100%; }
-#facts td { border-bottom: 1px solid #eee; padding: 2px 4px; vertical-align: top; word-break: break-word; }
+#facts td { border-bottom: 1px solid #eee; padding: 3px 4px; vertical-align: top; overflow-wrap: anywhere; }
 #facts td:first-child { color: #555; white-space: nowrap; }
 g.node { cursor: pointer; }
 g.node.gk-selected polygon, g.node.gk-selected ellipse { stroke: #ff7f0e; stroke-width: 3; }

@@ -21,30 +21,33 @@ def render(bundle, name: str) -> None:
     tabs = ["Python", "Core IR", "Adjoint IR", "Passes"]
     generated = [(dev, variant, text) for dev, variants in sorted(code["code"].items())
                  for variant, text in variants.items()]
-    # lazy tabs: only the open one runs and is sent (the generated LLVM of one kernel is 50-70 KB of
-    # highlighted lines; drawing every tab's code made the view take 4-5 s on a 200-launch program)
-    parts = st.tabs(tabs + [plain(f"{dev} {variant}") for dev, variant, _ in generated], on_change="rerun",
-                    key=f"code_tab_{kernel}")
-    if parts[0].open:
-        with parts[0]:
-            st.code(code["python"], language="python", line_numbers=True)
-    if parts[1].open:
-        with parts[1]:
-            st.code(code["ir"], language=None)
-    if parts[2].open:
-        with parts[2]:
-            st.code(code["adjoint_ir"], language=None)
-    if parts[3].open:
-        with parts[3]:
-            _passes(bundle, kernel)
-    for tab, (dev, variant, text) in zip(parts[4:], generated):
-        if not tab.open:
-            continue
-        with tab:
-            if variant == "error":
-                st.error(plain(f"code generation failed on {dev}: {text}"))
-            else:
-                st.code(text, language=data.code_language(dev), line_numbers=True)
+    parts = st.tabs(tabs + (["Generated code"] if generated else []))
+    with parts[0]:
+        st.code(code["python"], language="python", line_numbers=True)
+    with parts[1]:
+        st.code(code["ir"], language=None)
+    with parts[2]:
+        st.code(code["adjoint_ir"], language=None)
+    with parts[3]:
+        _passes(bundle, kernel)
+    if generated:
+        with parts[4]:
+            _generated(kernel, generated)
+
+
+def _generated(kernel: str, generated: list) -> None:
+    """One device's code of one variant, drawn once picked: a kernel's LLVM is 50-70 KB of highlighted lines,
+    and drawing every variant's in hidden tabs made the view take 4-5 s on a 200-launch program."""
+    names = [f"{dev} {variant}" for dev, variant, _ in generated]
+    pick = st.selectbox("Generated code of", names, index=None, key=f"code_generated_{kernel}",
+                        placeholder=f"pick one of {len(names)}: device and variant")
+    if pick is None:
+        return
+    dev, variant, text = generated[names.index(pick)]
+    if variant == "error":
+        st.error(plain(f"code generation failed on {dev}: {text}"))
+    else:
+        st.code(text, language=data.code_language(dev), line_numbers=True)
 
 def _passes(bundle, kernel: str) -> None:
     """Pick a variant and a pass: the IR before and after it side by side, their unified diff below."""

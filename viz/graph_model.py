@@ -99,6 +99,9 @@ def to_dot(g: TapeGraph, direction: str = "LR", hide_readonly_arrays: bool = Fal
     cluster_id = 0
     repeat_open = None
     drawn_scopes: set = set()
+    # a folded block's launches in execution order (left to right): its arrays fold onto the first
+    # repetition's, so data edges alone form cycles that put the block's launches in one rank, in any order
+    in_order: list[str] = []
     for k, rec in enumerate(records):
         if k in launch_rep:
             continue
@@ -141,6 +144,8 @@ def to_dot(g: TapeGraph, direction: str = "LR", hide_readonly_arrays: bool = Fal
         html = (f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0"{table}><TR><TD COLSPAN="{max(len(rec.params), 1)}">'
                 f'<B>{html_escape(rec.kernel)}</B> [{dim}]{times}</TD></TR><TR>{ports}</TR></TABLE>>')
         body.append(pad + f"l{k} [shape=plaintext, label={html}{extra}];")
+        if repeat is not None and k + 1 < repeat.start + repeat.period and owner[k + 1] is None:
+            in_order.append(f"  l{k} -> l{k + 1} [style=invis, weight=10];")
         if repeat_open is not None and k == repeat_open.start + repeat_open.period - 1:
             body.append(pad + "}")
             repeat_open = None
@@ -163,6 +168,7 @@ def to_dot(g: TapeGraph, direction: str = "LR", hide_readonly_arrays: bool = Fal
             target = f"{scope_ids[owner[k]]}" if owner[k] is not None else f"l{node}:p{j}"
             edges[f"  {a} -> {target};" if j < rec.n_inputs else f"  {target} -> {a};"] = None
     lines += edges
+    lines += in_order
     if flagged:
         lines.append(f"  legend [shape=note, label={quote(chr(10).join(flagged))}];")
     lines.append("}")
