@@ -124,16 +124,28 @@ class Tape:
         `before_launch` returned)."""
         snaps, saved, reads = prepared
         touched = self._touched
-        exposed = False
+        exposed = fresh = False
         arrays = kernel._array_args              # the array parameters' positions (the rest are scalars)
-        for j in arrays:
-            a = bound[j]
-            a._held = True
-            exposed |= a._exposed
-            if id(a) not in touched:
-                self._touch(a)          # zeroes gradients, which may be arguments too: versions after this
-        versions = tuple([a.version for a in bound]) if len(arrays) == len(bound) else \
-            tuple([a.version if hasattr(a, "buffer") else None for a in bound])     # scalars have none
+        if len(arrays) == len(bound):            # arrays only: their versions in the same walk
+            versions = []
+            for a in bound:
+                a._held = True
+                exposed |= a._exposed
+                if id(a) not in touched:
+                    self._touch(a)
+                    fresh = True
+                versions.append(a.version)
+            if fresh:           # a first touch zeroes gradients, which may be arguments too: versions after it
+                versions = [a.version for a in bound]
+            versions = tuple(versions)
+        else:
+            for j in arrays:
+                a = bound[j]
+                a._held = True
+                exposed |= a._exposed
+                if id(a) not in touched:
+                    self._touch(a)      # zeroes gradients, which may be arguments too: versions after this
+            versions = tuple([a.version if hasattr(a, "buffer") else None for a in bound])   # scalars have none
         crcs = None
         if exposed:       # a NumPy view of an input is out: checksum the values recorded now, not at handout
             crcs = {}
