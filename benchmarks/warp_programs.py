@@ -13,7 +13,8 @@ which need not be installed: a stand-in `pxr` gives both systems the same sphere
 Both systems run in this process on the CPU, their steps alternating (Warp, gradkit, gradkit, Warp, ...)
 so that load on the machine slows them alike. The first step is reported apart (kernel compilation or
 loading from each system's disk cache, first allocations); per step is the median of the later ones, in
-wall seconds. `run(quick)` returns the rows {program, system, first_step_s, per_step_s, ...} for `make
+wall seconds and in the process's CPU seconds (all threads: Warp runs a CPU launch on one thread,
+gradkit on up to one per core, so CPU time compares the work and wall time what a user waits). `run(quick)` returns the rows {program, system, first_step_s, per_step_s, ...} for `make
 bench`; the command line prints a Markdown table and writes JSON.
 """
 
@@ -130,11 +131,12 @@ def _make(program: str, system: str, size: dict):
     raise ValueError(f"unknown program {program!r}: one of {', '.join(PROGRAMS)}")
 
 
-def _step(e) -> float:
-    t0 = time.perf_counter()
+def _step(e) -> tuple[float, float]:
+    """Wall and process CPU seconds (all threads) of one step."""
+    c0, t0 = time.process_time(), time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):          # the examples print timers and losses
         e.step()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def time_program(program: str, quick: bool = False, steps: int | None = None) -> list[dict]:
@@ -152,12 +154,19 @@ def time_program(program: str, quick: bool = False, steps: int | None = None) ->
     for k in range(steps):
         for s in (SYSTEMS if k % 2 == 0 else SYSTEMS[::-1]):
             later[s].append(_step(examples[s]))
-    return [{"program": program, "system": s, "first_step_s": first[s], "per_step_s": statistics.median(later[s]),
-             "min_step_s": min(later[s]), "steps": steps, "size": sizes[s]} for s in SYSTEMS]
+    rows = []
+    for s in SYSTEMS:
+        wall, cpu = [w for w, _ in later[s]], [c for _, c in later[s]]
+        rows.append({"program": program, "system": s, "first_step_s": first[s][0], "per_step_s": statistics.median(wall),
+                     "min_step_s": min(wall), "first_step_cpu_s": first[s][1], "per_step_cpu_s": statistics.median(cpu),
+                     "steps": steps, "size": sizes[s]})
+    return rows
 
 
 def run(quick: bool = False, programs=PROGRAMS, steps: int | None = None) -> list[dict]:
-    """Rows {program, system, first_step_s, per_step_s, min_step_s, steps, size} for every program."""
+    """Rows {program, system, first_step_s, per_step_s, min_step_s, first_step_cpu_s, per_step_cpu_s, steps,
+    size} for every program (seconds; *_cpu_s: the process's CPU time, all threads: Warp's CPU backend runs a
+    launch on one thread, gradkit's on up to one per core)."""
     rows = []
     for program in programs:
         rows += time_program(program, quick, steps)
@@ -166,13 +175,15 @@ def run(quick: bool = False, programs=PROGRAMS, steps: int | None = None) -> lis
 
 def markdown(rows: list[dict]) -> str:
     by = {(r["program"], r["system"]): r for r in rows}
-    out = ["| program | size | Warp first step | gradkit first step | Warp per step | gradkit per step | "
-           "gradkit / Warp per step |", "|---|---|---|---|---|---|---|"]
+    out = ["| program | size | first step: Warp / gradkit | per step (wall): Warp / gradkit | gradkit / Warp "
+           "| per step (CPU): Warp / gradkit | gradkit / Warp |", "|---|---|---|---|---|---|---|"]
     for program in dict.fromkeys(r["program"] for r in rows):
         w, g = by[(program, "warp")], by[(program, "gradkit.warp")]
-        out.append(f"| {program} | {w['size']} | {w['first_step_s']:.3f} s | {g['first_step_s']:.3f} s | "
-                   f"{w['per_step_s'] * 1e3:.1f} ms | {g['per_step_s'] * 1e3:.1f} ms | "
-                   f"{g['per_step_s'] / w['per_step_s']:.2f}x |")
+        out.append(f"| {program} | {w['size']} | {w['first_step_s']:.3f} s / {g['first_step_s']:.3f} s | "
+                   f"{w['per_step_s'] * 1e3:.1f} / {g['per_step_s'] * 1e3:.1f} ms | "
+                   f"{g['per_step_s'] / w['per_step_s']:.2f}x | "
+                   f"{w['per_step_cpu_s'] * 1e3:.1f} / {g['per_step_cpu_s'] * 1e3:.1f} ms | "
+                   f"{g['per_step_cpu_s'] / max(w['per_step_cpu_s'], 1e-9):.2f}x |")
     return "\n".join(out)
 
 
