@@ -41,13 +41,17 @@ def normalise(source: str, row: dict) -> dict:
     first = row.get("first_s", row.get("first_iter_s", row.get("first_step_s")))
     per = row.get("per_iter_s", row.get("per_step_s"))
     program = row.get("program")
+    note = None
     if per is None and "ms" in row:                  # sparse_bench: one row per case and library, in ms
         per, program = row["ms"] / 1e3, f"sparse {row['case']}"
+        note = "per iter is one call of the case (a product, or a whole solve of the source's iterations)"
     out = {"source": source, "program": program or source, "system": str(row.get("system", "?")),
            "first_s": _number(first), "per_iter_s": _number(per)}
     for key in ("size", "steps"):
         if key in row:
             out[key] = row[key]
+    if note:
+        out["note"] = note
     return out
 
 
@@ -124,6 +128,8 @@ def markdown(rows: list[dict]) -> str:
     notes = []
     for r in rows:
         key = (r["source"], r["program"])
+        if r.get("note") and f"{r['source']}: {r['note']}" not in notes:
+            notes.append(f"{r['source']}: {r['note']}")
         if "error" in r:
             notes.append(f"{r['source']}: n/a ({r['error']})")
             lines.append(f"| {r['program']} | {r['source']} | n/a | n/a | n/a | — | n/a | n/a | — |")
