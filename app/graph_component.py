@@ -144,6 +144,10 @@ g.node.gk-selected polygon, g.node.gk-selected ellipse { stroke: #ff7f0e; stroke
     const cx = vb.x + (r.left + r.width / 2 - o.left) / k, cy = vb.y + (r.top + r.height / 2 - o.top) / k;
     const v = size(), s = Math.max(k, READABLE);
     vb.w = v.w / s; vb.h = v.h / s; vb.x = cx - vb.w / 2; vb.y = cy - vb.h / 2;
+    // keep the view inside the graph: a node at its edge (the loss, drawn last) is shown with the graph
+    // beside it, not half a view of blank space
+    if (vb.w < full.w) vb.x = Math.min(Math.max(vb.x, full.x), full.x + full.w - vb.w);
+    if (vb.h < full.h) vb.y = Math.min(Math.max(vb.y, full.y), full.y + full.h - vb.h);
     apply(); select(node); return true;
   }
   function initial() {
