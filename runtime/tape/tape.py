@@ -269,7 +269,7 @@ class Tape:
                 from ..arrays.creation import zeros_like
                 arr.grad = zeros_like(arr, requires_grad=False)
             if seed is not arr.grad:
-                value = constant_value(seed) if arr.dtype.is_scalar else None
+                value = constant_value(seed) if arr.dtype.is_scalar and arr.dtype.is_float else None
                 if value is not None:     # a constant: the adjoints reading it fold it (runtime/tape/seeds.py)
                     folds.set(arr.grad, value)
                 else:
