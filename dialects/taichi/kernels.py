@@ -294,7 +294,7 @@ class _Plan:
     does what `_launches` + `__call__` do (fields' arrays and loop extents read at each call) without
     binding the signature, building the host namespace or keying the translation."""
 
-    __slots__ = ("tk", "tr", "launches", "static", "scalars", "ns_extra")
+    __slots__ = ("tk", "tr", "launches", "static", "scalars", "ns_extra", "local_bounds")
 
     @classmethod
     def build(cls, tk, tr, static: dict, types: list):
@@ -306,12 +306,20 @@ class _Plan:
         plan.tk, plan.tr, plan.static = tk, tr, static
         plan.scalars = [(name, k, t) for k, (name, t) in enumerate(zip(names, types)) if t is not None]
         plan.launches = []
+        py = tk.pyfunc
+        shadow = set(getattr(py, "__ti_enclosing__", {})) | set(py.__code__.co_freevars) | set(static) | \
+            {name for name, _, _ in plan.scalars}
+        plan.local_bounds = False
         for launch in tr.launches:
-            if launch.bounds is not None and not all(_flat_code(c) for b in launch.bounds for c in b):
-                return False        # a comprehension or lambda in a bound: evaluated in one namespace
+            bounds = None
+            if launch.bounds is not None:
+                if not all(_flat_code(c) for b in launch.bounds for c in b):
+                    return False    # a comprehension or lambda in a bound: evaluated in one namespace
+                bounds = [tuple(_bound(c, shadow) for c in b) for b in launch.bounds]
+                plan.local_bounds |= any(kind == "local" for b in bounds for kind, _ in b)
             args = [(position[a], launch_arg_type) for a, launch_arg_type in
                     ((a, types[position[a]]) for a in launch.args)]
-            plan.launches.append((launch, launch.kernel, launch.fields, args, launch.bounds, launch.random))
+            plan.launches.append((launch, launch.kernel, launch.fields, args, bounds, launch.random))
         return plan
 
     def _bounds_ns(self, args) -> tuple[dict, dict]:
@@ -348,7 +356,7 @@ class _Plan:
 
     def launches_for(self, args) -> list:
         """(gk.kernel, launch dim or None for an empty one, inputs) of each launch for this call."""
-        ns = None
+        g, local = self._bounds_ns(args) if self.local_bounds else (self.tk.pyfunc.__globals__, None)
         calls = []                  # every extent is evaluated before the first launch, as `_launches` does
         for launch, kernel, fields, arg_pos, bounds, random in self.launches:
             inputs = [f.arr for f in fields]
@@ -356,12 +364,11 @@ class _Plan:
                 inputs.append(_scalar(args[k], t))
             dim = 1
             if bounds is not None:
-                if ns is None:
-                    ns = self._bounds_ns(args)
-                g, local = ns
                 dims = []
-                for lo, hi in bounds:
-                    a, b = eval(lo, g, local), eval(hi, g, local)  # noqa: S307 - the user's own loop bounds
+                for (lk, lo), (hk, hi) in bounds:
+                    # the user's own loop bounds, read at each call (a constant one was read once)
+                    a = lo if lk == "const" else eval(lo, g, local)  # noqa: S307
+                    b = hi if hk == "const" else eval(hi, g, local)  # noqa: S307
                     a = int(a)
                     inputs.append(a)
                     dims.append(max(0, int(b) - a))
@@ -373,6 +380,15 @@ class _Plan:
                 inputs.append((runtime.settings.seed * 1000003 + runtime.settings.calls) & 0x7FFFFFFF)
             calls.append((kernel, dim, inputs))
         return calls
+
+
+def _bound(code, shadow: set) -> tuple:
+    """How a plan evaluates one loop bound: ("const", value) for one that names nothing (`range(4)`),
+    ("global", code) for one naming only module globals, ("local", code) for one that needs the call's
+    namespace (arguments, compile-time arguments, enclosing or closure variables)."""
+    if not code.co_names:
+        return "const", eval(code, {"__builtins__": {}})  # noqa: S307 - a constant expression of the user's
+    return ("local" if set(code.co_names) & shadow else "global"), code
 
 
 def _flat_code(code) -> bool:

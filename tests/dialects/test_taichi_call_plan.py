@@ -114,6 +114,35 @@ def test_loop_extents_are_read_at_each_call():
     assert a.to_numpy().tolist() == [2.0] * 5 + [0.0] * 3
 
 
+EXTENT = 2          # a module global a loop bound reads (the plan evaluates it in the module's globals)
+
+
+def test_constant_global_and_argument_extents_follow_each_call():
+    global EXTENT
+    ti.init(arch=ti.cpu, default_fp=ti.f64)
+    a = ti.field(ti.f64, shape=(3, 8))
+
+    @ti.kernel
+    def fill(m: ti.i32, v: ti.f64):
+        for i in range(2 + 1):                      # constant: read once
+            a[i, 0] += v
+        for i in range(EXTENT):                     # a module global: read at each call
+            a[0, i + 1] = v
+        for i in range(1, m):                       # an argument
+            a[1, i] = v * i
+        for i in range(len(a.shape) + 1):           # a global field's attribute
+            a[2, i] = v
+
+    fill(3, 1.0)
+    EXTENT = 4
+    fill(4, 2.0)
+    got = a.to_numpy()
+    assert got[0, 1:5].tolist() == [2.0] * 4 and got[1, 1:4].tolist() == [2.0, 4.0, 6.0]
+    assert got[:, 0].tolist() == [3.0, 3.0, 2.0]    # row 2's element 0 was last written by the fourth loop
+    assert got[2, :3].tolist() == [2.0] * 3
+    EXTENT = 2
+
+
 def test_random_streams_match_the_general_path(monkeypatch):
     def run():
         ti.init(arch=ti.cpu, default_fp=ti.f64, random_seed=7)
