@@ -327,3 +327,38 @@ def test_unary_builtins_match_warp_at_special_points(device, tmp_path):
     got = _unary_program(gwp, device, tmp_path)
     for name, g, w in zip(("values", "vector values", "gradient", "vector gradient"), got, want):
         np.testing.assert_allclose(g, w, rtol=2e-6, atol=1e-6, equal_nan=True, err_msg=name)
+
+
+def _linalg_program(wp, device):
+    @wp.kernel
+    def k(a: wp.array(dtype=wp.vec3), b: wp.array(dtype=wp.vec3), q: wp.array(dtype=wp.quat),
+          m: wp.array(dtype=wp.mat33), out: wp.array(dtype=float)):
+        i = wp.tid()
+        qq = wp.normalize(q[i])
+        r = wp.quat_rotate(qq, a[i]) + wp.quat_rotate_inv(qq, b[i])
+        qa = wp.quat_from_axis_angle(wp.normalize(a[i]), b[i][0])
+        s = wp.dot(r, wp.cross(a[i], b[i])) + wp.length(qa * qq) + wp.determinant(m[i]) + wp.trace(wp.inverse(m[i]))
+        s += wp.dot(wp.mul(wp.quat_to_matrix(qq), a[i]), b[i]) + wp.length(wp.quat_inverse(qq) * q[i])
+        s += wp.dot(wp.mul(wp.transpose(m[i]), a[i]), b[i])
+        wp.atomic_add(out, 0, s)
+
+    rng = np.random.default_rng(0)
+    n = 16
+    arrs = [wp.array(rng.normal(size=(n, 3)).astype(np.float32), dtype=wp.vec3, device=device, requires_grad=True),
+            wp.array(rng.normal(size=(n, 3)).astype(np.float32), dtype=wp.vec3, device=device, requires_grad=True),
+            wp.array(rng.normal(size=(n, 4)).astype(np.float32), dtype=wp.quat, device=device, requires_grad=True),
+            wp.array((rng.normal(size=(n, 3, 3)) + 3 * np.eye(3)).astype(np.float32), dtype=wp.mat33, device=device,
+                     requires_grad=True)]
+    out = wp.zeros(1, dtype=float, device=device, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(k, n, inputs=[*arrs, out], device=device)
+    tape.backward(loss=out)
+    return [out.numpy()] + [a.grad.numpy() for a in arrs]
+
+
+def test_vector_matrix_quaternion_builtins_match_warp(device):
+    """Quaternion rotations and products, axis-angle, quat_to_matrix, cross, determinant, inverse, trace,
+    transpose and wp.mul: the loss and every input's gradient equal Warp's to float32 tolerance."""
+    for g, w in zip(_linalg_program(gwp, device), _linalg_program(warp, "cpu")):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5 * np.abs(w).max())
