@@ -28,6 +28,8 @@ import webbrowser
 from dataclasses import dataclass
 
 APP_MAIN = pathlib.Path(__file__).with_name("main.py")
+PACKAGE = pathlib.Path(__file__).resolve().parents[1]      # gradkit's root (in a checkout, the repository's)
+USER_FOLDERS = ("tests", "examples", "benchmarks", "docs")  # under PACKAGE, yet the user's code, not gradkit's
 
 
 # Output: rich when installed, plain prints otherwise ----------------------------------------------------
@@ -147,8 +149,8 @@ def capture_script(script, args=(), out=None) -> CaptureReport:
             runpy.run_path(str(script), run_name="__main__")
     except SystemExit as exc:
         exit_code = exc.code
-    except Exception:
-        error = traceback.format_exc()
+    except Exception as exc:
+        error = user_traceback(exc, script)
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
     tape = cap.tape
@@ -156,6 +158,37 @@ def capture_script(script, args=(), out=None) -> CaptureReport:
     bundle = cap.save(out) if launches else None
     return CaptureReport(script, bundle, launches, cap.tapes_seen, exit_code, error,
                          str(cap.error) if cap.error is not None else None)
+
+
+def _internal(filename: str, script: pathlib.Path) -> bool:
+    """A frame of gradkit itself or of runpy (how the script was started), not of the user's code."""
+    if filename.startswith("<frozen runpy") or pathlib.Path(filename).name == "runpy.py":
+        return True
+    try:
+        path = pathlib.Path(filename).resolve()
+        rel = path.relative_to(PACKAGE)
+    except (OSError, ValueError):
+        return False
+    return path != script and rel.parts[:1] not in [(f,) for f in USER_FOLDERS]
+
+
+def user_traceback(exc: BaseException, script) -> str:
+    """The traceback of an exception the script raised. For gradkit's own errors about the user's code
+    (GradkitError: a CompileError names the kernel's file:line:col with a caret) gradkit's and runpy's
+    frames are left out, leaving the user's lines (the gk.launch that compiled the kernel) and a count of
+    what was dropped; any other exception keeps its whole traceback (it may be a bug in gradkit)."""
+    from ..core.errors import GradkitError
+    if not isinstance(exc, GradkitError):
+        return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    script = pathlib.Path(script).resolve()
+    frames = traceback.extract_tb(exc.__traceback__)
+    kept = [f for f in frames if not _internal(f.filename, script)]
+    text = "Traceback (most recent call last):\n" if kept else ""
+    text += "".join(traceback.format_list(kept)) + "".join(traceback.format_exception_only(type(exc), exc))
+    hidden = len(frames) - len(kept)
+    if hidden:
+        text += f"({hidden} frames of gradkit and runpy not shown)\n"
+    return text
 
 
 def _report(console, rep: CaptureReport) -> None:
@@ -178,6 +211,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something already listens on (or holds) `port` at `host`: binding it fails."""
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
 
 
 def app_command(target, port: int, extra=(), host: str = "127.0.0.1") -> list[str]:
@@ -227,6 +270,11 @@ def serve(target, port: int | None = None, open_browser: bool = True, console=No
     console = console or _console()
     if app_missing(console):
         return 1
+    if port and port_in_use(port, host):
+        console.print(_text(f"port {port} on {host} is already in use (another gradkit debugger, or another "
+                            "program, listens there): pass another --port, or leave --port out to pick a "
+                            "free one", "red"))
+        return 2
     port = port or free_port()
     proc = subprocess.Popen(app_command(target, port, host=host))
     # SIGTERM (e.g. a test stopping us) must still stop the app: turn it into SystemExit so `finally` runs.
@@ -239,6 +287,9 @@ def serve(target, port: int | None = None, open_browser: bool = True, console=No
             console.print("[bold]gradkit debugger[/bold] ", _text(f"at {url}  (Ctrl-C stops it)"))
             if open_browser:
                 webbrowser.open(url)
+        elif proc.poll() is not None:
+            console.print(_text(f"the debugger app exited (code {proc.returncode}) before it answered on port "
+                                f"{port}: its messages are above", "red"))
         return proc.wait()
     except KeyboardInterrupt:
         return 0

@@ -119,3 +119,44 @@ def test_the_bundle_folder_is_private_whatever_the_umask(tmp_path, monkeypatch):
         os.umask(old)
     for p in (path, path.parent, path.parent.parent):
         assert stat.S_IMODE(p.stat().st_mode) == 0o700, p
+
+
+def test_a_busy_port_is_said_plainly(tmp_path, capsys, record_plain):
+    """Issue 41 item 6: `gradkit open --port P` with P taken says so in one line (and how to pick another)
+    and exits 2, without starting Streamlit."""
+    import socket
+    import time
+    bundle = record_plain(tmp_path / "plain")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        start = time.perf_counter()
+        assert cli.main(["open", "--no-browser", "--port", str(port), str(bundle)]) == 2
+        assert time.perf_counter() - start < 5.0
+    err = capsys.readouterr().err
+    assert f"port {port} on 127.0.0.1 is already in use" in err and "--port" in err
+    assert "Traceback" not in err
+
+
+def test_compile_errors_drop_gradkit_frames(tmp_path):
+    """Issue 41 item 6: a kernel that does not compile under `gradkit debug` is reported with the script's
+    own lines and the CompileError's file:line:col and caret; gradkit's frontend and runpy frames are left
+    out (and counted). An exception that is not gradkit's keeps its whole traceback."""
+    script = tmp_path / "broken.py"
+    script.write_text("import gradkit as gk\n\n\n@gk.kernel\ndef broken(x: gk.array(dtype=float)):\n"
+                      "    i = gk.tid()\n    x[i] = undefined_name * 2.0\n\n\n"
+                      "x = gk.zeros(4, requires_grad=True)\nwith gk.Tape():\n"
+                      "    gk.launch(broken, 4, inputs=[x])\n")
+    report = cli.capture_script(script, [], tmp_path / "b")
+    err = report.error
+    assert f'File "{script}", line 12, in <module>' in err and "gk.launch(broken, 4, inputs=[x])" in err
+    assert f"CompileError: {script}:7:12: in kernel 'broken': unknown name 'undefined_name'" in err
+    assert "x[i] = undefined_name * 2.0\n           ^" in err
+    assert "frontend" not in err and "<frozen runpy>" not in err and "app/cli.py" not in err
+    assert "frames of gradkit and runpy not shown" in err
+    assert err.count('File "') == 1
+    raising = tmp_path / "raising.py"
+    raising.write_text("def f():\n    raise KeyError('boom')\n\n\nf()\n")
+    report = cli.capture_script(raising, [], tmp_path / "r")
+    assert "KeyError: 'boom'" in report.error and "runpy" in report.error       # not gradkit's: untouched
