@@ -10,7 +10,7 @@ written for gradkit, no network needed): `spring_robot`, a DiffTaichi-style mass
 @ti.data_oriented class, a struct field of springs, `ti.ad.Tape`), and `mls_mpm`, a 2-D MLS-MPM (p2g / grid /
 g2p over a 3x3 stencil with vector indexing, diffmpm's recompute-then-`kernel.grad()` backward), float32, at
 the sizes in OWN_SIZES; one iteration = forward and backward. `run(quick=False)` does this from Python and
-returns rows {program, system, first_iter_s, per_iter_s} (what `make bench` collects).
+returns rows {program, system, first_iter_s, per_iter_s, size, steps} (what `make bench` collects).
 
 With --src (or DIFFTAICHI_EXAMPLES) it runs DiffTaichi's own examples instead; their sources are not part of
 this repository (a clone of taichi-dev/difftaichi's `examples/`). Each program runs as written with only its
@@ -238,14 +238,22 @@ def compare(src, programs, targets: dict, iters: int, rounds: int, timeout: floa
 
 def run(quick: bool = False) -> list[dict]:
     """Our own Taichi-syntax programs under gradkit.taichi and Taichi (when installed), alternating: rows
-    {program, system, first_iter_s, per_iter_s} (wall seconds; per_iter_s the median of the later
+    {program, system, first_iter_s, per_iter_s, size, steps} (wall seconds; per_iter_s the median of the later
     iterations' later half: steady state, after the first iterations' compiles). `quick`: smaller programs,
     6 iterations, one round."""
     targets = {m: (m, None) for m in ("gradkit.taichi", "taichi") if m == "gradkit.taichi" or _available(m)}
     results = compare(None, list(OWN_PROGRAMS), targets, 6 if quick else 8, 1 if quick else 2,
                       300.0 if quick else 900.0, quick)
-    return [{"program": prog, "system": name, "first_iter_s": s["first_wall"], "per_iter_s": s["steady_wall"]}
+    sizes = QUICK_SIZES if quick else OWN_SIZES
+    return [{"program": prog, "system": name, "first_iter_s": s["first_wall"], "per_iter_s": s["steady_wall"],
+             "size": _size_text(prog, sizes[prog]), "steps": sizes[prog]["STEPS"]}
             for prog, by in results.items() for name, s in by.items()]
+
+
+def _size_text(prog: str, size: dict) -> str:
+    if prog == "spring_robot":
+        return f"{size['N_OBJ']} objects, float32"
+    return f"{size['N_PART']} particles, {size['N_GRID']}^2 grid, float32"
 
 
 def main(argv=None) -> int:

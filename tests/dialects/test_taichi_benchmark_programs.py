@@ -46,7 +46,8 @@ def test_run_returns_rows_of_steady_times(monkeypatch):
     assert {(r["program"], r["system"]) for r in rows} == {(p, s) for p in bench.OWN_PROGRAMS
                                                           for s in ("gradkit.taichi", "taichi")}
     for r in rows:
-        assert set(r) == {"program", "system", "first_iter_s", "per_iter_s"}
+        assert set(r) == {"program", "system", "first_iter_s", "per_iter_s", "size", "steps"}
+        assert r["steps"] == bench.QUICK_SIZES[r["program"]]["STEPS"] and "float32" in r["size"]
         assert r["first_iter_s"] == 9.0 and r["per_iter_s"] == 2.0     # median of the later half [1, 2, 2]
     # the systems alternate within each program
     assert [c[1] for c in calls[:2]] == ["gradkit.taichi", "taichi"] and all(c[2] for c in calls)
