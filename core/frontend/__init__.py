@@ -37,7 +37,9 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
         if remainder not in REMAINDERS:
             raise ValueError(f"remainder={remainder!r}: expected one of {', '.join(map(repr, REMAINDERS))}")
         # what `%` written in this function's source means: "floored" (Python's, gradkit's default) or
-        # "truncated" (C's, the `rem` builtin: Warp's dialect); library macros keep their own `%`
+        # "truncated" (C's, the `rem` builtin: Warp's dialect, where `/` on integers truncates too and
+        # `*` with a matrix is the matrix product);
+        # library macros keep their own `%`
         self.remainder = remainder
         self.building = building
         self.views = views                      # (param index, base array type): see Func.ir_function
@@ -242,7 +244,8 @@ def lower_function(pyfunc, kind: str = "kernel", building: tuple = (), **options
     """Parse `pyfunc` and build its typed IR (kind 'kernel' or 'func').
 
     Options: max_unroll, grad_of, views, default_fp (the type of float literals), and remainder: "floored"
-    (default: `%` in the source is Python's) or "truncated" (C's `%` and fmod, as Warp's kernels)."""
+    (default: `%` in the source is Python's) or "truncated" (Warp's kernels: C's `%` and fmod, `/` on two
+    integers an integer quotient truncated toward zero, and `*` with a matrix operand a matrix product)."""
     lowerer = Lowerer(pyfunc, kind, building, max_unroll=options.get("max_unroll"),
                       grad_of=options.get("grad_of"), views=options.get("views", ()),
                       default_fp=options.get("default_fp") or T.float32,

@@ -219,6 +219,13 @@ class ExprLowering:
         name = BINOPS.get(type(op))
         return "rem" if name == "mod" and self.remainder == "truncated" else name
 
+    def truncated_quotient(self, a, b, node):
+        """C's integer `a / b` (truncated toward zero), what `/` on integers means under
+        `remainder="truncated"` (Warp): a - rem(a, b) is an exact multiple of b, so flooring it divides
+        exactly; x / 0 is 0, as x % 0 is."""
+        exact = self.prim("sub", a, self.prim("rem", a, b, node=node), node=node)
+        return self.prim("floordiv", exact, b, node=node)
+
     def binop(self, op: str, a, b, node):
         if isinstance(a, TidCall):
             a = self.tid_values(1, node)[0]
@@ -242,6 +249,8 @@ class ExprLowering:
             b = self.prim("cast", b, to=a.type, node=node)
         ta, tb = a.type, b.type
         if op == "div" and ta.scalar.is_int and tb.scalar.is_int:
+            if self.remainder == "truncated":
+                return self.truncated_quotient(a, b, node)
             a, b = self.int_to_float(a, node), self.int_to_float(b, node)
         elif ta.is_scalar and tb.is_scalar and ta is not tb and {ta.is_int, tb.is_int} == {True, False}:
             # Python semantics: int op float → float, when the int side is a literal or the float is weak.
@@ -257,7 +266,9 @@ class ExprLowering:
         if ta.is_quat != tb.is_quat and not (ta.is_scalar or tb.is_scalar):
             raise self.error(node, f"'{op}' of {ta.name} and {tb.name}: rotate vectors with gk.quat_rotate(q, v)")
         if op == "mul" and (ta.is_matrix and not tb.is_scalar or tb.is_matrix and not ta.is_scalar):
-            raise self.error(node, f"'*' of {ta.name} and {tb.name}: use '@' for matrix products")
+            if self.remainder != "truncated":
+                raise self.error(node, f"'*' of {ta.name} and {tb.name}: use '@' for matrix products")
+            op = "matmul"                                # Warp's kernels: `*` with a matrix is its product
         if op == "pow" and a.type.scalar.is_int:
             raise self.error(node, "'**' on integers needs a constant non-negative integer exponent; "
                                    "cast to float for a general power")

@@ -40,7 +40,6 @@ KNOWN_EDITS = {
          ") -> wp.vec3:"),
         ("neighbor_rho: float, smoothing_length: float):", "neighbor_rho: float, smoothing_length: float) -> wp.vec3:"),
     ),
-    "optim/example_diffray.py": ((" = rays_width / num_samples", " = rays_width // num_samples"),),
     "optim/example_particle_repulsion.py": (
         ("f_i -= wp.grad(compute_potential)(d)",
          "f_i -= -A * d / (wp.length(d) * (wp.length(d) + EPS) * (wp.length(d) + EPS))"),),

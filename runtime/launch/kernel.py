@@ -97,8 +97,9 @@ class Kernel:
             `break`/`continue`) into straight-line code; None: keep them loops.
         default_fp: the type of float literals and `float(x)` in the body (gk.float32 or gk.float64); None
             follows `gk.config.default_fp`.
-        remainder: "floored" (Python's `%` and `//`, the default) or "truncated" (C's, as Warp's kernels:
-            the sign of the dividend; floats: fmod)."""
+        remainder: "floored" (Python's `%` and `//`, the default) or "truncated" (Warp's kernels: `%` is C's,
+            the sign of the dividend, floats fmod; `/` of two integers truncates; `*` with a matrix is
+            the matrix product)."""
 
     _gk_kernel = True
 
@@ -351,8 +352,9 @@ def kernel(fn=None, *, enable_backward: bool = True, max_unroll: int | None = No
             `break`/`continue`) into straight-line code; None: keep them loops.
         default_fp: the type of float literals and `float(x)` in the body (gk.float32 or gk.float64); None
             follows `gk.config.default_fp`.
-        remainder: "floored" (Python's `%` and `//`, the default) or "truncated" (C's, as Warp's kernels:
-            the sign of the dividend; floats: fmod)."""
+        remainder: "floored" (Python's `%` and `//`, the default) or "truncated" (Warp's kernels: `%` is C's,
+            the sign of the dividend, floats fmod; `/` of two integers truncates; `*` with a matrix is
+            the matrix product)."""
     if fn is None:
         return lambda f: Kernel(f, enable_backward=enable_backward, max_unroll=max_unroll,
                                 default_fp=default_fp, remainder=remainder)

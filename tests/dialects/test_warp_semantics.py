@@ -26,11 +26,22 @@ def _division_kernel(wp):
     def wrap(i: int, n: int):
         return i % n
 
+    @wp.func
+    def quotient(i: int, n: int):
+        return i / n
+
     @wp.kernel
     def k(a: wp.array(dtype=int), b: wp.array(dtype=int), fa: wp.array(dtype=float), fb: wp.array(dtype=float),
           r: wp.array(dtype=int), q: wp.array(dtype=int), w: wp.array(dtype=int), fr: wp.array(dtype=float),
-          fq: wp.array(dtype=float), m: wp.array(dtype=float)):
+          fq: wp.array(dtype=float), m: wp.array(dtype=float), t: wp.array(dtype=int), tf: wp.array(dtype=int),
+          ta: wp.array(dtype=int), tq: wp.array(dtype=float)):
         i = wp.tid()
+        t[i] = a[i] / b[i]
+        tf[i] = quotient(a[i], b[i])
+        x = a[i]
+        x /= b[i]
+        ta[i] = x
+        tq[i] = fa[i] / float(b[i])
         r[i] = a[i] % b[i]
         q[i] = a[i] // b[i]
         w[i] = wrap(a[i], b[i])
@@ -51,6 +62,8 @@ def _run_division(wp, device=None):
            wp.array(fa, dtype=float, device=device), wp.array(fb, dtype=float, device=device)]
     outs = [wp.zeros(len(A), dtype=int, device=device) for _ in range(3)]
     outs += [wp.zeros(len(A), dtype=float, device=device) for _ in range(3)]
+    outs += [wp.zeros(len(A), dtype=int, device=device) for _ in range(3)] + [wp.zeros(len(A), dtype=float,
+                                                                                     device=device)]
     wp.launch(k, dim=len(A), inputs=ins, outputs=outs, device=device)
     return [o.numpy() for o in outs]
 
@@ -61,12 +74,13 @@ def warp_division():
 
 
 def test_integer_and_float_division_match_warp(device, warp_division):
-    """Warp 1.19: integer `%` truncates (C), `//` floors; float `%` is fmod, `//` floors; gradkit.warp
-    kernels and functions compute the same on every device."""
+    """Warp 1.19: integer `%` and `/` truncate (C), `//` floors; float `%` is fmod, `//` floors; gradkit.warp
+    kernels and functions compute the same on every device (`/` on two ints is an int, as in Warp)."""
     got = _run_division(gwp, device)
     for g, w in zip(got, warp_division):
         np.testing.assert_array_equal(g, w)
     assert warp_division[0][0] == -1 and warp_division[1][0] == -4      # -7 % 2, -7 // 2 in Warp
+    assert warp_division[6][0] == -3 and warp_division[8][0] == -3      # -7 / 2 in Warp: C's quotient
 
 
 def _program(module):
@@ -340,6 +354,7 @@ def _linalg_program(wp, device):
         s = wp.dot(r, wp.cross(a[i], b[i])) + wp.length(qa * qq) + wp.determinant(m[i]) + wp.trace(wp.inverse(m[i]))
         s += wp.dot(wp.mul(wp.quat_to_matrix(qq), a[i]), b[i]) + wp.length(wp.quat_inverse(qq) * q[i])
         s += wp.dot(wp.mul(wp.transpose(m[i]), a[i]), b[i])
+        s += wp.dot(m[i] * a[i], b[i]) + wp.dot(a[i] * m[i], b[i]) + wp.trace(m[i] * wp.transpose(m[i]) * 0.5)
         wp.atomic_add(out, 0, s)
 
     rng = np.random.default_rng(0)
@@ -359,6 +374,6 @@ def _linalg_program(wp, device):
 
 def test_vector_matrix_quaternion_builtins_match_warp(device):
     """Quaternion rotations and products, axis-angle, quat_to_matrix, cross, determinant, inverse, trace,
-    transpose and wp.mul: the loss and every input's gradient equal Warp's to float32 tolerance."""
+    transpose, wp.mul and `*` with a matrix (Warp's matrix product, `@` in gradkit): the loss and every input's gradient equal Warp's to float32 tolerance."""
     for g, w in zip(_linalg_program(gwp, device), _linalg_program(warp, "cpu")):
         np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5 * np.abs(w).max())
