@@ -407,6 +407,9 @@ class Rewriter(ast.NodeTransformer):
         if node.orelse:
             raise self.error(node, "for-else is not supported")
         if self.is_static_call(node.iter):
+            fields = self.static_fields(node)
+            if fields is not None:
+                return self.unroll(node, fields)
             node.body = self.body(node.body, self.defined)
             return node
         dims = self.loop_dims(node.iter)
@@ -435,6 +438,56 @@ class Rewriter(ast.NodeTransformer):
             body = [_loc(ast.For(target=_loc(ast.Name(id=var, ctx=ast.Store()), node), iter=rng, body=body,
                                  orelse=[]), node)]
         return body
+
+    def static_fields(self, node):
+        """The items of `for f in ti.static([a, b])` when they include fields (a list or tuple named or
+        written without calls or locals), else None (gk.static unrolls other static loops)."""
+        it = node.iter
+        if len(it.args) != 1 or self.loop_targets(node.target) is None or \
+                any(isinstance(n, ast.Lambda) for n in ast.walk(it.args[0])) or \
+                any(isinstance(n, ast.Call) and self.static(n.func) not in _PURE for n in ast.walk(it.args[0])) or \
+                any(isinstance(n, (ast.Break, ast.Continue)) for st in node.body for n in ast.walk(st)):
+            return None
+        names = {n.id for n in ast.walk(it.args[0]) if isinstance(n, ast.Name)}
+        if names & self.locals:
+            return None
+        try:
+            items = eval(compile(ast.Expression(body=it.args[0]), "<ti.static>", "eval"), dict(self.ns))  # noqa: S307
+        except Exception:
+            return None
+        if not isinstance(items, (list, tuple, enumerate, zip, reversed)):
+            return None
+        items = list(items)
+        flat = [x for v in items for x in (v if isinstance(v, tuple) else (v,))]
+        if not any(isinstance(v, Field) or getattr(v, "_ti_struct_field", False) for v in flat):
+            return None
+        return items
+
+    @staticmethod
+    def loop_targets(t):
+        """The names of a static loop's target (`f`, `k, f`), or None for other targets."""
+        if isinstance(t, ast.Name):
+            return [t.id]
+        if isinstance(t, ast.Tuple) and all(isinstance(e, ast.Name) for e in t.elts):
+            return [e.id for e in t.elts]
+        return None
+
+    def unroll(self, node, items: list) -> list:
+        """`for f in ti.static([a, b]): body` over fields: the body once per item, `f` replaced by a name
+        bound to the item at compile time (so `f[i]` is field a's, then b's, access)."""
+        targets, out = self.loop_targets(node.target), []
+        for v in items:
+            values = (v,) if len(targets) == 1 else tuple(v)
+            if len(values) != len(targets):
+                raise self.error(node.target, f"cannot unpack {v!r} into {len(targets)} loop variables")
+            renames = {}
+            for t, x in zip(targets, values):
+                renames[t] = name = f"__ti_static{len(self.shared.helpers)}"
+                self.shared.helpers[name] = x
+                self.ns[name] = x
+            body = [_Rename(renames).visit(copy.deepcopy(st)) for st in node.body]
+            out += self.body(body, self.defined)
+        return out or [_loc(ast.Pass(), node)]
 
     def target_names(self, node, n: int, grouped: bool) -> list:
         t = node.target
@@ -487,6 +540,22 @@ class Rewriter(ast.NodeTransformer):
             else:
                 out.append((ast.Constant(value=0), a))
         return out
+
+
+_PURE = (enumerate, zip, list, tuple, reversed, range, len)     # calls a static loop's items may use
+
+
+class _Rename(ast.NodeTransformer):
+    """Loads of the names in `renames` as their new names (an unrolled static loop's variables)."""
+
+    def __init__(self, renames: dict):
+        self.renames = renames
+
+    def visit_Name(self, node):
+        new = self.renames.get(node.id)
+        if new is not None and isinstance(node.ctx, ast.Load):
+            return _loc(ast.Name(id=new, ctx=ast.Load()), node)
+        return node
 
 
 class Inline:

@@ -346,6 +346,10 @@ def run_kernel(s: ti.f64):
         outs["b"][i] += ti.sin(layers[1][i]) + outs["a"][i] * layers[0][i]
     for i in range(4):
         loss[None] += outs["b"][i] ** 2
+        for f in ti.static(layers):                 # a static loop over fields: unrolled per field
+            loss[None] += 0.5 * f[i] ** 3
+        for k, f in ti.static(enumerate([outs["a"], layers[1]])):
+            loss[None] += (k + 1) * ti.cos(f[i])
 
 
 def run(seed):
