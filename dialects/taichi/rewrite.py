@@ -1,8 +1,9 @@
 """Taichi statements → gradkit's kernel language, one statement at a time (translate.py splits a kernel
 into launches and calls this): global fields become array parameters `__ti_f<k>`, `@ti.func` calls inline
 macros, vector methods and Taichi's typing rules the `__ti_*` macros (macros.py, lang.py), each generated
-node keeping the line and column of the Taichi source it came from. `Shared` is what one kernel's
-launches share (fields, inlined functions, helpers); `namespace_of` the names a kernel's source sees."""
+node keeping the line and column of the Taichi source it came from. Struct members and static loops over
+fields are compile_time.py's part of the rewriter, inlined `@ti.func` bodies inline.py's; `Shared`
+(scope.py) is what one kernel's launches share (fields, inlined functions, helpers)."""
 
 from __future__ import annotations
 
@@ -13,18 +14,17 @@ import copy
 import gradkit as gk
 from gradkit.core.errors import CompileError
 from gradkit.core.frontend.source import SourceInfo
-from gradkit.core.lang import LangFunction
 
 from . import runtime
+from .compile_time import _STATIC, CompileTimeRewrites
 from .errors import TaichiUnsupportedError, unsupported
 from .fields import Field
 import numpy as np
 
 from .lang import METHODS, Matrix, Vector
-from .scope import Shared, _call, _literal, _loc, _name, _numbers, local_names, namespace_of
+from .scope import Shared, _call, _literal, _loc, _name, _numbers
 
 
-_STATIC = object()          # marker: "not statically known"
 _noted: set = set()
 
 
@@ -34,7 +34,7 @@ def _note_once(msg: str) -> None:
         runtime._note(msg)
 
 
-class Rewriter(ast.NodeTransformer):
+class Rewriter(CompileTimeRewrites, ast.NodeTransformer):
     """Taichi statements → gradkit kernel-language statements (see the module docstring)."""
 
     def __init__(self, shared: Shared, ns: dict, locals_: set, src: SourceInfo, what: str):
@@ -82,29 +82,6 @@ class Rewriter(ast.NodeTransformer):
     def field_of(self, node):
         v = self.static(node)
         return v if isinstance(v, Field) else None
-
-    def is_struct(self, node) -> bool:
-        return getattr(self.static(node), "_ti_struct_field", False) is True
-
-    def unstruct(self, node):
-        """`s[i].m` (a member of a struct field's element) as `s.m[i]`, innermost first, so nested structs
-        (`s[i].inner.m`) and components (`s[i].v[0]`) reach the member field; other nodes unchanged."""
-        if isinstance(node, (ast.Subscript, ast.Attribute)):
-            node.value = self.unstruct(node.value)
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Subscript) and \
-                    self.is_struct(node.value.value):
-                member = _loc(ast.Attribute(value=node.value.value, attr=node.attr, ctx=ast.Load()), node)
-                if self.static(member) is _STATIC:
-                    raise self.error(node, f"struct field '{ast.unparse(node.value.value)}' has no member "
-                                           f"'{node.attr}'")
-                return _loc(ast.Subscript(value=member, slice=node.value.slice, ctx=node.ctx), node)
-        return node
-
-    def no_struct_element(self, node) -> None:
-        if isinstance(node, ast.Subscript) and self.is_struct(node.value):
-            loc = self.src.loc(node)
-            raise unsupported(f"a whole struct field element as a kernel value ({loc.file}:{loc.line}: "
-                              f"{ast.unparse(node)})", f"read and write its members ({ast.unparse(node)}.<member>)")
 
     def is_static_call(self, node) -> bool:
         return isinstance(node, ast.Call) and self.static(node.func) is gk.static
@@ -241,7 +218,8 @@ class Rewriter(ast.NodeTransformer):
             return _loc(ast.Tuple(elts=[self.visit(e) for e in sl.elts], ctx=ast.Load()), sl)
         return self.visit(sl)
 
-    def inline(self, callee, node) -> "Inline":
+    def inline(self, callee, node):
+        from .inline import Inline
         from .kernels import BoundFunc
         func, obj = (callee.func, callee.obj) if isinstance(callee, BoundFunc) else (callee, None)
         key = (id(func), id(obj))
@@ -439,56 +417,6 @@ class Rewriter(ast.NodeTransformer):
                                  orelse=[]), node)]
         return body
 
-    def static_fields(self, node):
-        """The items of `for f in ti.static([a, b])` when they include fields (a list or tuple named or
-        written without calls or locals), else None (gk.static unrolls other static loops)."""
-        it = node.iter
-        if len(it.args) != 1 or self.loop_targets(node.target) is None or \
-                any(isinstance(n, ast.Lambda) for n in ast.walk(it.args[0])) or \
-                any(isinstance(n, ast.Call) and self.static(n.func) not in _PURE for n in ast.walk(it.args[0])) or \
-                any(isinstance(n, (ast.Break, ast.Continue)) for st in node.body for n in ast.walk(st)):
-            return None
-        names = {n.id for n in ast.walk(it.args[0]) if isinstance(n, ast.Name)}
-        if names & self.locals:
-            return None
-        try:
-            items = eval(compile(ast.Expression(body=it.args[0]), "<ti.static>", "eval"), dict(self.ns))  # noqa: S307
-        except Exception:
-            return None
-        if not isinstance(items, (list, tuple, enumerate, zip, reversed)):
-            return None
-        items = list(items)
-        flat = [x for v in items for x in (v if isinstance(v, tuple) else (v,))]
-        if not any(isinstance(v, Field) or getattr(v, "_ti_struct_field", False) for v in flat):
-            return None
-        return items
-
-    @staticmethod
-    def loop_targets(t):
-        """The names of a static loop's target (`f`, `k, f`), or None for other targets."""
-        if isinstance(t, ast.Name):
-            return [t.id]
-        if isinstance(t, ast.Tuple) and all(isinstance(e, ast.Name) for e in t.elts):
-            return [e.id for e in t.elts]
-        return None
-
-    def unroll(self, node, items: list) -> list:
-        """`for f in ti.static([a, b]): body` over fields: the body once per item, `f` replaced by a name
-        bound to the item at compile time (so `f[i]` is field a's, then b's, access)."""
-        targets, out = self.loop_targets(node.target), []
-        for v in items:
-            values = (v,) if len(targets) == 1 else tuple(v)
-            if len(values) != len(targets):
-                raise self.error(node.target, f"cannot unpack {v!r} into {len(targets)} loop variables")
-            renames = {}
-            for t, x in zip(targets, values):
-                renames[t] = name = f"__ti_static{len(self.shared.helpers)}"
-                self.shared.helpers[name] = x
-                self.ns[name] = x
-            body = [_Rename(renames).visit(copy.deepcopy(st)) for st in node.body]
-            out += self.body(body, self.defined)
-        return out or [_loc(ast.Pass(), node)]
-
     def target_names(self, node, n: int, grouped: bool) -> list:
         t = node.target
         if grouped:
@@ -540,85 +468,3 @@ class Rewriter(ast.NodeTransformer):
             else:
                 out.append((ast.Constant(value=0), a))
         return out
-
-
-_PURE = (enumerate, zip, list, tuple, reversed, range, len)     # calls a static loop's items may use
-
-
-class _Rename(ast.NodeTransformer):
-    """Loads of the names in `renames` as their new names (an unrolled static loop's variables)."""
-
-    def __init__(self, renames: dict):
-        self.renames = renames
-
-    def visit_Name(self, node):
-        new = self.renames.get(node.id)
-        if new is not None and isinstance(node.ctx, ast.Load):
-            return _loc(ast.Name(id=new, ctx=ast.Load()), node)
-        return node
-
-
-class Inline:
-    """A @ti.func as a macro: its body, rewritten once per kernel translation, lowered in place of the call
-    with the caller's lowering (arguments by value, as Taichi passes them; fields and the random state of
-    the caller visible)."""
-
-    def __init__(self, func, obj, shared: Shared, k: int):
-        self.func, self.obj = func, obj
-        py = func.pyfunc
-        self.name = f"__ti_call{k}_{py.__name__}"
-        src = SourceInfo(py)
-        fdef = src.tree
-        params = [a.arg for a in fdef.args.args]
-        static = {}
-        if obj is not None:
-            static[params[0]] = obj
-            params = params[1:]
-        self.params = params
-        self.defaults = dict(zip(reversed(params), reversed(fdef.args.defaults)))
-        self.ns = {**namespace_of(py), **static, **shared.helpers}
-        rw = Rewriter(shared, self.ns, local_names(fdef, set(static)), src, f"@ti.func '{py.__name__}'")
-        body = rw.body(fdef.body, set(params))
-        for n in ast.walk(ast.Module(body=body[:-1] if body and isinstance(body[-1], ast.Return) else body,
-                                     type_ignores=[])):
-            if isinstance(n, ast.Return):
-                raise src.error(n, f"@ti.func '{py.__name__}': gradkit.taichi inlines functions and supports "
-                                   "`return` only as the last statement; assign a result local and return it "
-                                   "at the end")
-        self.body = body
-        self.ns.update(shared.helpers)          # the functions this one calls, made while rewriting it
-        self.uses, self.random, self.bitwise = rw.uses, rw.random, rw.bitwise
-        self.src = src
-        self.lang = LangFunction(self.name, "macro", macro=self.expand)
-        shared.helpers[self.name] = self.lang
-        self.ns[self.name] = self.lang
-
-    def expand(self, E, *args, **kwargs):
-        lw = E.lw
-        if len(args) > len(self.params):
-            E.fail(f"takes {len(self.params)} arguments, got {len(args)}")
-        bound = dict(zip(self.params, args))
-        bound.update(kwargs)
-        for p in self.params:
-            if p not in bound:
-                if p not in self.defaults:
-                    E.fail(f"missing argument '{p}'")
-                bound[p] = lw.expr(copy.deepcopy(self.defaults[p]))
-        env = {k: v for k, v in lw.env.items() if k.startswith("__ti_")}
-        env.update(bound)
-        saved = (lw.env, lw.src, lw.static_ns, lw.maybe_undefined)
-        lw.env, lw.src, lw.static_ns, lw.maybe_undefined = env, self.src, self.ns, set()
-        ret = None
-        try:
-            body = copy.deepcopy(self.body)
-            if body and isinstance(body[-1], ast.Return):
-                lw.block(body[:-1])
-                ret = lw.expr(body[-1].value) if body[-1].value is not None else None
-            else:
-                lw.block(body)
-            rng = lw.env.get("__ti_rng")
-        finally:
-            lw.env, lw.src, lw.static_ns, lw.maybe_undefined = saved
-        if rng is not None:
-            lw.env["__ti_rng"] = rng
-        return ret
