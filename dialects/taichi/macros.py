@@ -82,7 +82,7 @@ def _atomic(kind):
 def _bitwise(op):
     """ti.atomic_and/or/xor(x[i], v): the old value, then x[i] = old op v. gradkit has no bitwise atomics, so
     this is a plain read-modify-write; the translator allows it only in serial code (one thread), where it
-    is exact (rewrite.py refuses it inside a parallel loop)."""
+    is exact (translate.py refuses it inside a parallel loop)."""
     def fn(E, arr, e, v):
         if not (isinstance(arr, Value) and arr.type.is_array and arr.type.dtype.is_scalar
                 and arr.type.dtype.is_int):

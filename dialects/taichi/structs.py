@@ -2,7 +2,7 @@
 `.field(...)`.
 
 As Taichi builds them, a struct field is one field per member (`s.pos`, `s.mass`, nested structs are struct
-fields again) sharing a shape; kernels address members (`s[i].pos += v` is `s.pos[i] += v`, rewrite.py),
+fields again) sharing a shape; kernels address members (`s[i].pos += v` is `s.pos[i] += v`, compile_time.py),
 so every member is an ordinary gk.array with its own gradient (`s.pos.grad`), cleared by `ti.ad.Tape` like
 any field. A whole element as a kernel value (`p = s[i]`) and struct values built in kernels are not
 supported (TaichiUnsupportedError): read and write the members."""
