@@ -156,6 +156,8 @@ class LoweringContext(PrecisionTracking):
         # int op float converts the int (Taichi's rule, exprs.promote_int_float); set by a dialect on the
         # function it generates; gradkit's own kernels raise instead
         self.promote_ints = bool(getattr(pyfunc, "__gk_promote_ints__", False))
+        # Python builtins (min, max, abs, ...) a dialect gives its own meaning, as the peer's kernels do
+        self.builtin_names: dict = getattr(pyfunc, "__gk_builtins__", None) or {}
         self.weak: dict = {}                 # weak float32 Value -> precision.Weak
         self.name = pyfunc.__name__
         self.static_ns: dict = dict(pyfunc.__globals__)
@@ -198,6 +200,8 @@ class LoweringContext(PrecisionTracking):
                                    "or only inside a loop body); assign it before the branch or loop")
         if name in self.static_ns:
             return self.static_ns[name]
+        if name in self.builtin_names:
+            return self.builtin_names[name]
         if hasattr(py_builtins, name):
             return getattr(py_builtins, name)
         raise self.error(node, f"unknown name '{name}'")

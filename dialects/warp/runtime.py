@@ -156,18 +156,28 @@ class WarpKernel(Kernel):
         return fn
 
 
+def _warp_builtins(fn):
+    """`fn` with Python's min / max / abs in its body meaning Warp's (fmin/fmax NaN rules, Warp's tie and
+    zero gradients), as in a Warp kernel, where they are Warp's builtins."""
+    from .builtins import WARP_MACROS
+    fn.__gk_builtins__ = {name: WARP_MACROS[name] for name in ("min", "max", "abs")}
+    return fn
+
+
 def kernel(f=None, *, enable_backward=None, module=None, launch_bounds=None, **options):
-    """`@wp.kernel`: a gradkit kernel whose `%` is Warp's (C's: truncated integer %, float fmod)."""
+    """`@wp.kernel`: a gradkit kernel with Warp's arithmetic (C's integer `%` and `/`, float fmod, `*` of
+    matrices) and Python's min / max / abs as Warp's."""
     def make(fn):
         backward = config.enable_backward if enable_backward is None else enable_backward
+        _warp_builtins(fn)
         return WarpKernel(fn, enable_backward=bool(backward), max_unroll=config.max_unroll, remainder="truncated")
     return make if f is None else make(f)
 
 
 def func(f=None, *, name=None, **options):
-    """`@wp.func`: a gradkit device function with Warp's `%`."""
+    """`@wp.func`: a gradkit device function with Warp's arithmetic, as `@wp.kernel`'s."""
     def make(fn):
-        return Func(fn, remainder="truncated")
+        return Func(_warp_builtins(fn), remainder="truncated")
     return make if f is None else make(f)
 
 

@@ -377,3 +377,35 @@ def test_vector_matrix_quaternion_builtins_match_warp(device):
     transpose, wp.mul and `*` with a matrix (Warp's matrix product, `@` in gradkit): the loss and every input's gradient equal Warp's to float32 tolerance."""
     for g, w in zip(_linalg_program(gwp, device), _linalg_program(warp, "cpu")):
         np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5 * np.abs(w).max())
+
+
+def _python_builtins_program(wp, device):
+    """Python's min / max / abs written bare in a kernel and a func: Warp's builtins in a Warp kernel."""
+    @wp.func
+    def smallest(a: float, b: float):
+        return min(a, b)
+
+    @wp.kernel
+    def k(a: wp.array(dtype=float), b: wp.array(dtype=float), out: wp.array(dtype=float)):
+        i = wp.tid()
+        out[i] = smallest(a[i], b[i]) + 2.0 * max(a[i], b[i]) + 3.0 * abs(a[i] - b[i]) + 5.0 * min(b[i], 0.0)
+
+    rng = np.random.default_rng(5)
+    a = np.concatenate([[1.0, np.nan, 2.0, 0.5, -0.0, 0.0], rng.normal(size=10)]).astype(np.float32)
+    b = np.concatenate([[1.0, 3.0, np.nan, 0.5, 0.0, -0.0], rng.normal(size=10)]).astype(np.float32)
+    ins = [wp.array(v, dtype=float, device=device, requires_grad=True) for v in (a, b)]
+    out = wp.zeros(len(a), dtype=float, device=device, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(k, len(a), inputs=[*ins, out], device=device)
+    tape.backward(grads={out: wp.array(np.ones(len(a), np.float32), dtype=float, device=device)})
+    return out.numpy(), ins[0].grad.numpy(), ins[1].grad.numpy()
+
+
+def test_python_min_max_abs_in_kernels_are_warps(device):
+    """Bare min / max / abs follow Warp's NaN rule (the other operand) and route tie and zero gradients as
+    Warp does, in @wp.kernel and @wp.func (gradkit's own kernels keep gk.min's rules)."""
+    want = _python_builtins_program(warp, "cpu")
+    got = _python_builtins_program(gwp, device)
+    for name, g, w in zip(("values", "a.grad", "b.grad"), got, want):
+        np.testing.assert_allclose(g, w, rtol=2e-6, atol=1e-6, equal_nan=True, err_msg=name)
