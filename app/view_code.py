@@ -21,6 +21,9 @@ def render(bundle, name: str) -> None:
     tabs = ["Python", "Core IR", "Adjoint IR", "Passes"]
     generated = [(dev, variant, text) for dev, variants in sorted(code["code"].items())
                  for variant, text in variants.items()]
+    if generated:
+        st.caption(plain("Generated code stored for: " + ", ".join(f"{dev} {variant}" for dev, variant, _ in generated)
+                         + " (the Generated code tab draws the one you pick)."))
     parts = st.tabs(tabs + (["Generated code"] if generated else []))
     with parts[0]:
         st.code(code["python"], language="python", line_numbers=True)
