@@ -166,7 +166,8 @@ def _same_values(a, b) -> bool:
 def unread_parameters(tape, params=()) -> list[Hazard]:
     """Declared parameters (the tape's `params` and `params`) with requires_grad that no step on the tape
     reads: a *host copy* when an array the tape reads but never writes holds the same values (its creation
-    line named), else an *unused parameter*. Either way the parameter's gradient is zero."""
+    line named), else an *unused parameter* (not claimed when the tape holds Python steps, record_func or
+    checkpoint blocks, which may read arrays they do not list). Either way the parameter's gradient is zero."""
     declared = {id(p.buffer): p for p in (*getattr(tape, "params", ()), *params)
                 if hasattr(p, "buffer") and p.requires_grad}
     if not declared:
@@ -182,6 +183,7 @@ def unread_parameters(tape, params=()) -> list[Hazard]:
         if rec.kind == "launch":
             facts = rec.kernel_obj.facts()
             written.update(id(rec.args[j].buffer) for j in facts.written if hasattr(rec.args[j], "buffer"))
+    opaque = any(rec.kind not in ("launch", "host") for rec in tape.records)
     out = []
     for key, p in declared.items():
         if key in used:
@@ -197,7 +199,7 @@ def unread_parameters(tape, params=()) -> list[Hazard]:
                               f" created{at} with the same values, is read instead. A copy through the host "
                               f"(gk.array({name}.numpy())) breaks the gradient chain, so '{name}' gets no gradient:"
                               f" pass '{name}' itself", (), (line,) if line else (), (p,)))
-        else:
+        elif not opaque:                   # a Python step may read arrays it does not list: no claim then
             line = _created(p)
             at = f" (created at {line})" if line else ""
             out.append(Hazard(UNUSED_PARAMETER, p,

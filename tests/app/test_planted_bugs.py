@@ -155,3 +155,19 @@ def test_the_fixed_programs_gradients_match_central_differences(planted):
         grad = b.grad(ids[name])
         assert grad is not None and abs(fd) > 1e-6, name
         np.testing.assert_allclose(grad[0], fd, rtol=1e-6, err_msg=name)
+
+
+def test_no_unused_parameter_claim_past_a_python_step(device, rng):
+    """A record_func step may read arrays it does not list: a declared parameter no launch reads is then not
+    called unused (without the step it is)."""
+    x_np = rng.normal(size=5)
+    w = gk.array(rng.uniform(0.5, 2.0, 1), dtype=gk.float64, device=device, requires_grad=True, label="w")
+    other = gk.array(w.numpy() + 1.0, dtype=gk.float64, device=device, requires_grad=True, label="other")
+    x = gk.array(x_np, dtype=gk.float64, device=device, requires_grad=True)
+    loss = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+    tape = gk.Tape(params=[w])
+    with tape:
+        gk.launch(weigh, 5, inputs=[x, other], outputs=[loss], device=device)
+    assert [h.kind for h in tape.hazards()] == ["unused parameter"]
+    tape.record_func(lambda: None, [x])
+    assert tape.hazards() == []
