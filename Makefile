@@ -154,7 +154,7 @@ bench: peers
 	$(PY) benchmarks/run.py --results-dir benchmarks/results $(BENCH_ARGS)
 
 # The GPU check (benchmarks/gpu_check.py): run first on a lent GPU machine, with the system python3 (no .venv
-# there, no registry): `make gpu-check GPU_CHECK_ARGS="--wheelhouse .whl"`; prepare the wheels here first with
+# there, no registry): `make gpu-check GPU_CHECK_ARGS="--wheelhouse .whl --out $$OUT"`; prepare the wheels here with
 # `python3 benchmarks/gpu_check.py --prepare-wheelhouse .whl`. Writes benchmarks/results/gpu-check-<date>.*
 GPU_CHECK_ARGS ?=
 gpu-check:

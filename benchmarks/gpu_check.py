@@ -1,6 +1,7 @@
 """The GPU check (issue 43 item 5): one command to run first whenever a GPU machine is lent.
 
-    python3 benchmarks/gpu_check.py --wheelhouse .whl            # on the GPU machine (make gpu-check)
+    python3 benchmarks/gpu_check.py --wheelhouse .whl --out $OUT # on the GPU machine (make gpu-check);
+                                                                  # $OUT: the folder whose files come back
     python3 benchmarks/gpu_check.py --prepare-wheelhouse .whl    # here, before: the wheels it will need
     python benchmarks/gpu_check.py --smoke --device opencl:0     # CPU OpenCL (PoCL): what make test runs
 
