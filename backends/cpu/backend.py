@@ -24,7 +24,7 @@ from . import jit
 from .layout import HEADER, layout_of
 from .memory import HostBuffer, HostMemory
 from .packing import make_packer
-from .schedule import CHUNK_MAX, CHUNK_MAX_LOOPS, CHUNK_MIN, CHUNK_MIN_LOOPS, Pool, chunk_bounds, run_chunks, split_chunks
+from .schedule import CHUNK_MAX, CHUNK_MAX_LOOPS, Pool, chunk_bounds, run_chunks, split_chunks
 
 KERNEL_T = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 WHOLE_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -93,7 +93,6 @@ class CompiledKernel:
         self.ways: dict[int, list] = {}     # log2 size -> [pooled ns/thread, pooled tries, inline ns, tries]
         self.thread_ns: float | None = None     # kernels with loops: one thread's last measured time, one core
         self.chunk_max = CHUNK_MAX_LOOPS if loops else CHUNK_MAX
-        self.chunk_min = CHUNK_MIN_LOOPS if loops else CHUNK_MIN
         self.fault = np.zeros(8, np.int64)
         size = self.layout.size
         self.block = (ctypes.c_int64 * size)()
@@ -335,7 +334,7 @@ class CPUBackend(HostMemory, Backend):
 
     def _pooled(self, compiled: CompiledKernel, n: int, dim, args, pool: Pool) -> int:
         """Run the launch in chunks over the pool and the calling thread; the number of threads it used."""
-        bounds = chunk_bounds(n, self._nworkers, compiled.chunk_max, compiled.chunk_min)
+        bounds = chunk_bounds(n, self._nworkers, compiled.chunk_max)
         workers = min(self._nworkers, len(bounds) - 1)
         ptr = compiled.ptr
         if compiled.private:

@@ -5,7 +5,9 @@ worker touches the launch's arrays any more.
 
 The pool is persistent threads each asleep on a lock of its own: a launch wakes the idle ones with one
 release each and waits on one lock each (about 13 us a round trip on a loaded 2-core VM, against 21 us for a
-ThreadPoolExecutor's submit and result, which also allocate a future, a work item and a condition)."""
+ThreadPoolExecutor's submit and result, which also allocate a future, a work item and a condition). A worker
+the OS has not run yet by the time the caller ran out of chunks is cancelled, not waited for (on a busy
+machine its wake-up can take longer than the whole launch)."""
 
 from __future__ import annotations
 
@@ -15,15 +17,12 @@ import time
 
 CHUNK_MAX = 1 << 23         # threads per chunk of a straight-line kernel (about 5 ms of W1)
 CHUNK_MAX_LOOPS = 1 << 12   # threads per chunk of a kernel with loops (far more work per thread)
-CHUNKS_PER_WORKER = 4       # a worker that wakes late leaves its share to the others, a quarter at a time
-CHUNK_MIN = 1 << 14         # ... but no chunk of a straight-line kernel shorter (a ctypes call per chunk)
-CHUNK_MIN_LOOPS = 1 << 7
 
 
-def chunk_bounds(n: int, workers: int, cap: int, floor: int = 1) -> list[int]:
-    """Bounds of near-equal chunks of range(n): CHUNKS_PER_WORKER per worker where chunks stay at least
-    `floor` threads (at least `workers` chunks in any case), and none longer than `cap` threads."""
-    chunks = max(workers, min(CHUNKS_PER_WORKER * workers, n // max(floor, 1)), -(-n // cap))
+def chunk_bounds(n: int, workers: int, cap: int) -> list[int]:
+    """Bounds of at least `workers` near-equal chunks of range(n), none longer than `cap` threads. (Four
+    chunks per worker, to balance a worker that wakes late, measured no faster here: 2^17-2^22 threads.)"""
+    chunks = max(workers, -(-n // cap))
     return [n * k // chunks for k in range(chunks + 1)]
 
 
@@ -41,21 +40,39 @@ def split_chunks(edges, middle, margin: int):
 
 
 class _Worker:
-    """A daemon thread asleep on `go` (held while it sleeps); it runs `job(ptr)` and releases `done`."""
+    """A daemon thread asleep on `go` (held while it sleeps). Woken, it takes `start` (free while a job
+    waits) and runs `job(ptr)`, then releases `done`; if the caller took `start` first, the job was
+    cancelled and the worker puts itself back on the idle list. All three locks are held while it is idle."""
 
-    def __init__(self, name: str):
-        self.go = threading.Lock()
+    def __init__(self, name: str, idle: list):
+        self.go, self.start, self.done = threading.Lock(), threading.Lock(), threading.Lock()
         self.go.acquire()
-        self.done = threading.Lock()
+        self.start.acquire()
         self.done.acquire()
-        self.job = None
+        self.idle = idle
+        self.job = self.handed = None     # handed: the last job given, kept (see _give_back)
         self.ptr = 0
         self.error: BaseException | None = None
         threading.Thread(target=self._loop, name=name, daemon=True).start()
 
+    def hand(self, job, ptr) -> None:
+        """Give the (borrowed) worker `job(ptr)` and wake it."""
+        self.handed = job
+        self.job, self.ptr = job, ptr
+        self.start.release()
+        self.go.release()
+
+    def cancel(self) -> bool:
+        """Whether the job was withdrawn before the worker started it (it then returns to idle itself)."""
+        return self.start.acquire(False)
+
     def _loop(self) -> None:
         while True:
             self.go.acquire()
+            if not self.start.acquire(False):       # cancelled: the caller went on without this worker
+                self.job = None
+                self.idle.append(self)
+                continue
             try:
                 self.job(self.ptr)
             except BaseException as exc:    # handed to the caller, which raises it
@@ -71,7 +88,8 @@ class Pool:
 
     def __init__(self, size: int, prefix: str = "gradkit-cpu"):
         self.size = size
-        self.idle = [_Worker(f"{prefix}_{k}") for k in range(size)]
+        self.idle: list[_Worker] = []
+        self.idle.extend(_Worker(f"{prefix}_{k}", self.idle) for k in range(size))
         self.wake_ns = self._round_trip_ns()
 
     def _round_trip_ns(self, tries: int = 9) -> int:
@@ -82,8 +100,7 @@ class Pool:
         try:
             for _ in range(tries):
                 t0 = time.perf_counter_ns()
-                w.job = _nothing
-                w.go.release()
+                w.hand(_nothing, 0)
                 _wait(w)
                 times.append(time.perf_counter_ns() - t0)
         finally:
@@ -116,27 +133,31 @@ def run_chunks(entry, bounds: list[int], ptrs: list[int], pool: Pool) -> None:
             if not idle:            # every worker is busy with other launches: the caller does the rest
                 break
             try:
-                borrowed.append(idle.pop())     # one expression: no Ctrl-C lands between pop and append
+                borrowed.append(idle.pop())
             except IndexError:      # another launch took the last one
                 break
-            w = borrowed[-1]
-            w.job, w.ptr = work, ptr
-            w.go.release()
+            borrowed[-1].hand(work, ptr)
         work(ptrs[0])
     except BaseException:           # Ctrl-C: let the running chunks end before the arrays can be freed
         stopped.append(True)
-        _give_back(pool, borrowed)
+        _give_back(pool, borrowed, work)
         raise
-    error = _give_back(pool, borrowed)
+    error = _give_back(pool, borrowed, work)
     if error is not None:
         raise error
 
 
-def _give_back(pool: Pool, borrowed: list) -> BaseException | None:
-    """Wait for each borrowed worker (through further Ctrl-Cs) and return it to the idle list; the first
-    exception a worker raised, if any."""
+def _give_back(pool: Pool, borrowed: list, work) -> BaseException | None:
+    """Cancel each borrowed worker that has not started `work`, wait for the others (through further
+    Ctrl-Cs) and return them to the idle list; the first exception a worker raised, if any. (A Ctrl-C
+    between borrowing a worker and handing it the job leaves it unhanded: straight back to idle.)"""
     error = None
     for w in borrowed:
+        if w.handed is not work:
+            pool.idle.append(w)
+            continue
+        if w.cancel():
+            continue
         _wait(w)
         if w.error is not None and error is None:
             error = w.error

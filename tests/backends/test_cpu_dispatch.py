@@ -7,6 +7,7 @@ way, checked against float64 NumPy."""
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -38,10 +39,19 @@ def _pool():
     return gk.get_device("cpu").impl._executor()
 
 
-@pytest.mark.parametrize("n,workers,cap,floor", [(1, 2, 8, 1), (7, 2, 8, 1), (100, 3, 16, 4),
-                                                 (1 << 20, 16, 1 << 12, 1 << 7), (5, 8, 1 << 23, 1 << 14)])
-def test_chunks_cover_the_grid_once(n, workers, cap, floor):
-    b = schedule.chunk_bounds(n, workers, cap, floor)
+def _all_idle(pool) -> bool:
+    """Whether every worker is back on the idle list within a few seconds (a cancelled worker goes back
+    itself once the OS runs it)."""
+    deadline = time.monotonic() + 10
+    while len(pool.idle) != pool.size and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return len(pool.idle) == pool.size
+
+
+@pytest.mark.parametrize("n,workers,cap", [(1, 2, 8), (7, 2, 8), (100, 3, 16), (1 << 20, 16, 1 << 12),
+                                          (5, 8, 1 << 23)])
+def test_chunks_cover_the_grid_once(n, workers, cap):
+    b = schedule.chunk_bounds(n, workers, cap)
     assert b[0] == 0 and b[-1] == n
     sizes = np.diff(b)
     assert (sizes >= 0).all() and sizes.max() <= cap
@@ -50,7 +60,6 @@ def test_chunks_cover_the_grid_once(n, workers, cap, floor):
 
 def test_run_chunks_runs_every_chunk_once_and_returns_the_workers():
     pool = _pool()
-    idle = len(pool.idle)
     seen = []
     lock = threading.Lock()
 
@@ -61,13 +70,12 @@ def test_run_chunks_runs_every_chunk_once_and_returns_the_workers():
     schedule.run_chunks(entry, bounds, [0, 1, 2, 3], pool)
     assert sorted((lo, hi) for lo, hi, _ in seen) == list(zip(bounds[:-1], bounds[1:]))
     assert {p for _, _, p in seen} <= {0, 1, 2, 3}
-    assert len(pool.idle) == idle
+    assert _all_idle(pool)
     assert pool.wake_ns > 0
 
 
 def test_an_exception_in_a_worker_reaches_the_caller_and_the_pool_recovers():
     pool = _pool()
-    idle = len(pool.idle)
     gate = threading.Event()
 
     def entry(lo, hi, ptr):
@@ -77,7 +85,7 @@ def test_an_exception_in_a_worker_reaches_the_caller_and_the_pool_recovers():
         gate.wait(5)        # the caller waits until a worker has run, so the worker does fail
     with pytest.raises(ValueError, match="chunk failed"):
         schedule.run_chunks(entry, schedule.chunk_bounds(64, 2, 8), [0, 1], pool)
-    assert len(pool.idle) == idle
+    assert _all_idle(pool)
     got = []
     schedule.run_chunks(lambda lo, hi, p: got.append(hi - lo), [0, 5, 9], [0, 1], pool)
     assert sum(got) == 9
@@ -133,4 +141,31 @@ def test_launches_from_several_threads_at_once_are_right(rng):
     assert not errors
     for k in range(4):
         np.testing.assert_allclose(outs[k].numpy(), _windowed_ref(xs[k], 5 + k), rtol=1e-5, atol=1e-5)
-    assert len(_pool().idle) == _pool().size
+    assert _all_idle(_pool())
+
+
+def test_a_worker_not_yet_started_is_cancelled_not_waited_for():
+    """Hand a job and withdraw it at once, many times: either the withdrawal wins and the job never runs,
+    or the worker started it and the caller waits for it to finish; every worker ends idle."""
+    pool = schedule.Pool(1, prefix="gradkit-test")
+    ran, cancelled = [], 0
+    for k in range(300):
+        w = pool.idle.pop()
+        w.hand(ran.append, k)
+        if w.cancel():
+            cancelled += 1
+        else:
+            schedule._wait(w)
+            assert ran[-1] == k
+            pool.idle.append(w)
+        assert _all_idle(pool)
+    assert len(ran) + cancelled == 300 and len(set(ran)) == len(ran)
+
+
+def test_a_launch_that_finds_no_idle_worker_runs_alone():
+    pool = schedule.Pool(1, prefix="gradkit-test")
+    busy = pool.idle.pop()          # as if another launch held it
+    seen = []
+    schedule.run_chunks(lambda lo, hi, p: seen.append((lo, hi, p)), [0, 3, 8, 9], [0, 1], pool)
+    assert sorted(seen) == [(0, 3, 0), (3, 8, 0), (8, 9, 0)]
+    pool.idle.append(busy)
