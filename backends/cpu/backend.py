@@ -24,7 +24,7 @@ from . import jit
 from .layout import HEADER, layout_of
 from .memory import HostBuffer, HostMemory
 from .packing import make_packer
-from .schedule import CHUNK_MAX, CHUNK_MAX_LOOPS, Pool, chunk_bounds, run_chunks, split_chunks
+from .schedule import CHUNK_MAX, CHUNK_MAX_LOOPS, Pool, chunk_bounds, loop_chunk, run_chunks, split_chunks
 
 KERNEL_T = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 WHOLE_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -334,7 +334,13 @@ class CPUBackend(HostMemory, Backend):
 
     def _pooled(self, compiled: CompiledKernel, n: int, dim, args, pool: Pool) -> int:
         """Run the launch in chunks over the pool and the calling thread; the number of threads it used."""
-        bounds = chunk_bounds(n, self._nworkers, compiled.chunk_max)
+        entry, cap = compiled.entry, compiled.chunk_max
+        if compiled.entry_local is not None:
+            margin = local_margin(compiled.local_shifts, dim)
+            entry = split_chunks(compiled.entry, compiled.entry_local, margin)
+        if compiled.loops:      # chunks of about CHUNK_NS, long enough for a middle past the margins
+            cap = loop_chunk(compiled.thread_ns, 8 * margin if compiled.entry_local is not None else 0)
+        bounds = chunk_bounds(n, self._nworkers, cap)
         workers = min(self._nworkers, len(bounds) - 1)
         ptr = compiled.ptr
         if compiled.private:
@@ -342,9 +348,6 @@ class CPUBackend(HostMemory, Backend):
             ptrs = [ptr] + [ctypes.addressof(blk) for blk in blocks]
         else:
             ptrs = [ptr] * workers
-        entry = compiled.entry
-        if compiled.entry_local is not None:
-            entry = split_chunks(compiled.entry, compiled.entry_local, local_margin(compiled.local_shifts, dim))
         run_chunks(entry, bounds, ptrs, pool)
         if compiled.private:
             compiled.gather(args, workers)

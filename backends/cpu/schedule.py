@@ -17,6 +17,20 @@ import time
 
 CHUNK_MAX = 1 << 23         # threads per chunk of a straight-line kernel (about 5 ms of W1)
 CHUNK_MAX_LOOPS = 1 << 12   # threads per chunk of a kernel with loops (far more work per thread)
+# Kernels with loops whose time per thread is measured get chunks of about CHUNK_NS (a power of two of
+# threads, CHUNK_MIN_LOOPS..CHUNK_MAX_LOOPS): 8192 DEM particles at ~4 us each made 2 chunks of 15 ms, so
+# a worker the OS paused left the other idle for up to a whole chunk; a chunk costs ~1-2 us to hand out.
+CHUNK_NS = 500_000
+CHUNK_MIN_LOOPS = 64
+
+
+def loop_chunk(thread_ns: float | None, floor: int = 0) -> int:
+    """Threads per chunk of a kernel with loops that takes `thread_ns` per thread (None: not measured yet),
+    at least `floor`."""
+    if not thread_ns:
+        return CHUNK_MAX_LOOPS
+    fit = max(int(CHUNK_NS / thread_ns), CHUNK_MIN_LOOPS)
+    return min(max(1 << (fit.bit_length() - 1), floor), CHUNK_MAX_LOOPS)
 
 
 def chunk_bounds(n: int, workers: int, cap: int) -> list[int]:

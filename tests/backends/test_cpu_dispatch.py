@@ -169,3 +169,33 @@ def test_a_launch_that_finds_no_idle_worker_runs_alone():
     schedule.run_chunks(lambda lo, hi, p: seen.append((lo, hi, p)), [0, 3, 8, 9], [0, 1], pool)
     assert sorted(seen) == [(0, 3, 0), (3, 8, 0), (8, 9, 0)]
     pool.idle.append(busy)
+
+
+def test_chunks_of_a_kernel_with_loops_follow_its_measured_time_per_thread():
+    assert schedule.loop_chunk(None) == CHUNK_MAX_LOOPS
+    for thread_ns in (0.01, 3.0, 700.0, 4000.0, 1e9):
+        size = schedule.loop_chunk(thread_ns)
+        assert size & (size - 1) == 0 and schedule.CHUNK_MIN_LOOPS <= size <= CHUNK_MAX_LOOPS
+        assert size == CHUNK_MAX_LOOPS or size == schedule.CHUNK_MIN_LOOPS or \
+            size * thread_ns <= schedule.CHUNK_NS < 2 * size * thread_ns
+    assert schedule.loop_chunk(4000.0, floor=1000) == 1000
+    assert schedule.loop_chunk(4000.0, floor=1 << 20) == CHUNK_MAX_LOOPS
+
+
+@pytest.mark.parametrize("thread_ns", [None, 2e4])
+def test_a_launch_in_measured_chunks_is_right(thread_ns, rng):
+    n, m = CHUNK_MAX_LOOPS + 999, 7
+    x_np = rng.uniform(-1, 1, n).astype(np.float32)
+    x, y = gk.array(x_np, device="cpu"), gk.zeros(n, device="cpu")
+    gk.launch(windowed, 1, inputs=[x, m], outputs=[y], device="cpu")       # compiled
+    c = _compiled(windowed)
+    chunk, sizes = c.entry, []
+    c.entry = lambda lo, hi, ptr: (sizes.append(hi - lo), chunk(lo, hi, ptr))
+    try:
+        c.thread_ns = thread_ns
+        gk.launch(windowed, n, inputs=[x, m], outputs=[y], device="cpu")
+    finally:
+        c.entry = chunk
+    assert sum(sizes) == n and max(sizes) <= schedule.loop_chunk(thread_ns)
+    assert len(sizes) > 2 if thread_ns else len(sizes) == 2
+    np.testing.assert_allclose(y.numpy(), _windowed_ref(x_np, m), rtol=1e-5, atol=1e-5)
