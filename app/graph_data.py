@@ -5,7 +5,8 @@ disagree; plus, per node, the facts shown when it is clicked. No Streamlit here.
 from __future__ import annotations
 
 from ..viz.bundle import FOLD_OVER, Bundle
-from ..viz.graph_model import ArrayInfo, LaunchInfo, TapeGraph, scopes, to_dot
+from ..viz.bundle_steps import step_label, step_name
+from ..viz.graph_model import ArrayInfo, LaunchInfo, TapeGraph, scopes, step_info, to_dot, with_steps
 from . import data, flow_data, nan_data
 
 
@@ -25,9 +26,15 @@ def bundle_model(bundle: Bundle, gradients: bool = True) -> TapeGraph:
         # a launch that made a NaN/Inf gets a signature of its own: folding never hides it among its repeats
         sig = (la["kernel"], tuple(la["scope"]), "non-finite", la["index"]) if la["index"] in bad else None
         launches.append(LaunchInfo(la["kernel"], tuple(la["dim"]), list(la["params"]), tuple(la["scope"]), keys,
-                                   la.get("n_inputs", len(keys)), signature=sig))
+                                   la.get("n_inputs", len(keys)), signature=sig, node=f"l{la['index']}"))
         written.update(keys[j] for j in flow_data.written_params(la) if keys[j] is not None)
-    return TapeGraph(launches, arrays, written)
+    steps = []
+    for st in bundle.steps:
+        item = step_info(st["index"], step_name(st), step_label(st), st["scope"], [_key(a) for a in st["reads"]],
+                         [_key(a) for a in st["writes"]])
+        steps.append((st["position"], item))
+        written.update(_key(a) for a in st["writes"])
+    return TapeGraph(with_steps(launches, steps), arrays, written)
 
 
 def _nonfinite_launches(bundle: Bundle) -> set[int]:

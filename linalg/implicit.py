@@ -59,3 +59,4 @@ def record_solve(tape, method: str, A, b, x, tol, atol, maxiter, M, M_built, ite
     record.meta = {"method": method, "iterations": int(iters), "residual": float(res), "tol": float(tol),
                    "unknowns": int(x.shape[0])}
     record.writes = [x]          # the solve overwrites x: its backward consumes x's gradient (tape_consume)
+    record.array_names = ["x", "b", "A.values"][:len(arrays)]     # how the debugger names them (viz/bundle_steps.py)

@@ -4,7 +4,7 @@ validates every manifest field (bundle_schema.py), raising a `BundleError` that 
 
 Layout (a folder, or the same files in a .zip):
     manifest.json   schema version, launches (with per-argument statistics before/after when the tape took
-                    snapshots), backward launches (gradient statistics before/after), arrays (shape, dtype,
+                    snapshots), Python steps (a solve, record_func: bundle_steps.py), backward launches (gradient statistics before/after), arrays (shape, dtype,
                     label, requires_grad), gradient norms, kernels (source with its SHA-256, IR, adjoint IR,
                     generated code, pass logs), tape graph (DOT, plain and gradient-coloured), NaN/Inf
                     origin, loss history, notes
@@ -42,6 +42,7 @@ import numpy as np
 from ..runtime.tape.snapshots import array_stats
 from .tape_graph import tape_graph
 from .bundle_io import BundleError, BundleLimits, load_arrays, read_folder, read_zip
+from .bundle_steps import step_entries
 from .bundle_schema import (ARRAY_ID, PASS_LOG_MAX_CHARS, PASS_NAME_MAX, PASS_STEPS_MAX, PASS_VARIANTS,
                             SCHEMA, check_manifest, source_sha256)
 
@@ -280,6 +281,7 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
         entry["stats"], n = _snapshot_entries(brec.grads, "grad_", b, aid_of, blobs, cap)
         capped += n
         backward.append(entry)
+    steps = step_entries(tape, arrays, names)       # a solve, record_func: after the launches name arrays
     if capped:
         notes.append(f"{capped} launch snapshots kept statistics only: over the {cap}-byte cap "
                      "(gk.config.snapshot_max_bytes)")
@@ -314,6 +316,8 @@ def save_bundle(tape, path, max_bytes: int | None = None, nan=None, loss_history
                 "nan": nan, "loss_history": list(loss_history if loss_history is not None
                                                   else getattr(tape, "loss_history", [])),
                 "notes": notes}
+    if steps:
+        manifest["steps"] = steps
     if history:
         manifest["history"] = history
     hazards = _hazards(tape, arrays, launch_of_record, trained)
@@ -355,6 +359,7 @@ def _portable_paths(manifest: dict, path: pathlib.Path) -> None:
     base = pathlib.Path(os.path.abspath(path)).parent
     files = {k["file"] for k in manifest["kernels"].values() if k.get("file")}
     files |= {la["site"]["file"] for la in manifest.get("launches", []) if la.get("site")}
+    files |= {s["site"]["file"] for s in manifest.get("steps", []) if s.get("site")}
     nan = manifest.get("nan")
     if nan:
         files |= set(_strings_at(nan, "file"))
@@ -364,7 +369,7 @@ def _portable_paths(manifest: dict, path: pathlib.Path) -> None:
     for k in manifest["kernels"].values():
         if k.get("file"):
             k["file"] = shown[k["file"]]
-    for la in manifest.get("launches", []):
+    for la in [*manifest.get("launches", []), *manifest.get("steps", [])]:
         if la.get("site"):
             la["site"]["file"] = shown[la["site"]["file"]]
     if nan or hazards:
@@ -437,6 +442,11 @@ class Bundle:
 
     def grad(self, array_id: str):
         return self.arrays.get(f"grad/{array_id}")
+
+    @property
+    def steps(self) -> list:
+        """The Python steps on the tape (a solve, record_func), each with its position among the launches."""
+        return self.manifest.get("steps", [])
 
     @property
     def backward(self) -> list:

@@ -12,6 +12,7 @@ import math
 import re
 
 from .bundle_io import BundleError
+from .bundle_steps import check_steps
 from ..ad.variants import VariantKey
 
 SCHEMA = 2
@@ -129,12 +130,13 @@ def check_manifest(m, where: str) -> None:
                           f"(this gradkit reads schema {SCHEMA})")
     c.obj(m, "", {"schema": int, "launches": list, "arrays": list, "kernels": dict, "graph": str},
           {"backward": list, "grad_norms": dict, "graph_gradients": str, "nan": dict, "loss_history": list,
-           "history": dict, "hazards": list,
+           "history": dict, "hazards": list, "steps": list,
            "notes": list})
     arrays = _arrays(c, m["arrays"])
     kernels = _kernels(c, m["kernels"])
     launches = _launches(c, c.list(m["launches"], "launches"), arrays, kernels)
     _backward(c, c.list(m.get("backward", []), "backward"), launches)
+    check_steps(c, m.get("steps", []), arrays, len(launches))
     c.str(m["graph"], "graph")
     c.str(m.get("graph_gradients"), "graph_gradients", none=True)
     norms = m.get("grad_norms") or {}

@@ -4,7 +4,10 @@ outputs. `tape.visualize` builds it from a live tape (viz/tape_graph.py) and the
 (app/graph_data.py); both draw it with `to_dot`, which can also fold repeated launches, collapse scopes into
 one node each and highlight what a search matched.
 
-Node names are stable: launch k is `l<k>`, an array `a<key>`, a collapsed scope `s<n>`."""
+A Python step on the tape (a linear solve, `record_func`) is one node too, a rounded box labelled with
+what it did ("cg: 37 iterations, residual 3e-09"), with edges from the arrays it reads and to those it writes.
+
+Node names are stable: launch k is `l<k>`, Python step k `f<k>`, an array `a<key>`, a collapsed scope `s<n>`."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ GRAD_COLOR = "#cfe8ff"      # requires_grad arrays
 NOGRAD_COLOR = "#ffd6d6"    # arrays gradients cannot flow through
 HIGHLIGHT = "#ff7f0e"       # outline of what a search matched
 DIMMED = "#bbbbbb"
+STEP_COLOR = "#e9e2f7"      # Python steps (a solve, record_func): not kernels
 
 
 @dataclass
@@ -44,13 +48,36 @@ class LaunchInfo:
     args: list
     n_inputs: int
     signature: object = None        # launches with equal signatures fold (default: kernel and scope)
+    node: str | None = None         # its node name (default l<k>, k its place in TapeGraph.launches)
+    step: str | None = None         # a Python step's label (a solve's method, iterations, residual); None: a launch
 
 
 @dataclass
 class TapeGraph:
-    launches: list                  # LaunchInfo, in launch order
+    launches: list                  # LaunchInfo, in tape order (Python steps among them, `step` set)
     arrays: dict                    # key -> ArrayInfo
     written: set = field(default_factory=set)   # keys of arrays some launch writes
+
+
+def step_info(index: int, name: str, label: str, scope, reads: list, writes: list) -> LaunchInfo:
+    """Python step `index` (node `f<index>`) as a graph item: `reads` and `writes` are array keys; steps of one
+    name in one scope fold together as launches of one kernel do."""
+    return LaunchInfo(name, (), [], tuple(scope), [*reads, *writes], len(reads), signature=("step", name, tuple(scope)),
+                      node=f"f{index}", step=label)
+
+
+def with_steps(launches: list, steps: list) -> list:
+    """`launches` with each (position, step item) of `steps` placed before launch `position` (at the end when
+    it equals their count), steps of one position kept in their order."""
+    out, at = [], sorted(steps, key=lambda ps: ps[0])
+    j = 0
+    for k, la in enumerate(launches):
+        while j < len(at) and at[j][0] <= k:
+            out.append(at[j][1])
+            j += 1
+        out.append(la)
+    out += [item for _, item in at[j:]]
+    return out
 
 
 def to_dot(g: TapeGraph, direction: str = "LR", hide_readonly_arrays: bool = False, show_gradients: bool = False,
@@ -58,6 +85,7 @@ def to_dot(g: TapeGraph, direction: str = "LR", hide_readonly_arrays: bool = Fal
     """DOT text of `g`. `collapsed`: scope paths (tuples) drawn as one node each with their launch count;
     `highlight`: launches and arrays whose name contains it (case-insensitive) are outlined, others dimmed."""
     records = g.launches
+    node = [r.node or f"l{k}" for k, r in enumerate(records)]
     first, launch_rep, array_rep = {}, {}, {}
     if simplify_graph:
         sigs = [r.signature if r.signature is not None else (r.kernel, tuple(r.scope)) for r in records]
@@ -137,15 +165,19 @@ def to_dot(g: TapeGraph, direction: str = "LR", hide_readonly_arrays: bool = Fal
             body.append(f"{pad}  label={quote(f'repeated x{repeat.count}')}; style=dashed; color=gray40;")
             cluster_id += 1
             repeat_open = repeat
-        ports = "".join(f'<TD PORT="p{j}">{html_escape(p)}</TD>' for j, p in enumerate(rec.params))
-        dim = "x".join(map(str, rec.dim))
         times = f" x{repeat.count}" if repeat is not None and not clustered else ""
-        table, extra = _launch_emphasis(needle, rec.kernel)
-        html = (f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0"{table}><TR><TD COLSPAN="{max(len(rec.params), 1)}">'
-                f'<B>{html_escape(rec.kernel)}</B> [{dim}]{times}</TD></TR><TR>{ports}</TR></TABLE>>')
-        body.append(pad + f"l{k} [shape=plaintext, label={html}{extra}];")
+        if rec.step is not None:
+            body.append(pad + _step_node(node[k], rec, times, needle))
+        else:
+            ports = "".join(f'<TD PORT="p{j}">{html_escape(p)}</TD>' for j, p in enumerate(rec.params))
+            dim = "x".join(map(str, rec.dim))
+            table, extra = _launch_emphasis(needle, rec.kernel)
+            html = (f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0"{table}><TR><TD COLSPAN='
+                    f'"{max(len(rec.params), 1)}"><B>{html_escape(rec.kernel)}</B> [{dim}]{times}</TD></TR>'
+                    f'<TR>{ports}</TR></TABLE>>')
+            body.append(pad + f"{node[k]} [shape=plaintext, label={html}{extra}];")
         if repeat is not None and k + 1 < repeat.start + repeat.period and owner[k + 1] is None:
-            in_order.append(f"  l{k} -> l{k + 1} [style=invis, weight=10];")
+            in_order.append(f"  {node[k]} -> {node[k + 1]} [style=invis, weight=10];")
         if repeat_open is not None and k == repeat_open.start + repeat_open.period - 1:
             body.append(pad + "}")
             repeat_open = None
@@ -157,7 +189,7 @@ def to_dot(g: TapeGraph, direction: str = "LR", hide_readonly_arrays: bool = Fal
     # a collapsed scope's launches by its node).
     edges: dict[str, None] = {}
     for k, rec in enumerate(records):
-        node = launch_rep.get(k, k)
+        drawn_as = launch_rep.get(k, k)
         for j, key in enumerate(rec.args):
             if key is None or (hide_readonly_arrays and key not in g.written):
                 continue
@@ -165,7 +197,8 @@ def to_dot(g: TapeGraph, direction: str = "LR", hide_readonly_arrays: bool = Fal
             if key in inside or drawn in inside:
                 continue
             a = f"a{drawn}"
-            target = f"{scope_ids[owner[k]]}" if owner[k] is not None else f"l{node}:p{j}"
+            target = f"{scope_ids[owner[k]]}" if owner[k] is not None else \
+                node[drawn_as] if rec.step is not None else f"{node[drawn_as]}:p{j}"
             edges[f"  {a} -> {target};" if j < rec.n_inputs else f"  {target} -> {a};"] = None
     lines += edges
     lines += in_order
@@ -213,6 +246,13 @@ def _scope_node(path: tuple, name: str, records: list, owner: dict, needle: str,
         label += f"\n{hidden} intermediate arrays inside"
     extra = _emphasis(needle, " ".join(kernels) + " " + path[-1])
     return f"{name}{attrs(label=label, shape='box3d', style='filled', fillcolor='#f0f0f0', **extra)};"
+
+
+def _step_node(name: str, rec: LaunchInfo, times: str, needle: str) -> str:
+    """A Python step: a rounded box with its label (a solve's method, iterations and residual)."""
+    extra = attrs(label=rec.step + times, shape="box", style="rounded,filled", fillcolor=STEP_COLOR,
+                  tooltip="a Python step on the tape (not a kernel)", **_emphasis(needle, rec.step))
+    return f"{name}{extra};"
 
 
 def _emphasis(needle: str, name: str) -> dict:

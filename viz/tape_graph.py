@@ -10,7 +10,8 @@ import numpy as np
 from . import flow_states as flow
 from .dot import DotSource, write
 from .grad_history import arrived_norms
-from .graph_model import ArrayInfo, LaunchInfo, TapeGraph, to_dot
+from .bundle_steps import step_entries, step_label, step_name
+from .graph_model import ArrayInfo, LaunchInfo, TapeGraph, step_info, to_dot, with_steps
 
 
 def _label(a, names: dict, array_labels) -> str:
@@ -93,7 +94,17 @@ def tape_model(tape, array_labels=None, show_gradients: bool = False, grads: dic
             written.add(id(_user_arg(rec, spec_fn, k)))
         launches.append(LaunchInfo(rec.kernel, tuple(rec.dim), params, tuple(rec.scope),
                                    [id(a) if hasattr(a, "buffer") else None for a in rec.args], len(rec.inputs),
-                                   signature=(id(rec.kernel_obj), tuple(rec.scope))))
+                                   signature=(id(rec.kernel_obj), tuple(rec.scope)), node=f"l{len(launches)}"))
+    steps, step_arrays, step_names = [], {}, {}
+    for st in step_entries(tape, step_arrays, step_names):       # a solve, record_func: one node each
+        key = {aid: id(a) for aid, a in step_arrays.items()}
+        steps.append((st["position"], step_info(st["index"], step_name(st), step_label(st), st["scope"],
+                                                [key[a] for a in st["reads"]], [key[a] for a in st["writes"]])))
+        written.update(key[a] for a in st["writes"])
+    for aid, a in step_arrays.items():
+        arrays.setdefault(id(a), a)
+        names.setdefault(id(a), step_names[aid])
+    launches = with_steps(launches, steps)
     arrived = arrived_norms(tape) if show_gradients else {}
     infos = {}
     for aid, a in arrays.items():

@@ -99,3 +99,5 @@ class FuncRecord:
     site: tuple | None = None                    # (file, line) of a host write's call
     whole: bool = True                           # a host write covers all of its destination
     seen_before: object = None                   # memory the records before it used (runtime/tape/tape_consume.py)
+    meta: dict | None = None                     # plain facts the debugger shows (a solve's iterations, residual)
+    array_names: list | None = None              # names of `arrays` for the debugger (a solve's x, b, A.values)
