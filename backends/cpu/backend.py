@@ -89,6 +89,7 @@ class CompiledKernel:
         self.can_fault = options.debug or any(i.op == Op.PUSH for i in fn.walk())
         loops = self.loops = any(i.op in LOOPS for i in fn.walk())
         self.inline_below = INLINE_BELOW_LOOPS if loops else INLINE_BELOW
+        self.direct_below = 0 if loops else INLINE_BELOW   # launch() calls entry_all below this at once
         self.choose_below = INLINE_BELOW_LOOPS if loops else CHOOSE_BELOW
         self.ways: dict[int, list] = {}     # log2 size -> [pooled ns/thread, pooled tries, inline ns, tries]
         self.thread_ns: float | None = None     # kernels with loops: one thread's last measured time, one core
@@ -287,7 +288,7 @@ class CPUBackend(HostMemory, Backend):
                 compiled.pack_slots(dim, args)
             if compiled.can_fault:
                 compiled.fault[:] = 0
-            if n < compiled.inline_below and not compiled.loops:      # the common tiny launch
+            if n < compiled.direct_below:       # the common tiny launch
                 compiled.entry_all(compiled.ptr)
             else:
                 self._run(compiled, n, dim, args)
