@@ -164,14 +164,18 @@ def run_chunks(entry, bounds: list[int], ptrs: list[int], pool: Pool) -> None:
 def _give_back(pool: Pool, borrowed: list, work) -> BaseException | None:
     """Cancel each borrowed worker that has not started `work`, wait for the others (through further
     Ctrl-Cs) and return them to the idle list; the first exception a worker raised, if any. (A Ctrl-C
-    between borrowing a worker and handing it the job leaves it unhanded: straight back to idle.)"""
+    between borrowing a worker and handing it the job leaves it unhanded: straight back to idle. One landing
+    inside `hand`, between its two releases, loses that worker for good: the pool has one fewer.)"""
     error = None
     for w in borrowed:
         if w.handed is not work:
             pool.idle.append(w)
             continue
         if w.cancel():
-            continue
+            if w.go.acquire(False):     # not even woken: take the wake-up back, it sleeps on, idle again
+                w.job = None
+                pool.idle.append(w)
+            continue                    # (else it saw the cancel, or will, and goes back idle itself)
         _wait(w)
         if w.error is not None and error is None:
             error = w.error
