@@ -3,7 +3,7 @@
     python benchmarks/dialect_programs.py [--quick] [--programs spring_robot,mls_mpm] [--iters 4] [--rounds 2]
     python benchmarks/dialect_programs.py --src PATH/difftaichi/examples [--programs mass_spring,billiards]
                                           [--iters 4] [--rounds 2] [--modules gradkit.taichi,taichi]
-                                          [--baseline PYTHONPATH] [--json out.json]
+                                          [--baseline PYTHONPATH] [--cache cold|warm|as-is] [--json out.json]
 
 Without --src it times this repository's own Taichi-syntax programs (tests/dialects/taichi_programs.py,
 written for gradkit, no network needed): `spring_robot`, a DiffTaichi-style mass-spring robot (a
@@ -18,8 +18,11 @@ import line changed (`import taichi as ti` -> `import gradkit.taichi as ti`), th
 set to the CPU, at its own sizes; one iteration = the program's own training step: its `forward` under
 `ti.ad.Tape(loss)` (forward, then backward) and a parameter update.
 
-Either way each run is a fresh process (so the first iteration includes translation and compilation, with
-whatever each system caches on disk) and runs of the systems alternate (round-robin) so that a busy machine
+Either way each run is a fresh process (so the first iteration includes translation and compilation) and
+`--cache` says what each system finds on disk: `cold` (the default, and what `make bench` runs) gives every
+run empty kernel caches of its own (GRADKIT_CACHE_DIR, TI_OFFLINE_CACHE_FILE_PATH), so the first iteration
+compiles everything; `warm` shares one cache per system across the runs, filled by an untimed run first, so
+the first iteration compiles nothing the disk holds; `as-is` leaves the user's own caches as they are. Runs of the systems alternate (round-robin) so that a busy machine
 slows them alike. Reported per program and system: loading the program (imports, fields; the first
 iteration's translation and compilation come after), the first iteration, and the median and minimum of the
 later ones, in wall time and in the process's CPU time (robust to other load on the machine; a runtime whose
@@ -178,9 +181,20 @@ def worker(src: str, prog: str, module: str, iters: int) -> dict:
 
 # --------------------------------------------------------------------------- the comparison
 
-def _run(src, prog, target, iters, timeout, quick=False) -> dict | None:
+CACHE_MODES = ("cold", "warm", "as-is")
+
+
+def _cache_env(folder: str) -> dict:
+    """Environment that points both systems' on-disk kernel caches into `folder` (created 0700)."""
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return {"GRADKIT_CACHE_DIR": os.path.join(folder, "gradkit"),
+            "TI_OFFLINE_CACHE_FILE_PATH": os.path.join(folder, "taichi")}
+
+
+def _run(src, prog, target, iters, timeout, quick=False, env_extra=None) -> dict | None:
     module, pythonpath = target
     env = dict(os.environ)
+    env.update(env_extra or {})
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", prog, module, str(iters)]
@@ -222,28 +236,38 @@ def _available(module: str) -> bool:
         return False
 
 
-def compare(src, programs, targets: dict, iters: int, rounds: int, timeout: float, quick: bool = False) -> dict:
-    """{program: {system: summary}}, each run a fresh process, the systems alternating within a round."""
+def compare(src, programs, targets: dict, iters: int, rounds: int, timeout: float, quick: bool = False,
+            cache: str = "as-is") -> dict:
+    """{program: {system: summary}}, each run a fresh process, the systems alternating within a round;
+    `cache` one of CACHE_MODES (module docstring)."""
+    if cache not in CACHE_MODES:
+        raise ValueError(f"cache={cache!r}: one of {', '.join(CACHE_MODES)}")
     results = {}
-    for prog in programs:
-        runs = {name: [] for name in targets}
-        for _ in range(rounds):
-            for name, target in targets.items():
-                r = _run(src, prog, target, iters, timeout, quick)
-                if r is not None:
-                    runs[name].append(r)
-        results[prog] = {name: _summary(rs) for name, rs in runs.items() if rs}
+    with tempfile.TemporaryDirectory(prefix="dp_cache_") as caches:
+        for prog in programs:
+            runs = {name: [] for name in targets}
+            if cache == "warm":             # one untimed run per system fills its shared cache
+                for k, (name, target) in enumerate(targets.items()):
+                    _run(src, prog, target, 1, timeout, quick, _cache_env(os.path.join(caches, f"warm{k}")))
+            for r_ in range(rounds):
+                for k, (name, target) in enumerate(targets.items()):
+                    env = {} if cache == "as-is" else _cache_env(
+                        os.path.join(caches, f"warm{k}" if cache == "warm" else f"cold_{prog}_{r_}_{k}"))
+                    r = _run(src, prog, target, iters, timeout, quick, env)
+                    if r is not None:
+                        runs[name].append(r)
+            results[prog] = {name: _summary(rs) for name, rs in runs.items() if rs}
     return results
 
 
-def run(quick: bool = False) -> list[dict]:
+def run(quick: bool = False, cache: str = "cold") -> list[dict]:
     """Our own Taichi-syntax programs under gradkit.taichi and Taichi (when installed), alternating: rows
     {program, system, first_iter_s, per_iter_s, size, steps} (wall seconds; per_iter_s the median of the later
-    iterations' later half: steady state, after the first iterations' compiles). `quick`: smaller programs,
-    6 iterations, one round."""
+    iterations' later half: steady state, after the first iterations' compiles; first_iter_s with empty kernel
+    caches unless `cache` says otherwise). `quick`: smaller programs, 6 iterations, one round."""
     targets = {m: (m, None) for m in ("gradkit.taichi", "taichi") if m == "gradkit.taichi" or _available(m)}
     results = compare(None, list(OWN_PROGRAMS), targets, 6 if quick else 8, 1 if quick else 2,
-                      300.0 if quick else 900.0, quick)
+                      300.0 if quick else 900.0, quick, cache)
     sizes = QUICK_SIZES if quick else OWN_SIZES
     return [{"program": prog, "system": name, "first_iter_s": s["first_wall"], "per_iter_s": s["steady_wall"],
              "size": _size_text(prog, sizes[prog]), "steps": sizes[prog]["STEPS"]}
@@ -268,6 +292,8 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=4, help="iterations per run (the first includes compiles)")
     ap.add_argument("--rounds", type=int, default=2, help="fresh processes per program and system")
     ap.add_argument("--timeout", type=float, default=900.0)
+    ap.add_argument("--cache", choices=CACHE_MODES, default="cold",
+                    help="kernel caches on disk: empty per run (cold), shared and filled first (warm), or the user's")
     ap.add_argument("--json", default=None, help="write the results here too")
     ap.add_argument("--worker", nargs=3, metavar=("PROG", "MODULE", "ITERS"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -286,7 +312,8 @@ def main(argv=None) -> int:
     targets = {m: (m, None) for m in args.modules.split(",") if m and (m == "gradkit.taichi" or _available(m))}
     if args.baseline:
         targets["gradkit.taichi (baseline)"] = ("gradkit.taichi", os.path.abspath(args.baseline))
-    results = compare(src, programs, targets, args.iters, args.rounds, args.timeout, args.quick)
+    results = compare(src, programs, targets, args.iters, args.rounds, args.timeout, args.quick, args.cache)
+    print(f"kernel caches: {args.cache}")
     print("| program | system | program load s | first iteration s (wall / cpu) | per iteration s, median "
           "(wall / cpu) | per iteration s, min (wall / cpu) | steady s (later half, wall) |")
     print("|---|---|---:|---:|---:|---:|---:|")
