@@ -22,17 +22,36 @@ def role(a: dict) -> str:
     return a.get("role") or ("parameter" if a["requires_grad"] else "constant")
 
 
+def events(bundle: Bundle) -> list[dict]:
+    """The launches and Python steps (a solve, record_func) in tape order, each as {"kind": "launch" | "step",
+    "index", "name", "reads", "writes", "uses"} (array ids), so every analysis here sees a solve's data flow as
+    it sees a launch's. A launch reads what its kernel reads (older bundles: every argument) and writes what
+    it writes (older bundles: its outputs)."""
+    items = []
+    for la in bundle.launches:
+        ids = la["arrays"]
+        written = written_params(la)
+        read = la["read"] if "read" in la else range(len(ids))
+        items.append({"kind": "launch", "index": la["index"], "name": la["kernel"], "position": la["index"],
+                      "reads": {ids[j] for j in read if ids[j] is not None},
+                      "writes": {ids[j] for j in written if ids[j] is not None},
+                      "uses": {a for a in ids if a is not None}})
+    for st in bundle.steps:
+        items.append({"kind": "step", "index": st["index"], "name": st["name"], "position": st["position"] - 0.5,
+                      "reads": set(st["reads"]), "writes": set(st["writes"]),
+                      "uses": set(st["reads"]) | set(st["writes"])})
+    return sorted(items, key=lambda e: e["position"])       # stable: steps of one position keep their order
+
+
 def _breaks_a_chain(bundle: Bundle, aid: str) -> bool:
-    """A launch computes `aid` from an array with requires_grad and a later launch reads it: without
+    """A launch or a step computes `aid` from an array with requires_grad and a later one reads it: without
     requires_grad there, the gradient from what reads it stops at it (an output nothing reads is no loss)."""
     needs = {a["id"] for a in bundle.manifest["arrays"] if a["requires_grad"]}
     computed = False
-    for la in bundle.launches:
-        written = la.get("written", range(la.get("n_inputs", 0), len(la["arrays"])))
-        if computed and any(la["arrays"][j] == aid for j in la.get("read", range(len(la["arrays"])))):
+    for ev in events(bundle):
+        if computed and aid in ev["reads"]:
             return True
-        if any(la["arrays"][j] == aid for j in written) and \
-                any(x in needs for x in la["arrays"] if x is not None and x != aid):
+        if aid in ev["writes"] and any(x in needs for x in ev["uses"] if x != aid):
             computed = True
     return False
 
@@ -51,20 +70,21 @@ def cut_off_arrays(bundle: Bundle) -> list[dict]:
     for la in bundle.launches:
         n_in = la.get("n_inputs", len(la["params"]))
         written.update(a for a in la["arrays"][n_in:] if a is not None)
+    written.update(a for st in bundle.steps for a in st["writes"])
     out = []
     for a in bundle.manifest["arrays"]:
         if a["requires_grad"] or not a["dtype"].startswith(("float", "vec", "mat")):
             continue
         if role(a) != "parameter" and not _breaks_a_chain(bundle, a["id"]):
             continue
-        users = sorted({la["kernel"] for la in bundle.launches if a["id"] in la["arrays"]})
+        users = sorted({ev["name"] for ev in events(bundle) if a["id"] in ev["uses"]})
         why = (f"'{a['label']}' has requires_grad=False, so backward() computes no gradient for it"
                + (" and none flows back through it to the launch that wrote it" if a["id"] in written else "")
                + ". Fine for data and constants; a bug when it is a parameter you train "
                "(create it with requires_grad=True).")
         out.append({"array": a["label"], "id": a["id"], "shape": "x".join(map(str, a["shape"])),
                     "dtype": a["dtype"], "used by": ", ".join(users),
-                    "written by a launch": a["id"] in written, "explanation": why})
+                    "written by a launch": a["id"] in written, "explanation": why})     # or by a step
     return out
 
 
@@ -171,20 +191,23 @@ def _written_arrays(bundle: Bundle) -> set:
 
 
 def _unused_outputs(bundle: Bundle) -> set:
-    """Arrays a launch wrote that no later launch reads (passes as a parameter it does not only write)."""
-    last_write, read_after = {}, set()
-    for la in bundle.launches:
-        w = set(written_params(la))
-        reads = set(la["read"]) if "read" in la else set(range(len(la["arrays"]))) - w
-        for j, aid in enumerate(la["arrays"]):
-            if aid is None:
-                continue
-            if j in reads and aid in last_write:
-                read_after.add(aid)
-        for j in w:
-            if la["arrays"][j] is not None:
-                last_write[la["arrays"][j]] = la["index"]
-    return set(last_write) - read_after
+    """Arrays a launch or a step wrote that no later launch or step reads (a launch: passes as a parameter it
+    does not only write; a solve reads its right-hand side and matrix)."""
+    last_write, read_after = set(), set()
+    for la, ev in _with_launches(bundle):
+        if la is not None and "read" not in la:      # older bundles: an argument the kernel does not only write
+            w = set(written_params(la))
+            reads = {la["arrays"][j] for j in set(range(len(la["arrays"]))) - w} - {None}
+        else:
+            reads = ev["reads"]
+        read_after.update(a for a in reads if a in last_write)
+        last_write.update(ev["writes"])
+    return last_write - read_after
+
+
+def _with_launches(bundle: Bundle) -> list:
+    """(launch manifest entry or None for a step, event) in tape order."""
+    return [(bundle.launches[ev["index"]] if ev["kind"] == "launch" else None, ev) for ev in events(bundle)]
 
 
 def _arrived(bundle: Bundle) -> dict:
