@@ -122,6 +122,25 @@ def launch_rows(bundle: Bundle) -> list[dict]:
     return rows
 
 
+def step_rows(bundle: Bundle) -> list[dict]:
+    """The Python steps on the tape (a linear solve, record_func, a host write), not kernels: one row each
+    with where it ran among the forward launches, its label (a solve's method, iterations and residual),
+    the arrays it read and wrote and its other recorded facts."""
+    from ..viz.bundle_steps import step_label
+    rows = []
+    for st in bundle.steps:
+        meta = st.get("meta") or {}
+        p = st["position"]
+        where = "before any launch" if p == 0 else f"after forward launch #{p - 1}"
+        rows.append({"step": st["index"], "kind": st["kind"], "step label": step_label(st), "name": st["name"],
+                     "when": where, "scope": "/".join(st["scope"]),
+                     "reads": ", ".join(label(bundle, a) for a in st["reads"]),
+                     "writes": ", ".join(label(bundle, a) for a in st["writes"]),
+                     "iterations": meta.get("iterations"), "residual": meta.get("residual"),
+                     "facts": ", ".join(f"{k}={fmt(v)}" for k, v in meta.items())})
+    return rows
+
+
 def row_title(row: dict) -> str:
     """A one-line name of a launch row, e.g. '#3 backward squared_error [16] (of forward #2)'."""
     title = f"#{row['order']} {row['pass']} {row['kernel']} [{row['dim']}]"
@@ -213,7 +232,7 @@ def snapshot_preview(bundle: Bundle, row: dict, param: str, limit: int = 64) -> 
 
 def summary(bundle: Bundle) -> dict:
     m = bundle.manifest
-    return {"launches": len(bundle.launches), "backward launches": len(bundle.backward),
+    return {"launches": len(bundle.launches), "steps": len(bundle.steps), "backward launches": len(bundle.backward),
             "arrays": len(m["arrays"]), "kernels": sorted(m["kernels"]),
             "devices": sorted({la["device"] for la in bundle.launches}),
             "total ms": sum(float(la.get("ms") or 0.0) for la in bundle.launches),

@@ -72,20 +72,23 @@ def scope_paths(bundle: Bundle) -> list[tuple]:
 
 
 def matches(bundle: Bundle, search: str) -> list[dict]:
-    """Launches and arrays whose kernel or label contains `search` (case-insensitive)."""
+    """Launches, Python steps and arrays whose kernel or label contains `search` (case-insensitive)."""
     needle = search.strip().lower()
     if not needle:
         return []
     out = [{"kind": "launch", "name": la["kernel"], "index": la["index"], "scope": " / ".join(la["scope"])}
            for la in bundle.launches if needle in la["kernel"].lower()]
+    out += [{"kind": "step", "name": step_label(st), "index": st["index"], "scope": " / ".join(st["scope"])}
+            for st in bundle.steps if needle in step_label(st).lower()]
     out += [{"kind": "array", "name": a["label"], "index": None, "scope": ""}
             for a in bundle.manifest["arrays"] if needle in a["label"].lower()]
     return out
 
 
 def node_facts(bundle: Bundle) -> dict[str, list[tuple[str, str]]]:
-    """For every graph node name (`l<k>`, `a<key>`), the (field, value) lines shown when it is clicked:
-    a launch's kernel, dims, scope, time, call site and arguments; an array's dtype, shape, requires_grad,
+    """For every graph node name (`l<k>`, `f<k>`, `a<key>`), the (field, value) lines shown when it is clicked:
+    a launch's kernel, dims, scope, time, call site and arguments; a Python step's label (a solve's
+    iterations and residual), place among the launches, arrays and facts; an array's dtype, shape, requires_grad,
     flow state, gradient norm and value range."""
     facts: dict[str, list] = {}
     runs: dict[str, int] = {}
@@ -102,6 +105,12 @@ def node_facts(bundle: Bundle) -> dict[str, list[tuple[str, str]]]:
             ("launches of this kernel", str(runs[la["kernel"]])),
             ("called at", f"{data.shown_path(bundle, site['file'])}:{site['line']}" if site else "n/a"),
             ("arguments", ", ".join(args))]
+    for row in data.step_rows(bundle):
+        facts[f"f{row['step']}"] = [
+            ("Python step", f"#{row['step']} {row['step label']}"), ("recorded as", row["name"]),
+            ("kind", row["kind"] + " (not a kernel: its backward is Python code)"), ("ran", row["when"]),
+            ("scope", row["scope"] or "(none)"), ("reads", row["reads"] or "(none)"),
+            ("writes", row["writes"] or "(none)"), ("facts", row["facts"] or "(none)")]
     for row in flow_data.gradient_flow(bundle):
         a = data.array_meta(bundle)[row["id"]]
         lines = [("array", a["label"])]

@@ -13,7 +13,8 @@ from .ui import plain, static_table, table
 LEGEND = ("**Colours** (the gradient-flow view's states) — ok: blue; consumed (an intermediate whose gradient "
           "backward passed on and cleared): teal; **cut off (no `requires_grad`): pink dashed**; zero: yellow "
           "bold; NaN/Inf: red bold; unused output: grey. Boxes are launches, one port per argument; clusters "
-          "are `tape.scope(...)` blocks; 'repeated xN' folds launches repeated back to back.")
+          "are `tape.scope(...)` blocks; rounded lilac boxes are Python steps (a linear solve with its iterations "
+          "and residual, record_func); 'repeated xN' folds launches repeated back to back.")
 
 
 def render(bundle, name: str) -> None:
@@ -33,7 +34,8 @@ def render(bundle, name: str) -> None:
     found = graph_data.matches(bundle, search)
     if search.strip():
         kinds = [f['kind'] for f in found]
-        st.caption(plain(f"'{search.strip()}': {kinds.count('launch')} launches and {kinds.count('array')} "
+        steps = f", {kinds.count('step')} steps" if "step" in kinds else ""
+        st.caption(plain(f"'{search.strip()}': {kinds.count('launch')} launches{steps} and {kinds.count('array')} "
                          "arrays match (outlined in orange; the view opens on the first)" if found else
                          f"nothing named like '{search.strip()}'"))
     st.markdown(LEGEND)
@@ -48,7 +50,8 @@ def render(bundle, name: str) -> None:
             st.caption(plain(f"Static graph ({exc}): zoom, pan and node facts need GraphViz's dot."))
             st.graphviz_chart(dot, width="stretch")
     else:
-        focus = [f"l{f['index']}" if f["kind"] == "launch" else None for f in found]
+        focus = [f"l{f['index']}" if f["kind"] == "launch" else f"f{f['index']}" if f["kind"] == "step" else None
+                 for f in found]
         focus += [f"a{k}" for k, a in graph_data.bundle_model(bundle, gradients=False).arrays.items()
                   if search.strip() and search.strip().lower() in a.label.lower()]
         st.iframe(graph_component.page(svg, graph_data.node_facts(bundle), [f for f in focus if f],

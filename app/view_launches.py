@@ -1,5 +1,6 @@
 """Launches view: every recorded launch (forward, then the adjoint launches of backward()) in a table;
-selecting one shows its arguments, value statistics before/after and gradient statistics."""
+selecting one shows its arguments, value statistics before/after and gradient statistics. The Python steps
+on the tape (a linear solve, record_func) are listed above it as steps, not kernels."""
 
 from __future__ import annotations
 
@@ -31,6 +32,9 @@ def render(bundle, name: str) -> None:
         st.error("A launch produced NaN/Inf values: see the **NaN/Inf origin** view.")
     for note in s["notes"]:
         st.info(plain(note))
+    steps = data.step_rows(bundle)
+    if steps:
+        _steps(steps)
     rows = data.launch_rows(bundle)
     if not rows:
         st.warning("This bundle recorded no launches.")
@@ -83,3 +87,13 @@ def _detail(bundle, row: dict) -> None:
                 st.dataframe({k: v for k, v in preview.items()})
             else:
                 st.caption("no snapshots stored for this argument (size cap, or recorded without snapshots)")
+
+
+def _steps(rows: list[dict]) -> None:
+    """The Python steps: where each ran among the launches, what it did (a solve's iterations and residual)
+    and the arrays it read and wrote; their backward is Python code, not an adjoint kernel."""
+    st.subheader("Python steps")
+    st.caption("Steps on the tape that are not kernel launches (a linear solve, tape.record_func): "
+               "each ran between the forward launches shown; its backward pass runs its own Python code.")
+    static_table([{k: r[k] for k in ("step", "step label", "kind", "when", "scope", "reads", "writes", "facts")}
+                  for r in rows])
