@@ -358,12 +358,13 @@ def cmd_examples(ns) -> int:
     console = _console(ns.quiet)
     if not ns.bundle_only and app_missing(console):
         return 1
-    folder = pathlib.Path(ns.dir) if ns.dir else examples_dir()
+    # absolute: each script runs with its own folder as the working directory (relative paths would break)
+    folder = pathlib.Path(ns.dir).resolve() if ns.dir else examples_dir()
     scripts = sorted(folder.glob("*.py")) if folder is not None and folder.is_dir() else []
     if not scripts:
         console.print(_text(f"no example scripts found in {folder or 'examples/'} (give --dir)", "red"))
         return 2
-    out = pathlib.Path(ns.out) if ns.out else cache_dir() / f"examples-{_stamp()}"
+    out = pathlib.Path(ns.out).resolve() if ns.out else cache_dir() / f"examples-{_stamp()}"
     out.mkdir(parents=True, exist_ok=True)
     results = _run_examples(scripts, out, ns.timeout, console)
     written = [name for name, status in results if status == "ok"]

@@ -102,15 +102,17 @@ def test_poisson_graph_has_the_solve_node_and_its_edges(poisson):
     assert [m["kind"] for m in graph_data.matches(poisson, "cg:")] == ["step"]
 
 
-def test_examples_bundle_only_records_both_solves(tmp_path):
-    """`gradkit examples --bundle-only` on the two examples: each bundle's steps are the CG solves the
-    script printed (iterations per solve), in its last tape."""
+def test_examples_bundle_only_records_both_solves(tmp_path, monkeypatch):
+    """`gradkit examples --bundle-only` on the two examples (--dir and --out given relative to the working
+    directory): each bundle's steps are the CG solves the script printed (iterations per solve), in its last
+    tape."""
     folder = tmp_path / "ex"
     folder.mkdir()
     for name in ("poisson_source.py", "implicit_cloth.py"):
         shutil.copy(EXAMPLES / name, folder / name)
     out = tmp_path / "bundles"
-    assert cli.main(["examples", "--bundle-only", "--quiet", "--dir", str(folder), "--out", str(out)]) == 0
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["examples", "--bundle-only", "--quiet", "--dir", "ex", "--out", "bundles"]) == 0
     poisson = load_bundle(out / "poisson_source")
     printed = re.findall(r"cg: (\d+) iterations, residual", (out / "poisson_source.log").read_text())
     assert [s["meta"]["iterations"] for s in poisson.steps] == [int(printed[-1])]
