@@ -91,7 +91,8 @@ def main() -> None:
         st.error(plain(paths.strip_folder(str(exc), shown_root)))
         return
     s = data.summary(bundle)
-    counts = (f"{s['launches']} launches · {s['backward launches']} backward · "
+    steps = f"{s['steps']} Python step{'s' * (s['steps'] != 1)} · " if s["steps"] else ""  # a solve, record_func
+    counts = (f"{s['launches']} launches · {steps}{s['backward launches']} backward · "
               f"devices: {', '.join(s['devices']) or '—'}")
     st.sidebar.caption(plain(path.name) + "\n\n" + plain(counts))
     if s["nan"]:

@@ -43,6 +43,7 @@ def test_graph_and_launches_show_the_cg_solve(page, solve_server):
     expect(facts).to_contain_text("temperature u")                 # what the solve wrote
     shoot(page, "solve-graph")
     open_view(page, server, "poisson", "launches")
+    expect(page.locator('[data-testid="stSidebar"]')).to_contain_text("1 launches · 1 Python step · 1 backward")
     expect(page.locator("h3", has_text="Python steps")).to_be_visible()
     steps = page.locator('[data-testid="stTable"]', has_text=label)
     expect(steps).to_be_visible()
