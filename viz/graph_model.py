@@ -241,7 +241,9 @@ def _scope_node(path: tuple, name: str, records: list, owner: dict, needle: str,
     inside = [records[k] for k, o in owner.items() if o == path]
     kernels = sorted({r.kernel for r in inside})
     shown = ", ".join(kernels[:4]) + (f", +{len(kernels) - 4} more" if len(kernels) > 4 else "")
-    label = f"{path[-1]} (collapsed)\n{len(inside)} launches: {shown}"
+    steps = sum(r.step is not None for r in inside)          # Python steps (a solve) are not launches
+    count = f"{len(inside) - steps} launches" + (f", {steps} Python steps" if steps else "")
+    label = f"{path[-1]} (collapsed)\n{count}: {shown}"
     if hidden:
         label += f"\n{hidden} intermediate arrays inside"
     extra = _emphasis(needle, " ".join(kernels) + " " + path[-1])

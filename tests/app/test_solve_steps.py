@@ -100,6 +100,9 @@ def test_poisson_graph_has_the_solve_node_and_its_edges(poisson):
     facts = dict(graph_data.node_facts(poisson)["f0"])
     assert facts["Python step"] == f"#0 {label}" and "iterations=" in facts["facts"]
     assert [m["kind"] for m in graph_data.matches(poisson, "cg:")] == ["step"]
+    collapsed = graph_data.graph_dot(poisson, collapsed=[("solve",)])
+    assert "solve (collapsed)\\n0 launches, 1 Python steps: cg" in collapsed and "f0 [" not in collapsed
+    assert ("s0", f"a{ids['temperature u']}") in set(re.findall(r"^\s*(\S+) -> (\S+?);", collapsed, re.M))
 
 
 def test_examples_bundle_only_records_both_solves(tmp_path, monkeypatch):
