@@ -45,58 +45,13 @@ SIZES = {
 }
 
 
-def _sphere(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """A closed UV sphere (radius 0.5 about (0, 0.5, 0): about the bunny's size and place), n rings."""
-    th = np.linspace(0, np.pi, n + 1)[1:-1]
-    ph = np.linspace(0, 2 * np.pi, 2 * n, endpoint=False)
-    pts = [[0, 0, 1]] + [[np.sin(a) * np.cos(b), np.sin(a) * np.sin(b), np.cos(a)] for a in th for b in ph]
-    pts = np.array(pts + [[0, 0, -1]]) * 0.5 + np.array([0.0, 0.5, 0.0])
-    m, tris = 2 * n, []
-    for b in range(m):
-        tris.append([0, 1 + b, 1 + (b + 1) % m])
-    for r in range(n - 2):
-        for b in range(m):
-            a0, a1 = 1 + r * m + b, 1 + r * m + (b + 1) % m
-            tris += [[a0, a0 + m, a1 + m], [a0, a1 + m, a1]]
-    last = len(pts) - 1
-    for b in range(m):
-        tris.append([last, 1 + (n - 2) * m + (b + 1) % m, 1 + (n - 2) * m + b])
-    return pts.astype(np.float32), np.array(tris, np.int32).reshape(-1)
-
-
 def _stand_in_pxr(n: int = 48) -> types.ModuleType:
-    """`from pxr import Usd, UsdGeom` giving the same sphere mesh for any stage and prim."""
-    points, indices = _sphere(n)
-
-    class _Attr:
-        def __init__(self, value):
-            self.value = value
-
-        def Get(self):
-            return self.value.copy()
-
-    class _Mesh:
-        def __init__(self, prim):
-            pass
-
-        def GetPointsAttr(self):
-            return _Attr(points)
-
-        def GetFaceVertexIndicesAttr(self):
-            return _Attr(indices)
-
-    class _Stage:
-        @staticmethod
-        def Open(path):
-            return _Stage()
-
-        def GetPrimAtPath(self, path):
-            return path
-
-    pxr = types.ModuleType("pxr")
-    pxr.Usd = types.SimpleNamespace(Stage=_Stage)
-    pxr.UsdGeom = types.SimpleNamespace(Mesh=_Mesh)
-    return pxr
+    """`from pxr import Usd, UsdGeom` giving a closed UV sphere of n rings, radius 0.5 about (0, 0.5, 0)
+    (about the bunny's size and place), for any stage and prim."""
+    from gradkit.warp.examples import stand_in_pxr, uv_sphere
+    points, tris = uv_sphere(n)
+    points = (points * 0.5 + np.array([0.0, 0.5, 0.0])).astype(np.float32)
+    return stand_in_pxr(points, tris.reshape(-1))
 
 
 def _load(rel: str, system: str):

@@ -1,6 +1,7 @@
 """`warp.examples`: where Warp's example assets are (the installed Warp package's, when there is one), and
 `load_example`, which loads one of Warp's example scripts with only its imports pointed at gradkit.warp
-(the example tests and benchmarks/warp_programs.py run them so)."""
+(the example tests and benchmarks/warp_programs.py run them so), and `stand_in_pxr`, the USD reader that
+gives those scripts a generated mesh when OpenUSD is not installed."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pathlib
 import re
 import sys
 import types
+
+import numpy as np
 
 
 def get_source_directory() -> str:
@@ -88,3 +91,60 @@ def load_example(rel: str, gradkit: bool = True, edits: tuple = ()) -> types.Mod
         linecache.cache[str(path)] = (len(source), None, source.splitlines(True), str(path))
     exec(code, module.__dict__)
     return module
+
+
+def uv_sphere(n: int = 6, jitter: float = 0.0, rng=None) -> tuple[np.ndarray, np.ndarray]:
+    """A closed, outward-oriented UV sphere of radius ~1 with n rings: (points (P, 3) float64, triangles (T, 3)
+    int32); `jitter` scales each vertex radially by 1 +- jitter (drawn from `rng`)."""
+    th = np.linspace(0, np.pi, n + 1)[1:-1]
+    ph = np.linspace(0, 2 * np.pi, 2 * n, endpoint=False)
+    pts = [[0, 0, 1]] + [[np.sin(a) * np.cos(b), np.sin(a) * np.sin(b), np.cos(a)] for a in th for b in ph]
+    pts = np.array(pts + [[0, 0, -1]])
+    if jitter:
+        pts *= 1.0 + rng.uniform(-jitter, jitter, (len(pts), 1))
+    m, tris = 2 * n, []
+    for b in range(m):
+        tris.append([0, 1 + b, 1 + (b + 1) % m])
+    for r in range(n - 2):
+        for b in range(m):
+            a0, a1 = 1 + r * m + b, 1 + r * m + (b + 1) % m
+            tris += [[a0, a0 + m, a1 + m], [a0, a1 + m, a1]]
+    last = len(pts) - 1
+    for b in range(m):
+        tris.append([last, 1 + (n - 2) * m + (b + 1) % m, 1 + (n - 2) * m + b])
+    return pts, np.array(tris, np.int32)
+
+
+def stand_in_pxr(points: np.ndarray, indices: np.ndarray, by_prim: dict | None = None) -> types.ModuleType:
+    """A module answering `from pxr import Usd, UsdGeom` as Warp's examples use it: every stage and prim
+    gives the mesh (points, flat indices), or `by_prim[path]` = (points, indices) for the prims named there
+    (for examples whose assets, e.g. bunny.usd, need OpenUSD, which is not installed here)."""
+    class _Attr:
+        def __init__(self, value):
+            self.value = value
+
+        def Get(self):
+            return self.value
+
+    class _Mesh:
+        def __init__(self, prim):
+            self.points, self.indices = (by_prim or {}).get(prim, (points, indices))
+
+        def GetPointsAttr(self):
+            return _Attr(self.points.copy())
+
+        def GetFaceVertexIndicesAttr(self):
+            return _Attr(self.indices.reshape(-1).copy())
+
+    class _Stage:
+        @staticmethod
+        def Open(path):
+            return _Stage()
+
+        def GetPrimAtPath(self, path):
+            return path
+
+    pxr = types.ModuleType("pxr")
+    pxr.Usd = types.SimpleNamespace(Stage=_Stage)
+    pxr.UsdGeom = types.SimpleNamespace(Mesh=_Mesh)
+    return pxr

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from tests.dialects.warp_examples import close as _close, load, quiet as _quiet, run_both
+from gradkit.warp.examples import stand_in_pxr
 from tests.geometry.test_mesh import sphere
 
 warp = pytest.importorskip("warp")
@@ -26,38 +27,7 @@ warp.config.quiet = True
 warp.init()
 
 
-def _fake_pxr(points: np.ndarray, indices: np.ndarray, by_prim: dict | None = None) -> types.ModuleType:
-    """`from pxr import Usd, UsdGeom` giving one mesh for any stage and prim (`by_prim`: {prim path:
-    (points, indices)} for the prims named there)."""
-    class _Attr:
-        def __init__(self, value):
-            self.value = value
-
-        def Get(self):
-            return self.value
-
-    class _Mesh:
-        def __init__(self, prim):
-            self.points, self.indices = (by_prim or {}).get(prim, (points, indices))
-
-        def GetPointsAttr(self):
-            return _Attr(self.points.copy())
-
-        def GetFaceVertexIndicesAttr(self):
-            return _Attr(self.indices.reshape(-1).copy())
-
-    class _Stage:
-        @staticmethod
-        def Open(path):
-            return _Stage()
-
-        def GetPrimAtPath(self, path):
-            return path
-
-    pxr = types.ModuleType("pxr")
-    pxr.Usd = types.SimpleNamespace(Stage=_Stage)
-    pxr.UsdGeom = types.SimpleNamespace(Mesh=_Mesh)
-    return pxr
+_fake_pxr = stand_in_pxr
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import pytest
 
 import gradkit as gk
 import gradkit.warp as gwp
+from gradkit.warp.examples import uv_sphere
 
 try:
     import warp
@@ -24,23 +25,7 @@ needs_warp = pytest.mark.skipif(warp is None, reason="warp-lang (the reference) 
 
 def sphere(n=6, jitter=0.0, rng=None):
     """A closed, outward-oriented UV sphere (radius ~1), vertices optionally jittered radially."""
-    th = np.linspace(0, np.pi, n + 1)[1:-1]
-    ph = np.linspace(0, 2 * np.pi, 2 * n, endpoint=False)
-    pts = [[0, 0, 1]] + [[np.sin(a) * np.cos(b), np.sin(a) * np.sin(b), np.cos(a)] for a in th for b in ph]
-    pts = np.array(pts + [[0, 0, -1]])
-    if jitter:
-        pts *= 1.0 + rng.uniform(-jitter, jitter, (len(pts), 1))
-    m, tris = 2 * n, []
-    for b in range(m):
-        tris.append([0, 1 + b, 1 + (b + 1) % m])
-    for r in range(n - 2):
-        for b in range(m):
-            a0, a1 = 1 + r * m + b, 1 + r * m + (b + 1) % m
-            tris += [[a0, a0 + m, a1 + m], [a0, a1 + m, a1]]
-    last = len(pts) - 1
-    for b in range(m):
-        tris.append([last, 1 + (n - 2) * m + (b + 1) % m, 1 + (n - 2) * m + b])
-    return pts, np.array(tris, np.int32)
+    return uv_sphere(n, jitter, rng)
 
 
 def closest_on_triangles(a, b, c, p):
