@@ -15,7 +15,7 @@ import numpy as np
 
 import gradkit as gk
 
-from ..sparse.kernels import block_types
+from ..sparse.kernels import block_funcs, block_types
 from .vector import Vectors
 
 
@@ -27,33 +27,8 @@ def kernels(bs: int, scalar, preconditioned: bool) -> dict:
     A = gk.array(dtype=V)
     B = gk.array(dtype=M)
 
-    @gk.func
-    def vdot(a: V, b: V) -> scalar:
-        if gk.static(bs == 1):
-            return a * b
-        else:
-            return gk.dot(a, b)
-
-    @gk.func
-    def block_mv(a: M, x: V) -> V:
-        if gk.static(bs == 1):
-            return a * x
-        else:
-            return a @ x
-
-    @gk.func
-    def zero_v() -> V:
-        if gk.static(bs == 1):
-            return scalar(0.0)
-        else:
-            return V()
-
-    @gk.func
-    def ratio(num: scalar, den: scalar) -> scalar:
-        q = scalar(0.0)
-        if den != scalar(0.0):
-            q = num / den
-        return q
+    funcs = block_funcs(bs, scalar)
+    vdot, block_mv, zero_v, ratio = funcs.vdot, funcs.block_mv, funcs.zero_v, funcs.ratio
 
     @gk.kernel
     def spmv_dot(offsets: I, columns: I, values: B, p: A, chunk: int, ap: A, partial: S):

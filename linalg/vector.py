@@ -12,7 +12,7 @@ import numpy as np
 
 import gradkit as gk
 
-from ..sparse.kernels import block_types
+from ..sparse.kernels import block_funcs, block_types
 
 
 @functools.lru_cache(maxsize=None)
@@ -21,19 +21,8 @@ def kernels(bs: int, scalar) -> dict:
     S = gk.array(dtype=scalar)
     A = gk.array(dtype=V)
 
-    @gk.func
-    def vdot(a: V, b: V) -> scalar:
-        if gk.static(bs == 1):
-            return a * b
-        else:
-            return gk.dot(a, b)
-
-    @gk.func
-    def ratio(num: scalar, den: scalar) -> scalar:
-        q = scalar(0.0)
-        if den != scalar(0.0):
-            q = num / den
-        return q
+    funcs = block_funcs(bs, scalar)
+    vdot, ratio = funcs.vdot, funcs.ratio
 
     @gk.kernel
     def dot_partial(a: A, b: A, chunk: int, partial: S):

@@ -6,6 +6,7 @@ or combines values, so each is an ordinary differentiable launch on every backen
 from __future__ import annotations
 
 import functools
+import types
 
 import gradkit as gk
 
@@ -31,10 +32,11 @@ def rows_per_thread(device, nrow: int) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def kernels(bs: int, scalar) -> dict:
-    """Every gk.sparse kernel for `bs` x `bs` blocks of `scalar`, compiled lazily on first launch."""
+def block_funcs(bs: int, scalar) -> types.SimpleNamespace:
+    """The @gk.funcs every block kernel (gk.sparse's, gk.linalg's) builds on, once per (block size, scalar):
+    zero_v / zero_m, block_mv (a x), block_t, block_mm, block_outer, vdot (a . b) and ratio (num / den, 0
+    where den is 0); for 1x1 blocks the blocks are plain scalars."""
     M, V = block_types(bs, scalar)
-    I = gk.int32
 
     @gk.func
     def zero_v() -> V:
@@ -77,6 +79,34 @@ def kernels(bs: int, scalar) -> dict:
             return u * v
         else:
             return gk.outer(u, v)
+
+    @gk.func
+    def vdot(a: V, b: V) -> scalar:
+        if gk.static(bs == 1):
+            return a * b
+        else:
+            return gk.dot(a, b)
+
+    @gk.func
+    def ratio(num: scalar, den: scalar) -> scalar:
+        q = scalar(0.0)
+        if den != scalar(0.0):
+            q = num / den
+        return q
+
+    return types.SimpleNamespace(zero_v=zero_v, zero_m=zero_m, block_mv=block_mv, block_t=block_t,
+                                 block_mm=block_mm, block_outer=block_outer, vdot=vdot, ratio=ratio)
+
+
+@functools.lru_cache(maxsize=None)
+def kernels(bs: int, scalar) -> dict:
+    """Every gk.sparse kernel for `bs` x `bs` blocks of `scalar`, compiled lazily on first launch."""
+    M, V = block_types(bs, scalar)
+    I = gk.int32
+
+    funcs = block_funcs(bs, scalar)
+    zero_v, zero_m, block_mv, block_t = funcs.zero_v, funcs.zero_m, funcs.block_mv, funcs.block_t
+    block_mm, block_outer = funcs.block_mm, funcs.block_outer
 
     @gk.kernel
     def bsr_mv(offsets: gk.array(dtype=I), columns: gk.array(dtype=I), values: gk.array(dtype=M),
