@@ -82,6 +82,10 @@ def test_examples_capture_a_folder(tmp_path, capsys):
     # a script whose imports are not installed is skipped with what it needs, never run (issue 41 item 6)
     assert cli.missing_modules(scripts / "needs_more.py") == ["gradkit_missing_extra"]
     assert not (out / "needs_more.log").exists()
+    # imports a function needs when it runs count; those of `render` (the --image picture) do not
+    (scripts / "draws.py").write_text("import numpy\n\ndef run():\n    import gradkit_missing_in_run\n\n"
+                                      "def render(out, path):\n    import gradkit_missing_in_render\n")
+    assert cli.missing_modules(scripts / "draws.py") == ["gradkit_missing_in_run"]
     (status,) = [st for name, st in cli._run_examples([scripts / "needs_more.py"], tmp_path / "o", 60,
                                                       cli._console(True))]
     assert status.startswith("skipped: needs gradkit_missing_extra")
