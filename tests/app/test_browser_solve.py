@@ -9,7 +9,7 @@ import pytest
 from gradkit.app import cli, data
 from tests.app import test_browser as tb
 from tests.app.test_browser import CHROMIUM, _serve, expect, graph, open_view, shoot
-from tests.app.test_solve_steps import EXAMPLES
+from tests.app.test_solve_steps_app import EXAMPLES
 
 browser, page = tb.browser, tb.page         # test_browser.py's Chromium fixtures, shared
 
