@@ -17,6 +17,7 @@ import gradkit as gk
 from gradkit.core import types as T
 from gradkit.core.ir import Value
 from gradkit.core.lang import NAMES, LangFunction
+from gradkit.core.library.picks import min_max
 
 from . import runtime
 from .fields import element_type, matrix_field, scalar_type, vector_field
@@ -247,19 +248,32 @@ def cast(E, x, dt):
     return _cast(E, x, scalar_type(dt))
 
 
-def _reduce(name):
+def _pairwise(smaller: bool):
+    """ti.min / ti.max of two or more values, left to right, with Taichi's rule: a tie gives the value and
+    its gradient to the second operand, a NaN operand is missing (core/library/picks.py)."""
+    pair = min_max(smaller)
+
     def fn(E, *args):
         if len(args) < 2:
             E.fail("takes at least 2 arguments")
         out = args[0]
         for a in args[1:]:
-            out = E.lw.call_prim(name, [out, a], E.node)
+            out = pair(E, out, a)
         return out
     return fn
 
 
-max = macro("max", host=lambda *a: np.max(np.broadcast_arrays(*a), axis=0))(_reduce("max"))  # noqa: A001
-min = macro("min", host=lambda *a: np.min(np.broadcast_arrays(*a), axis=0))(_reduce("min"))  # noqa: A001
+def _host_pairwise(np_fn):
+    def host(*args):
+        out = args[0]
+        for a in args[1:]:
+            out = np_fn(out, a)
+        return out
+    return host
+
+
+max = macro("max", host=_host_pairwise(np.fmax))(_pairwise(False))  # noqa: A001
+min = macro("min", host=_host_pairwise(np.fmin))(_pairwise(True))  # noqa: A001
 
 
 @macro("select", host=lambda c, a, b: np.where(c, a, b))

@@ -33,7 +33,7 @@ import copy
 import gradkit as gk
 from gradkit.core.frontend.source import SourceInfo
 
-from . import runtime
+from . import lang, runtime
 from .errors import unsupported
 from .rewrite import Rewriter
 from .scope import Shared, _call, _loc, _name, local_names, namespace_of
@@ -266,6 +266,7 @@ def build_kernel(tikernel, py, src, fdef, k, kind, stmts, fparams, sparams, arg_
     stub.__annotations__ = anns
     stub.__gk_source__ = info
     stub.__gk_promote_ints__ = True         # Taichi's int op float → float
+    stub.__gk_builtins__ = {"min": lang.min, "max": lang.max}    # bare min / max are ti.min / ti.max
     ker = gk.Kernel(stub, default_fp=runtime.settings.default_fp)
     helpers = {k2: v for k2, v in ns.items() if k2 not in glb or glb[k2] is not v}
     helpers.update(shared.helpers)

@@ -13,6 +13,7 @@ from ..core import lang as _lang
 from ..core import types as _T
 from ..core.frontend.macros import Advance, Sym
 from ..core.library import random as _random
+from ..core.library.picks import is_literal as _is_literal, min_max as _min_max, raw_of as _raw_of  # noqa: F401
 from ..core.lang import LangFunction
 from .errors import WarpFeatureMissing
 
@@ -125,47 +126,6 @@ def _host_smoothstep(e0, e1, x):
 
 def _host_mod(a, b):
     return np.fmod(a, b)
-
-
-def _is_literal(x) -> bool:
-    return isinstance(x, (bool, int, float))
-
-
-def _pick(E, x, y, t, smaller: bool):
-    """One component of Warp's min / max: C's fmin / fmax on floats (a NaN operand is missing: the other one
-    wins), `a < b ? a : b` on integers, and a tie picks `b`. The gradient goes to the operand picked, as
-    Warp's adjoint routes it (gradkit's own gk.min gives ties to `a` and propagates NaN)."""
-    wins = E._prim("lt", x, y) if smaller else E.gt(x, y)
-    r = E.where(wins, x, y)
-    if t.is_float:
-        r = E.where(E.lw.prim("ne", _raw_of(y), _raw_of(y), node=E.node), x, r)
-        r = E.where(E.lw.prim("ne", _raw_of(x), _raw_of(x), node=E.node), y, r)
-    return r
-
-
-def _raw_of(v):
-    return getattr(v, "v", v)
-
-
-def _min_max(smaller: bool):
-    def fn(E, a, b=None):
-        if b is None:               # the smallest / largest component of a vector
-            t = E.type_of(a)
-            comps = E.comps(a)
-            r = comps[0]
-            for c in comps[1:]:
-                r = _pick(E, c, r, t.scalar, smaller)
-            return r
-        t = E.type_of(b) if _is_literal(a) and not _is_literal(b) else E.type_of(a)
-        s = t.scalar
-        xs = E.comps(a) if E.type_of(a).is_vector else None
-        ys = E.comps(b) if E.type_of(b).is_vector else None
-        n = len(xs or ys or [None])
-        xs = [E.scalar(c, s) for c in xs] if xs else [E.scalar(a, s)] * n
-        ys = [E.scalar(c, s) for c in ys] if ys else [E.scalar(b, s)] * n
-        out = [_pick(E, x, y, s, smaller) for x, y in zip(xs, ys)]
-        return out[0] if n == 1 and not t.is_vector else E.make(t, out)
-    return fn
 
 
 def _clamp(E, x, a, b):

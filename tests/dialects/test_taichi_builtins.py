@@ -387,3 +387,62 @@ def test_struct_values_in_kernels_name_themselves():
 
             def area(self):
                 return 4 * 3.14159 * self.r ** 2
+
+
+MIN_MAX = '''
+import numpy as np
+import taichi as ti
+
+ti.init(arch=ti.cpu, default_fp=ti.f64)
+
+n = 12
+a = ti.field(float, n, needs_grad=True)
+b = ti.field(float, n, needs_grad=True)
+loss = ti.field(float, (), needs_grad=True)
+vals = ti.field(float, (4, 2))
+
+
+@ti.func
+def smaller(p, q):
+    return min(p, q)
+
+
+@ti.kernel
+def total():
+    for i in range(n):
+        loss[None] += smaller(a[i], b[i]) + 2.0 * max(a[i], b[i]) + 5.0 * ti.min(a[i], 0.0) \\
+            + 7.0 * ti.max(b[i], 0.0, a[i]) + 3.0 * abs(a[i] - b[i])
+
+
+@ti.kernel
+def nan_values(x: float, y: float):
+    vals[0, 0] = min(x, y)
+    vals[0, 1] = min(y, x)
+    vals[1, 0] = ti.max(x, y)
+    vals[1, 1] = ti.max(y, x)
+
+
+def run(seed):
+    rng = np.random.default_rng(seed)
+    av = np.concatenate([[1.0, 0.5, -0.0, 0.0, 0.25], rng.normal(size=n - 5)])
+    bv = np.concatenate([[1.0, 0.5, 0.0, -0.0, 0.0], rng.normal(size=n - 5)])
+    a.from_numpy(av)
+    b.from_numpy(bv)
+    with ti.ad.Tape(loss):
+        total()
+    nan_values(float("nan"), 3.0)
+    return [loss[None], a.grad.to_numpy(), b.grad.to_numpy(), vals.to_numpy()[:2]]
+'''
+
+
+def test_min_max_ties_and_nans_as_in_taichi(tmp_path, device):
+    """Bare min / max and ti.min / ti.max (two or more operands, in kernels and funcs): a tie gives the
+    gradient to the second operand and a NaN operand is missing, as Taichi computes them; gradkit's own
+    gk.min gives ties to the first operand and propagates NaN."""
+    pytest.importorskip("taichi")
+    got = run_program(MIN_MAX.replace("arch=ti.cpu", f"arch=ti.cpu, device={device!r}"), "gradkit.taichi",
+                      tmp_path, "minmax")["run"](3)
+    theirs = run_program(MIN_MAX, "taichi", tmp_path, "minmax")["run"](3)
+    for k, (g, t) in enumerate(zip(got, theirs)):
+        assert rel_err(g, t) < 1e-12, k
+    assert np.all(theirs[3] == 3.0)
