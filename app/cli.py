@@ -15,95 +15,22 @@ import contextlib
 import datetime
 import importlib.util
 import pathlib
-import re
 import runpy
-import signal
-import socket
 import subprocess
 import sys
-import time
 import traceback
-import urllib.request
-import webbrowser
 from dataclasses import dataclass
 
-APP_MAIN = pathlib.Path(__file__).with_name("main.py")
 PACKAGE = pathlib.Path(__file__).resolve().parents[1]      # gradkit's root (in a checkout, the repository's)
 USER_FOLDERS = ("tests", "examples", "benchmarks", "docs")  # under PACKAGE, yet the user's code, not gradkit's
 
 
-# Output: rich when installed, plain prints otherwise ----------------------------------------------------
-# A message is a sequence of parts. A string part is this module's own markup: fixed words and the style tags
-# it writes ([red], [bold red], [/yellow], [/]); it never holds a value. Everything else (file names,
-# messages, tracebacks, names from a bundle) is a `_text` part, printed as the characters it holds: never read
-# as markup, so it can neither style the terminal nor make a link, and `x[i]` stays `x[i]`.
-# Without rich, the style tags are removed (only style words are matched: text such as `[16]` stays).
-_STYLE_WORDS = "bold|dim|italic|underline|red|green|yellow|blue|cyan|magenta|white"
-_MARKUP = re.compile(rf"\[(?:/|/?(?:{_STYLE_WORDS})(?: (?:{_STYLE_WORDS}))*)\]")
+# Output (console.py) and serving the app (server.py) live in their own modules; their names stay here too
+from .console import _MARKUP, _Plain, _Quiet, _Rich, _console, _plain_parts, _text, plain_text  # noqa: E402,F401
+from .server import (APP_MAIN, MISSING_APP, app_command, app_missing, free_port, port_in_use, serve,  # noqa: E402,F401
+                     wait_for_health)
 
 
-def plain_text(text: str) -> str:
-    """`text` with this module's rich style tags removed (what is printed when rich is not installed)."""
-    return _MARKUP.sub("", text)
-
-
-def _text(value, style: str = "") -> tuple[str, str]:
-    """A message part printed as the text of `value` (in `style`), never read as markup."""
-    return str(value), style
-
-
-def _plain_parts(parts) -> str:
-    return "".join(plain_text(p) if isinstance(p, str) else p[0] for p in parts)
-
-
-class _Plain:
-    def print(self, *parts) -> None:
-        print(_plain_parts(parts), file=sys.stderr)
-
-    @contextlib.contextmanager
-    def status(self, *parts):
-        print(_plain_parts(parts), file=sys.stderr)
-        yield
-
-
-class _Rich:
-    """rich's console on stderr: markup parts rendered, `_text` parts kept as text."""
-
-    def __init__(self):
-        from rich.console import Console
-        self.console = Console(stderr=True, highlight=False)
-
-    @staticmethod
-    def text(parts):
-        from rich.text import Text
-        return Text.assemble(*(Text.from_markup(p, emoji=False) if isinstance(p, str) else p for p in parts))
-
-    def print(self, *parts) -> None:
-        self.console.print(self.text(parts))
-
-    def status(self, *parts):
-        return self.console.status(self.text(parts))
-
-
-def _console(quiet: bool = False):
-    if quiet:
-        return _Quiet()
-    try:
-        return _Rich()
-    except ImportError:
-        return _Plain()
-
-
-class _Quiet(_Plain):
-    def print(self, *parts) -> None:
-        pass
-
-    @contextlib.contextmanager
-    def status(self, *parts):
-        yield
-
-
-# Capturing scripts ----------------------------------------------------------------------------------------
 @dataclass
 class CaptureReport:
     script: pathlib.Path
@@ -206,103 +133,6 @@ def _report(console, rep: CaptureReport) -> None:
         console.print("[green]bundle[/green] ", _text(f"{rep.bundle}  ({rep.launches} launches, {tapes} seen)"))
 
 
-# Serving the app --------------------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
-    """Whether something already listens on (or holds) `port` at `host`: binding it fails."""
-    with socket.socket() as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return True
-    return False
-
-
-def app_command(target, port: int, extra=(), host: str = "127.0.0.1") -> list[str]:
-    """The command line that starts the debugger on a bundle or folder of bundles (`extra`: more
-    Streamlit options, e.g. ("--server.fileWatcherType", "none")). It listens on `host` only: this
-    machine by default (Streamlit's own default is every interface)."""
-    return [sys.executable, "-m", "streamlit", "run", str(APP_MAIN), "--server.headless", "true",
-            "--server.address", host, "--server.port", str(port), "--browser.gatherUsageStats", "false",
-            "--client.toolbarMode", "minimal", *extra, "--", str(target)]
-
-
-def wait_for_health(port: int, proc=None, timeout: float = 60.0) -> bool:
-    """Poll Streamlit's health endpoint until it answers ok (False on timeout or when `proc` exits)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            return False
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as r:
-                if r.status == 200:
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.2)
-    return False
-
-
-def _exit_on_sigterm(signum, frame):
-    raise SystemExit(128 + signum)
-
-
-MISSING_APP = ("the debugger app needs Streamlit, which is not installed: pip install 'gradkit[app]' "
-               "(--bundle-only writes the bundles without it)")
-
-
-def app_missing(console) -> bool:
-    """True (after saying which extra to install) when the Streamlit app cannot start here."""
-    if importlib.util.find_spec("streamlit") is not None:
-        return False
-    console.print(_text(MISSING_APP, "red"))
-    return True
-
-
-def serve(target, port: int | None = None, open_browser: bool = True, console=None,
-          host: str = "127.0.0.1") -> int:
-    """Run the debugger on `target` until interrupted (listening on `host`); returns Streamlit's exit code."""
-    console = console or _console()
-    if app_missing(console):
-        return 1
-    if port and port_in_use(port, host):
-        console.print(_text(f"port {port} on {host} is already in use (another gradkit debugger, or another "
-                            "program, listens there): pass another --port, or leave --port out to pick a "
-                            "free one", "red"))
-        return 2
-    port = port or free_port()
-    proc = subprocess.Popen(app_command(target, port, host=host))
-    # SIGTERM (e.g. a test stopping us) must still stop the app: turn it into SystemExit so `finally` runs.
-    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    try:
-        with console.status(_text(f"starting the debugger on port {port}...")):
-            ready = wait_for_health(port, proc)
-        url = f"http://localhost:{port}"
-        if ready:
-            console.print("[bold]gradkit debugger[/bold] ", _text(f"at {url}  (Ctrl-C stops it)"))
-            if open_browser:
-                webbrowser.open(url)
-        elif proc.poll() is not None:
-            console.print(_text(f"the debugger app exited (code {proc.returncode}) before it answered on port "
-                                f"{port}: its messages are above", "red"))
-        return proc.wait()
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-
 # Commands ------------------------------------------------------------------------------------------------
 def cmd_debug(ns) -> int:
     console = _console(ns.quiet)
@@ -386,7 +216,6 @@ def missing_modules(script: pathlib.Path) -> list[str]:
     inside a function named `render` do not count: by the examples' convention it draws the `--image`
     picture for the docs gallery (matplotlib), which a capture never asks for."""
     import ast
-    import importlib.util
     try:
         tree = ast.parse(script.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, UnicodeDecodeError):
