@@ -115,3 +115,25 @@ class Folds:
         answer = prepared.seeded(kernel, tuple(values)) if values else None
         self._last = (prepared, answer, tuple(checks))
         return answer
+
+
+def check_seed_arguments(loss, grads) -> None:
+    """`tape.backward`'s loss= and grads= are usable: a one-element loss with a gradient, gk.array keys, seeds
+    of the keys' shapes (ValueError / TypeError naming what is wrong)."""
+    if loss is not None:
+        if getattr(loss, "grad", None) is None:
+            raise ValueError("backward(loss=...): the loss array needs requires_grad=True")
+        if loss.size != 1:
+            raise ValueError(f"backward(loss=...): the loss must have one element, it has {loss.size}")
+    for arr, seed in (grads or {}).items():
+        if not hasattr(arr, "buffer"):
+            raise TypeError(f"backward(grads=...): keys must be gk.arrays, got {type(arr).__name__}")
+        if hasattr(seed, "buffer"):
+            if seed.shape != arr.shape or seed.dtype.shape != arr.dtype.shape:
+                raise ValueError(f"backward(grads=...): the gradient for an array of shape {arr.shape} "
+                                 f"({arr.dtype.name}) has shape {seed.shape} ({seed.dtype.name})")
+        else:
+            shape = np.shape(seed)
+            if shape and shape != arr._host_shape:
+                raise ValueError(f"backward(grads=...): the gradient for an array of shape {arr.shape} "
+                                 f"({arr.dtype.name}) has shape {shape}")

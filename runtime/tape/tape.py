@@ -15,7 +15,7 @@ from ..state import current as state, process
 from ...core import config as _config_module
 from ..tools.grad_check import GradCheck
 from .hazards import find_hazards, warn_hazards
-from .seeds import Folds, constant_value
+from .seeds import Folds, check_seed_arguments, constant_value
 from .tape_records import FuncRecord, LaunchRecord
 from .tape_consume import MemorySeen, consuming_after, mark, memory_before
 from .tape_rules import check_launch
@@ -289,23 +289,7 @@ class Tape:
 
     def _check_seeds(self, loss, grads) -> None:
         """The seeds are usable, and there is one (ValueError naming what to pass otherwise)."""
-        if loss is not None:
-            if getattr(loss, "grad", None) is None:
-                raise ValueError("backward(loss=...): the loss array needs requires_grad=True")
-            if loss.size != 1:
-                raise ValueError(f"backward(loss=...): the loss must have one element, it has {loss.size}")
-        for arr, seed in (grads or {}).items():
-            if not hasattr(arr, "buffer"):
-                raise TypeError(f"backward(grads=...): keys must be gk.arrays, got {type(arr).__name__}")
-            if hasattr(seed, "buffer"):
-                if seed.shape != arr.shape or seed.dtype.shape != arr.dtype.shape:
-                    raise ValueError(f"backward(grads=...): the gradient for an array of shape {arr.shape} "
-                                     f"({arr.dtype.name}) has shape {seed.shape} ({seed.dtype.name})")
-            else:
-                shape = np.shape(seed)
-                if shape and shape != arr._host_shape:
-                    raise ValueError(f"backward(grads=...): the gradient for an array of shape {arr.shape} "
-                                     f"({arr.dtype.name}) has shape {shape}")
+        check_seed_arguments(loss, grads)
         if loss is None and not grads and not self._has_seed():
             raise ValueError(
                 "tape.backward(): nothing to differentiate from: no gradient is set on any array the tape "
@@ -567,35 +551,5 @@ class Tape:
         save_bundle(self, path)
 
 
-class ScopedTimer:
-    """Times a block (prints when `print=True`) and, inside a recording tape, opens a scope named after it;
-    `elapsed` holds the time in milliseconds afterwards.
-
-    Args:
-        name: the block's name, printed and used as the tape scope's label.
-        print: print "NAME took X ms" when the block ends.
-        synchronize: wait for the current device's launches to finish before stopping the clock."""
-
-    def __init__(self, name: str, print: bool = True, synchronize: bool = False):
-        self.name, self.print, self.synchronize = name, print, synchronize
-        self.elapsed = 0.0
-        self._tape = None
-
-    def __enter__(self) -> "ScopedTimer":
-        import time
-        self._tape = state.tape
-        if self._tape is not None:
-            self._tape.record_scope_begin(self.name)
-        self._t0 = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        import time
-        if self.synchronize:
-            from ..launch.device import synchronize
-            synchronize()
-        self.elapsed = (time.perf_counter() - self._t0) * 1e3
-        if self._tape is not None:
-            self._tape.record_scope_end()
-        if self.print:
-            print(f"{self.name} took {self.elapsed:.2f} ms")
+# ScopedTimer moved to timer.py; importable from here as before
+from .timer import ScopedTimer  # noqa: E402,F401
