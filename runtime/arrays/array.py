@@ -13,13 +13,12 @@ which lets `Tape.backward` detect arrays overwritten after they were recorded.
 
 from __future__ import annotations
 
-import weakref
 import zlib
 
 import numpy as np
 
 from ...core.errors import DeviceMemoryError, allocation_error
-from ...core.types import ArrayType, Type, array_type, float32
+from ...core.types import Type, array_type, float32
 from . import array_copy, host_ops, views
 from ..call_site import user_site
 from ..state import current as state, process
@@ -35,26 +34,7 @@ def _checksum(data: np.ndarray) -> int:
     return zlib.crc32(memoryview(np.ascontiguousarray(data)).cast("B"))
 
 
-class _MemoryStats:
-    """Bytes held by live gradkit arrays (all devices), and the peak since `reset_peak()`."""
-
-    def __init__(self) -> None:
-        self.live = self.peak = 0
-
-    def allocated(self, a) -> None:
-        n = a.nbytes
-        self.live += n
-        self.peak = max(self.peak, self.live)
-        weakref.finalize(a, self._freed, n)
-
-    def _freed(self, n: int) -> None:
-        self.live -= n
-
-    def reset_peak(self) -> None:
-        self.peak = self.live
-
-
-memory = _MemoryStats()
+from .memory_stats import memory  # noqa: E402  (bytes held by live arrays; re-exported)
 
 
 class array:
@@ -499,35 +479,5 @@ class array:
         return f"gk.array({body}, dtype={self.dtype.name}, device={self.device.name!r}{extra})"
 
 
-# --------------------------------------------------------------------------- type aliases
-
-def array1d(dtype=float32) -> ArrayType:
-    """The 1-d array type of `dtype`, for kernel annotations (same as `gk.array(dtype=dtype, ndim=1)`).
-
-    Args:
-        dtype: the element type (a scalar, vector, matrix or struct type; Python float means float32)."""
-    return array_type(_as_dtype(dtype), 1)
-
-
-def array2d(dtype=float32) -> ArrayType:
-    """The 2-d array type of `dtype`, for kernel annotations (same as `gk.array(dtype=dtype, ndim=2)`).
-
-    Args:
-        dtype: the element type (a scalar, vector, matrix or struct type; Python float means float32)."""
-    return array_type(_as_dtype(dtype), 2)
-
-
-def array3d(dtype=float32) -> ArrayType:
-    """The 3-d array type of `dtype`, for kernel annotations (same as `gk.array(dtype=dtype, ndim=3)`).
-
-    Args:
-        dtype: the element type (a scalar, vector, matrix or struct type; Python float means float32)."""
-    return array_type(_as_dtype(dtype), 3)
-
-
-def array4d(dtype=float32) -> ArrayType:
-    """The 4-d array type of `dtype`, for kernel annotations (same as `gk.array(dtype=dtype, ndim=4)`).
-
-    Args:
-        dtype: the element type (a scalar, vector, matrix or struct type; Python float means float32)."""
-    return array_type(_as_dtype(dtype), 4)
+# the annotation helpers gk.array1d ... gk.array4d (annotations.py), importable from here as before
+from .annotations import array1d, array2d, array3d, array4d  # noqa: E402,F401
