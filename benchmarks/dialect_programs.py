@@ -5,7 +5,7 @@
                                           [--iters 4] [--rounds 2] [--modules gradkit.taichi,taichi]
                                           [--baseline PYTHONPATH] [--cache cold|warm|as-is] [--json out.json]
 
-Without --src it times this repository's own Taichi-syntax programs (tests/dialects/taichi_programs.py,
+Without --src it times this repository's own Taichi-syntax programs (tests/dialects/difftaichi_style.py,
 written for gradkit, no network needed): `spring_robot`, a DiffTaichi-style mass-spring robot (a
 @ti.data_oriented class, a struct field of springs, `ti.ad.Tape`), and `mls_mpm`, a 2-D MLS-MPM (p2g / grid /
 g2p over a 3x3 stencil with vector indexing, diffmpm's recompute-then-`kernel.grad()` backward), float32, at
@@ -45,7 +45,7 @@ import types
 
 PROGRAMS = ("mass_spring", "billiards", "electric", "rigid_body")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OWN_PROGRAMS = {"spring_robot": "SPRING_ROBOT", "mls_mpm": "MPM"}      # name -> text in taichi_programs.py
+OWN_PROGRAMS = {"spring_robot": "SPRING_ROBOT", "mls_mpm": "MPM"}      # name -> text in difftaichi_style.py
 OWN_SIZES = {"spring_robot": dict(FP="ti.f32", N_OBJ=24, STEPS=512),
              "mls_mpm": dict(FP="ti.f32", N_PART=4096, N_GRID=64, STEPS=64)}
 QUICK_SIZES = {"spring_robot": dict(FP="ti.f32", N_OBJ=12, STEPS=64),
@@ -74,7 +74,7 @@ def _program_text(src: str, prog: str, module: str) -> str:
 def _own_text(prog: str, module: str, quick: bool) -> str:
     """One of this repository's Taichi-syntax programs at the benchmark's sizes, importing `module`."""
     import importlib.util
-    path = os.path.join(ROOT, "tests", "dialects", "taichi_programs.py")
+    path = os.path.join(ROOT, "tests", "dialects", "difftaichi_style.py")
     spec = importlib.util.spec_from_file_location("gk_taichi_programs", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
