@@ -59,6 +59,34 @@ def _int_arith_ref(a, b, y):
     return np.stack([a + b, a - b, a * b, a // b, a % b, -a, a ** 2, (a + i) * 3 - b // 2], 1)
 
 
+@gk.kernel(remainder="truncated")
+def c_int_arith(a: gk.array(dtype=int), b: gk.array(dtype=int), y: gk.array(dtype=int, ndim=2)):
+    i = gk.tid()
+    u = a[i]
+    v = b[i]
+    y[i, 0] = u / v
+    y[i, 1] = u % v
+    y[i, 2] = u // v
+    w = u
+    w /= v
+    y[i, 3] = w
+
+
+def _c_int_arith_ref(a, b, y):
+    q = np.trunc(a / b)
+    return np.stack([q, a - q * b, np.floor_divide(a, b), q], 1)
+
+
+@gk.kernel(remainder="truncated")
+def c_float_rem(a: A1, b: A1, y: A1):
+    i = gk.tid()
+    y[i] = (a[i] * 3.0) % b[i] + (-a[i] * 3.0) % b[i] * 0.5
+
+
+def _c_float_rem_ref(a, b, y):
+    return np.fmod(3 * a, b) + 0.5 * np.fmod(-3 * a, b)
+
+
 def _nonzero_ints(rng):
     v = rng.integers(1, 7, N) * rng.choice([-1, 1], N)
     return v
@@ -206,6 +234,12 @@ CASES = collect("scalar", [
     Case("int_arith", "`+ - * // % **` and unary `-` on int32, negative operands", int_arith, N,
          [Const(lambda r: r.integers(-20, 20, N)), Const(_nonzero_ints), Out((N, 8), gk.int32)],
          _int_arith_ref, diff=False),
+    Case("c_int_arith", "`remainder=\"truncated\"` (Warp's kernels): int `/` and `%` truncate as C's, `//` floors, "
+         "`/=`", c_int_arith, N,
+         [Const(lambda r: r.integers(-20, 20, N)), Const(_nonzero_ints), Out((N, 4), gk.int32)],
+         _c_int_arith_ref, diff=False),
+    Case("c_float_rem", "`remainder=\"truncated\"`: float `%` is C's fmod (the dividend's sign)", c_float_rem, N,
+         [In((N,), lo=0.2, hi=2.0), In((N,), lo=0.5, hi=1.5), Out((N,))], _c_float_rem_ref),
     Case("comparisons", "`< <= > >= == !=` and chained `a < b < c` (float and int)", compare, N,
          [In((N,)), In((N,)), Const(lambda r: r.integers(0, 4, N)), Out((N, 8))], _compare_ref),
     Case("bool_logic", "`and`, `or`, `not` on comparison results", logic, N,
