@@ -4,8 +4,9 @@ The adjoint kernel takes the forward parameters followed by one adjoint array
 per float array parameter (`adj_<name>`). Its body replays the forward
 computation (without stores), then walks instructions backwards applying each
 builtin's VJP rule. Array loads become atomic adds into the adjoint array
-(plain read-modify-writes where the index is the thread's own); stores read
-the adjoint of the stored element and zero it.
+(plain read-modify-writes where the element is the thread's own: ad/owned.py,
+`x[tid]`, `x[t, tid]` with `t` an argument, ...); stores read the adjoint of
+the stored element and zero it.
 
 Structured control flow:
   * `if`: the reverse is an `if` on the same condition whose branches replay the
@@ -31,6 +32,7 @@ from ..core.ops import LOOPS, STACK, WRITES, Op
 from ..core.passes import inline_kept_calls, lower
 from ..core.passes.simplify import simplify
 from .derived import Derived, derived_kernel
+from .owned import Owners, consistent_arrays
 from .reverse_facts import free_floats, sole_writes, unused_atomics
 
 
@@ -49,8 +51,9 @@ class Reverse:
         self.adj_arrays = d.extra           # forward array param id -> adjoint array Value
         tids = sorted((i for i in fwd.body.body if i.op == Op.TID), key=lambda i: i.attrs["axis"])
         ndim = fwd.attrs.get("tid_ndim", 1)
-        # the tid values' ids in axis order, for exclusivity ([-1]: the kernel does not read every axis)
+        # the tid values' ids in axis order, for stores at [tid] ([-1]: the kernel does not read every axis)
         self.tid_ids = [i.result.id for i in tids] if len(tids) == ndim else [-1]
+        self.owners = Owners(fwd)           # which forward index tuples name a thread-owned element
         self.primal: dict[int, Value] = dict(d.primal)  # forward value id -> value in the adjoint function
         self.adj: dict[int, Value] = {}     # forward value id -> accumulated adjoint
         self.sites = itertools.count()
@@ -241,7 +244,7 @@ class Reverse:
                 idx = [self.p(a) for a in ins.args[1:-1]]
                 comp = ins.attrs["comp"]
                 g = b.load(arr, idx, comp=comp)
-                if ins.args[0].id not in self.sole_writes or not self.exclusive(ins.args[1:-1]):
+                if ins.args[0].id not in self.sole_writes or not self.at_tid(ins.args[1:-1]):
                     # the element's earlier value (or another write) may take gradient too: what this
                     # store overwrote gets none
                     b.store(arr, idx, self.zero(b, arr.type.scalar), comp=comp)
@@ -307,6 +310,11 @@ class Reverse:
             self.add_adj(b, ins.args[k], g)
 
     def exclusive(self, idx: list[Value]) -> bool:
+        """True when the forward index names an element only this thread touches (ad/owned.py); whether
+        every access to the adjoint array agrees is `_settle_exclusive`'s to check."""
+        return self.owners.signature(idx) is not None
+
+    def at_tid(self, idx: list[Value]) -> bool:
         """True when the index is exactly the thread's own coordinates (one thread per element)."""
         return len(idx) == len(self.tid_ids) and all(v.id == t for v, t in zip(idx, self.tid_ids))
 
@@ -424,13 +432,16 @@ def _drop(region: Region, pairs: set[int]) -> None:
 
 def _settle_exclusive(fn: Function) -> None:
     """Keep `exclusive` (plain read-modify-write) on an adjoint atomic only when every access to that array
-    in the kernel is an exclusive atomic: a thread adding into its own element while neighbours add into the
-    same element atomically (a stencil's adjoint) would otherwise lose their updates."""
-    shared = {ins.args[0].id for ins in fn.walk()
-              if ins.op in (Op.LOAD, Op.STORE) or (ins.op == Op.ATOMIC and not ins.attrs.get("exclusive"))}
-    shared.update(a.id for ins in fn.walk() if ins.op == Op.NATIVE for a in ins.args)
+    in the kernel is thread-owned with one signature (ad/owned.py): a thread adding into its own element
+    while neighbours add into the same element atomically (a stencil's adjoint), or `x[i, 0]` beside
+    `x[1, i]`, would otherwise lose updates. A load and reset of the thread's own element (the adjoint of
+    `x[t + 1, i] = ...` beside `... = x[t, i]`) is no other thread's."""
+    marked = {ins.args[0].id for ins in fn.walk() if ins.op == Op.ATOMIC and ins.attrs.get("exclusive")}
+    if not marked:
+        return
+    owned = consistent_arrays(fn, marked)
     for ins in fn.walk():
-        if ins.op == Op.ATOMIC and ins.attrs.get("exclusive") and ins.args[0].id in shared:
+        if ins.op == Op.ATOMIC and ins.attrs.get("exclusive") and ins.args[0].id not in owned:
             ins.attrs["exclusive"] = False
 
 
