@@ -48,8 +48,12 @@ TRIES = 2                   # timed launches of each way per size before choosin
 # launches, or QUICK_THREADS threads in all — or its source is asked for. Scripts that define many small
 # kernels and launch each a few times (tests, notebooks, W7's 2000 kernels) then skip most of LLVM.
 # GRADKIT_CPU_QUICK_TIER=0 in the environment compiles optimised code from the start.
+# A busy kernel none of whose launches so far reached VECTOR_FROM threads gets the scalar tier (jit.SCALAR:
+# -O3 without the loop vectoriser, which cannot fill a vector from a few dozen threads and is most of -O3's
+# time on big bodies); a later launch of VECTOR_FROM threads or more compiles the vectorised code.
 QUICK_LAUNCHES = 32
 QUICK_THREADS = 1 << 16
+VECTOR_FROM = 64
 
 
 def quick_tier_ok(fn, options) -> bool:
@@ -78,13 +82,15 @@ class CompiledKernel:
     holds `lock` from packing to gathering: launches of one kernel from several Python threads take turns,
     launches of different kernels run at the same time."""
 
-    def __init__(self, fn, options, addrs: tuple[int, int], text: str, upgrade=None):
+    def __init__(self, fn, options, addrs: tuple[int, int], text: str, upgrade=None, tier: str = jit.FULL):
         self.fn, self.options, self.text = fn, options, text
         self._entries(addrs)
-        # On the quick tier: (module text function, symbol, cache key) to compile the optimised code
-        # with; None once optimised.
+        # Below the FULL tier: (module text function, symbol, cache key) to compile better code with; None
+        # once vectorised.
         self.upgrade = upgrade
+        self.tier = tier
         self.quick_launches = self.quick_threads = 0
+        self.widest = 0                     # the most threads of a launch counted by `busy`
         self.layout = layout_of(fn)
         self.can_fault = options.debug or any(i.op == Op.PUSH for i in fn.walk())
         loops = self.loops = any(i.op in LOOPS for i in fn.walk())
@@ -139,18 +145,27 @@ class CompiledKernel:
         return n <= CHUNK_MAX_LOOPS and self.thread_ns is not None and n * self.thread_ns < pool_ns
 
     def busy(self, n: int) -> bool:
-        """Count a launch of `n` threads on the quick tier; True when the kernel deserves optimised code."""
+        """Count a launch of `n` threads below the FULL tier; True when the kernel deserves better code: on
+        the quick tier once it is busy (see QUICK_LAUNCHES), on the scalar tier at its first wide launch."""
+        if n > self.widest:
+            self.widest = n
+        if self.tier == jit.SCALAR:
+            return n >= VECTOR_FROM
         self.quick_launches += 1
         self.quick_threads += n
         return n >= INLINE_BELOW or self.quick_launches > QUICK_LAUNCHES or self.quick_threads >= QUICK_THREADS
 
-    def optimise(self) -> None:
-        """Replace the quick tier's code with optimised code (caller holds `lock`)."""
+    def optimise(self, tier: str | None = None) -> None:
+        """Replace the code with optimised code (caller holds `lock`): `tier`, by default SCALAR while no
+        launch reached VECTOR_FROM threads, else FULL."""
+        if tier is None:
+            tier = jit.FULL if self.widest >= VECTOR_FROM else jit.SCALAR
         text_fn, symbol, key = self.upgrade
         with COMPILING:
-            addrs, self.text, _ = jit.compile_cached(text_fn, symbol, key, self.options.cache)
+            addrs, self.text, self.tier = jit.compile_cached(text_fn, symbol, key, self.options.cache, tier)
         self._entries(addrs)
-        self.upgrade = None
+        if self.tier == jit.FULL:
+            self.upgrade = None
 
     def _entries(self, addrs) -> None:
         self.entry = KERNEL_T(addrs[0])             # (start, end, args): a range of threads
@@ -257,13 +272,22 @@ class CPUBackend(HostMemory, Backend):
         symbol = f"gk_{fn.name}_{digest[:16]}"
         key = jit.cache_key(digest, options.key())
 
-        def text(name, quick):
+        small_text = []         # the quick tier's module, which the scalar tier's is but for its names
+
+        def text(name, small):
+            if small and small_text:
+                old, module = small_text.pop()      # used once: by the scalar tier after the quick one
+                return module.replace(old, name)    # `old` has the kernel's digest: no other text matches
             from .codegen import Codegen   # imported on a cache miss only: llvmlite.ir and the math library
-            # The quick tier never runs a grid big enough to stream (it is left at INLINE_BELOW threads).
-            return Codegen(fn, name, options.debug, options.stack_size, options.fast_math,
-                           streaming=not quick, proven=options.proven).text()
-        addrs, code, quick = jit.compile_cached(text, symbol, key, options.cache, quick_tier_ok(fn, options))
-        return CompiledKernel(fn, options, addrs, code, (text, symbol, key) if quick else None)
+            # The quick and scalar tiers never run a grid big enough to stream (they are left before that).
+            module = Codegen(fn, name, options.debug, options.stack_size, options.fast_math,
+                             streaming=not small, proven=options.proven).text()
+            if small:
+                small_text.append((name, module))
+            return module
+        tier = jit.QUICK if quick_tier_ok(fn, options) else jit.FULL
+        addrs, code, tier = jit.compile_cached(text, symbol, key, options.cache, tier)
+        return CompiledKernel(fn, options, addrs, code, (text, symbol, key) if tier != jit.FULL else None, tier)
 
     def _executor(self) -> Pool:
         if self._pool is None:
@@ -361,7 +385,7 @@ class CPUBackend(HostMemory, Backend):
         """The optimised LLVM IR (compiled now if the kernel still runs quick-tier code)."""
         with compiled.lock:
             if compiled.upgrade is not None:
-                compiled.optimise()
+                compiled.optimise(jit.FULL)
         return compiled.text
 
 

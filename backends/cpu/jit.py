@@ -79,12 +79,14 @@ def cache_key(fingerprint: str, options_key: str) -> str:
     return "cpu:" + hashlib.sha256("|".join(parts).encode()).hexdigest()
 
 
-def optimize(module_text: str, quick: bool = False) -> tuple[bytes, str]:
+def optimize(module_text: str, quick: bool = False, vectorize: bool = True) -> tuple[bytes, str]:
     """Parse, verify, optimise at -O3 and emit object code; returns (object bytes, optimised IR text).
 
     `quick`: no optimisation passes and LLVM's -O0 code generator (about 1 ms instead of 15 for a small
     kernel, slower code). The IR is the same, and without fast-math flags LLVM keeps IEEE semantics at
-    every level, so both tiers compute identical results (backend.py offers it only to such kernels)."""
+    every level, so both tiers compute identical results (backend.py offers it only to such kernels).
+    `vectorize=False`: -O3 without the loop vectoriser (the scalar tier, see SCALAR), which is most of
+    -O3's time on big kernel bodies and gains nothing on launches of a few dozen threads."""
     from .mathlib import define_called   # the code generator's; a warm start never imports it
     s = _init()
     mod = _parse(module_text, s)
@@ -94,7 +96,7 @@ def optimize(module_text: str, quick: bool = False) -> tuple[bytes, str]:
             mod = _parse(text, s)
         return s["quick_tm"].emit_object(mod), text
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
+    pto.loop_vectorization = vectorize
     pto.slp_vectorization = True
     pto.loop_unrolling = True
     pb = llvm.create_pass_builder(s["tm"], pto)
@@ -164,7 +166,13 @@ def load_object(obj: bytes, symbol: str) -> tuple[int, int, int]:
     return addrs
 
 
-QUICK = "_q"      # suffix of the quick tier's symbol and cache key (both tiers may be loaded at once)
+# Tiers of a kernel's code, each with its own symbol and cache-key suffix (several may be loaded at once):
+# FULL is -O3 with the loop vectoriser; SCALAR the same without it (straight-line kernels launched many
+# times over few threads: rigid_body's 94 kB adjoint compiles in 0.10 s instead of 0.57); QUICK no IR
+# passes and -O0 code generation. backend.py offers SCALAR and QUICK only to kernels that compute identical
+# results on every tier (no fast math, no loops, no reassociable sums).
+FULL, SCALAR, QUICK = "", "_s", "_q"
+_BETTER = {QUICK: (FULL, SCALAR, QUICK), SCALAR: (FULL, SCALAR), FULL: (FULL,)}   # cache lookups, best first
 
 
 def _cached(cache, key: str, symbol: str):
@@ -180,24 +188,21 @@ def _cached(cache, key: str, symbol: str):
         return None
 
 
-def compile_cached(module_text_fn, symbol: str, key: str, cache, quick: bool = False) -> tuple[int, str, bool]:
+def compile_cached(module_text_fn, symbol: str, key: str, cache, tier: str = FULL) -> tuple[tuple, str, str]:
     """Object code from the disk cache when present (a corrupt entry is rebuilt), else compiled now.
-    `module_text_fn(symbol, quick)` gives the module. With `quick`, an optimised object already in the cache is
-    still preferred; otherwise the quick tier is looked up or compiled. Returns ((entry address,
-    whole-grid entry address), IR text, whether it is the quick tier)."""
+    `module_text_fn(symbol, small)` gives the module (`small`: for the QUICK and SCALAR tiers, whose launches
+    are small). `tier` is the least the caller wants: a better tier's object already in the cache is
+    preferred (FULL, then SCALAR, then QUICK), else `tier` is compiled. Returns ((entry address, whole-grid
+    entry address, local entry address), IR text, the tier loaded)."""
     register_libm()                      # math functions of builtins registered since the last compile
     if cache is not None:
-        hit = _cached(cache, key, symbol)
-        if hit is not None:
-            return (*hit, False)
-        if quick:
-            hit = _cached(cache, key + QUICK, symbol + QUICK)
+        for t in _BETTER[tier]:
+            hit = _cached(cache, key + t, symbol + t)
             if hit is not None:
-                return (*hit, True)
-    if quick:
-        key, symbol = key + QUICK, symbol + QUICK
-    obj, text = optimize(module_text_fn(symbol, quick), quick)
+                return (*hit, t)
+    key, symbol = key + tier, symbol + tier
+    obj, text = optimize(module_text_fn(symbol, tier != FULL), tier == QUICK, tier == FULL)
     if cache is not None:
         raw = text.encode()
         cache.put(key, len(raw).to_bytes(8, "little") + raw + obj)
-    return load_object(obj, symbol), text, quick
+    return load_object(obj, symbol), text, tier
