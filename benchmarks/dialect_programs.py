@@ -28,6 +28,8 @@ iteration's translation and compilation come after), the first iteration, and th
 later ones, in wall time and in the process's CPU time (robust to other load on the machine; a runtime whose
 idle threads spin counts them). `--baseline PATH` adds `gradkit.taichi` imported from another checkout
 (PYTHONPATH=PATH, where PATH/gradkit is that checkout), to compare two versions of gradkit.
+DP_PROFILE=FOLDER in the environment makes each worker write cProfile statistics of its first iteration
+and of iteration DP_PROFILE_ITER (default 2) to FOLDER/<program>.<iteration>.prof (where the time goes).
 """
 
 from __future__ import annotations
@@ -93,12 +95,31 @@ def own_worker(prog: str, module: str, iters: int, quick: bool) -> dict:
         g["setup"](0)
         out = {"load_wall": time.perf_counter() - wall0, "load_cpu": time.process_time() - cpu0,
                "wall": [], "cpu": [], "loss": []}
-        for _ in range(iters):
+        for k in range(iters):
+            prof = _profiler(k)
             w, c = time.perf_counter(), time.process_time()
             out["loss"].append(float(g["iterate"]()))
             out["wall"].append(time.perf_counter() - w)
             out["cpu"].append(time.process_time() - c)
+            _profiled(prof, prog, k)
     return out
+
+
+def _profiler(k: int):
+    """A running cProfile.Profile when DP_PROFILE (a folder) is set and iteration `k` is the first or
+    DP_PROFILE_ITER (default 2): where an iteration's time goes, for the worker that runs it."""
+    if not os.environ.get("DP_PROFILE") or k not in (0, int(os.environ.get("DP_PROFILE_ITER", "2"))):
+        return None
+    import cProfile
+    prof = cProfile.Profile()
+    prof.enable()
+    return prof
+
+
+def _profiled(prof, prog: str, k: int) -> None:
+    if prof is not None:
+        prof.disable()
+        prof.dump_stats(os.path.join(os.environ["DP_PROFILE"], f"{prog}.{k}.prof"))
 
 
 def worker(src: str, prog: str, module: str, iters: int) -> dict:
@@ -132,7 +153,8 @@ def worker(src: str, prog: str, module: str, iters: int) -> dict:
             g[n].from_numpy((value - scale * grads[n]).astype(value.dtype))
 
     def iterate(pre, forward, loss, update):
-        for _ in range(iters):
+        for k in range(iters):
+            prof = _profiler(k)
             w, c = time.perf_counter(), time.process_time()
             pre()
             with ti.ad.Tape(loss):
@@ -141,6 +163,7 @@ def worker(src: str, prog: str, module: str, iters: int) -> dict:
             update()
             out["wall"].append(time.perf_counter() - w)
             out["cpu"].append(time.process_time() - c)
+            _profiled(prof, prog, k)
 
     if prog in ("mass_spring", "rigid_body"):
         g["setup_robot"](*g["robots"][0]())
