@@ -125,11 +125,33 @@ class HashGrid:
     def _cells(self, p: np.ndarray, inv: np.float32) -> np.ndarray:
         """Each point's physical cell, as the kernel-side query computes it (core/library/hash_grid.py)."""
         s = p.dtype.type
+        dims = (self.dim_x, self.dim_y, self.dim_z)
         with np.errstate(invalid="ignore", over="ignore"):
             c = np.floor(p * s(inv))
-            c = np.where(np.isnan(c), 0, np.clip(c, -_LIMIT, _LIMIT)).astype(np.int64)
-        dims = np.array([self.dim_x, self.dim_y, self.dim_z], np.int64)
-        c %= dims                                   # floored: non-negative, as the kernel's `%`
+        if not c.size:
+            return np.zeros(0, np.int32)
+        lo, hi = c.min(), c.max()                         # NaN anywhere makes both NaN
+        if not (lo >= -_LIMIT and hi <= _LIMIT):
+            return self._cells_clamped(c)
+        # the common case: every coordinate finite and in range, int32 all the way, and an axis whose cells
+        # all lie in [0, dim) needs no wrap (np.remainder is the slowest step; flat and per-column reductions
+        # here, as NumPy's axis=0 reduction of an (n, 3) array is ~50x slower); the cell index is below
+        # num_cells <= MAX_CELLS, and so is each partial sum
+        ci = c.astype(np.int32)
+        if lo < 0 or hi >= min(dims):
+            for a, d in enumerate(dims):
+                col = ci[:, a]
+                if col.min() < 0 or col.max() >= d:
+                    np.remainder(col, d, out=col)       # floored: non-negative, as the kernel's `%`
+        out = ci[:, 2] * np.int32(self.dim_x * self.dim_y)
+        out += ci[:, 1] * np.int32(self.dim_x)
+        out += ci[:, 0]
+        return out
+
+    def _cells_clamped(self, c: np.ndarray) -> np.ndarray:
+        """_cells for floored coordinates with NaNs (cell 0) or beyond +-_LIMIT (clamped), as the query."""
+        c = np.where(np.isnan(c), 0, np.clip(c, -_LIMIT, _LIMIT)).astype(np.int64)
+        c %= np.array([self.dim_x, self.dim_y, self.dim_z], np.int64)
         return (c[:, 2] * (self.dim_x * self.dim_y) + c[:, 1] * self.dim_x + c[:, 0]).astype(np.int32)
 
     @staticmethod

@@ -66,6 +66,43 @@ def test_neighbours_match_brute_force(device, rng, loop, dims, width, r):
         assert set(np.nonzero(seen[i])[0]) == {j for j in range(n) if cells[j] in visited}
 
 
+@gk.kernel
+def finds_itself(grid: gk.HashGrid, x: gk.array(dtype=gk.vec3), found: gk.array(dtype=gk.int32)):
+    i = gk.tid()
+    for j in gk.hash_grid_query(grid, x[i], 0.0):
+        if j == i:
+            found[i] = found[i] + 1
+
+
+@pytest.mark.parametrize("case", ["inside", "wrapped", "extreme"])
+def test_build_puts_each_point_in_the_cell_its_query_visits(device, rng, case):
+    """The build's host-side cells (a fast path for finite in-range coordinates, the clamping path for NaN,
+    infinities and coordinates past the clamp) are the cells the kernel-side query computes: a query of
+    radius 0 at each point finds that point exactly once; and both host paths give the same cells."""
+    n, dims, width = 400, (7, 5, 6), 0.5
+    if case == "inside":                     # every axis in [0, dim): no wrap needed
+        pts = rng.uniform(0.0, 2.4, (n, 3))
+    elif case == "wrapped":                  # negative and beyond dim * width, on different axes
+        pts = rng.uniform(-9.0, 9.0, (n, 3)) * np.array([1.0, 3.0, 0.2])
+    else:
+        pts = rng.uniform(-3.0, 3.0, (n, 3))
+        bad = rng.choice(n * 3, 60, replace=False)
+        pts.reshape(-1)[bad] = rng.choice([np.nan, np.inf, -np.inf, 1e30, -1e30, 3.0e8, -3.0e8], 60)
+    pts = pts.astype(np.float32)
+    x = gk.array(pts, dtype=gk.vec3, device=device)
+    grid = gk.HashGrid(*dims, device=device)
+    grid.build(x, width)
+    found = gk.zeros(n, dtype=gk.int32, device=device)
+    gk.launch(finds_itself, n, inputs=[grid, x, found])
+    np.testing.assert_array_equal(found.numpy(), np.ones(n, np.int32))
+    inv = np.float32(1.0) / np.float32(width)
+    floored = np.floor(pts * inv)
+    np.testing.assert_array_equal(grid._cells(pts, inv), grid._cells_clamped(floored))
+    ref = np.where(np.isnan(floored), 0, np.clip(floored, -2.0 ** 29, 2.0 ** 29)).astype(np.int64) % dims
+    np.testing.assert_array_equal(grid._cells(pts, inv), (ref[:, 2] * dims[1] + ref[:, 1]) * dims[0] + ref[:, 0])
+    assert grid._cells(np.zeros((0, 3), np.float32), inv).shape == (0,)
+
+
 def test_grid_binds_by_object_or_id_and_rebuilds(device, rng):
     """A grid, or its id (Warp's `grid.id`), binds at launch; a rebuild with more points grows its
     arrays; an unbuilt grid's query finds nothing and hash_grid_point_id gives -1."""
