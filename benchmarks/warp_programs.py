@@ -1,6 +1,6 @@
 """Warp's own example programs under `gradkit.warp` and under Warp, time per step (issue #40 item 4).
 
-    python benchmarks/warp_programs.py [--quick] [--steps N] [--programs sph,dem,diffray] [--json out.json]
+    python benchmarks/warp_programs.py [--quick] [--steps N] [--programs sph,dem,diffray] [--cold] [--json out.json]
 
 The programs are example_sph, example_dem and optim/example_diffray from the installed `warp` package,
 loaded by `gradkit.warp.examples.load_example` as written (Warp) and with only their imports pointed at
@@ -11,11 +11,19 @@ from outside through the example's attributes (SIZES). example_diffray loads bun
 which need not be installed: a stand-in `pxr` gives both systems the same sphere mesh.
 
 Both systems run in this process on the CPU, their steps alternating (Warp, gradkit, gradkit, Warp, ...)
-so that load on the machine slows them alike. The first step is reported apart (kernel compilation or
-loading from each system's disk cache, first allocations); per step is the median of the later ones, in
-wall seconds and in the process's CPU seconds (all threads: Warp runs a CPU launch on one thread,
-gradkit on up to one per core, so CPU time compares the work and wall time what a user waits). `run(quick)` returns the rows {program, system, first_step_s, per_step_s, ...} for `make
-bench`; the command line prints a Markdown table and writes JSON.
+so that load on the machine slows them alike. The start is reported apart: `start_s` from loading the
+example's source to the end of its first step (each system's kernel compilation, or loading from its disk
+cache, and first allocations; the constructors launch kernels too, diffray's a whole forward pass), and
+`first_step_s` the first step alone. Both systems keep compiled kernels in a disk cache (Warp's kernel
+cache, gradkit's GRADKIT_CACHE_DIR): by default the caches are as found (warm after one run), and
+`--cold` points both at fresh, empty folders so that every kernel compiles; neither caches the work
+before code generation (Warp's codegen to C++, gradkit's frontend and AD passes), so a warm start still
+pays for it. Per step is the median of the later steps, in wall seconds and in the process's CPU seconds
+(all threads: Warp runs a CPU launch on one thread, gradkit on up to one per core, so CPU time compares
+the work and wall time what a user waits; on a machine shared with other work, gradkit's second thread
+may find no free core, which the load average in the JSON shows). `run(quick)` returns the rows
+{program, system, first_step_s, per_step_s, ...} for `make bench`; the command line prints a Markdown
+table and writes JSON.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import math
 import os
 import statistics
 import sys
+import tempfile
 import time
 import types
 
@@ -95,15 +104,17 @@ def _step(e) -> tuple[float, float]:
 
 
 def time_program(program: str, quick: bool = False, steps: int | None = None) -> list[dict]:
-    """Both systems' first step and median later step of `program`, steps alternating between them."""
+    """Both systems' start, first step and median later step of `program`, steps alternating between them."""
     import warp
     warp.config.quiet = True
     warp.init()
     size = SIZES[program][1 if quick else 0]
     steps = steps or (2 if quick else 5)
-    examples, sizes = {}, {}
+    examples, sizes, made = {}, {}, {}
     for system in SYSTEMS:
+        t0 = time.perf_counter()
         examples[system], sizes[system] = _make(program, system, size)
+        made[system] = time.perf_counter() - t0
     first = {s: _step(examples[s]) for s in SYSTEMS}
     later: dict = {s: [] for s in SYSTEMS}
     for k in range(steps):
@@ -112,16 +123,18 @@ def time_program(program: str, quick: bool = False, steps: int | None = None) ->
     rows = []
     for s in SYSTEMS:
         wall, cpu = [w for w, _ in later[s]], [c for _, c in later[s]]
-        rows.append({"program": program, "system": s, "first_step_s": first[s][0], "per_step_s": statistics.median(wall),
+        rows.append({"program": program, "system": s, "start_s": made[s] + first[s][0],
+                     "first_step_s": first[s][0], "per_step_s": statistics.median(wall),
                      "min_step_s": min(wall), "first_step_cpu_s": first[s][1], "per_step_cpu_s": statistics.median(cpu),
                      "steps": steps, "size": sizes[s]})
     return rows
 
 
 def run(quick: bool = False, programs=PROGRAMS, steps: int | None = None) -> list[dict]:
-    """Rows {program, system, first_step_s, per_step_s, min_step_s, first_step_cpu_s, per_step_cpu_s, steps,
-    size} for every program (seconds; *_cpu_s: the process's CPU time, all threads: Warp's CPU backend runs a
-    launch on one thread, gradkit's on up to one per core)."""
+    """Rows {program, system, start_s, first_step_s, per_step_s, min_step_s, first_step_cpu_s, per_step_cpu_s,
+    steps, size} for every program (seconds; start_s: loading, constructing and the first step; *_cpu_s: the
+    process's CPU time, all threads: Warp's CPU backend runs a launch on one thread, gradkit's on up to one
+    per core), with the kernel caches as they are."""
     rows = []
     for program in programs:
         rows += time_program(program, quick, steps)
@@ -130,11 +143,12 @@ def run(quick: bool = False, programs=PROGRAMS, steps: int | None = None) -> lis
 
 def markdown(rows: list[dict]) -> str:
     by = {(r["program"], r["system"]): r for r in rows}
-    out = ["| program | size | first step: Warp / gradkit | per step (wall): Warp / gradkit | gradkit / Warp "
-           "| per step (CPU): Warp / gradkit | gradkit / Warp |", "|---|---|---|---|---|---|---|"]
+    out = ["| program | size | start: Warp / gradkit | first step: Warp / gradkit | per step (wall): Warp / gradkit "
+           "| gradkit / Warp | per step (CPU): Warp / gradkit | gradkit / Warp |", "|---|---|---|---|---|---|---|---|"]
     for program in dict.fromkeys(r["program"] for r in rows):
         w, g = by[(program, "warp")], by[(program, "gradkit.warp")]
-        out.append(f"| {program} | {w['size']} | {w['first_step_s']:.3f} s / {g['first_step_s']:.3f} s | "
+        out.append(f"| {program} | {w['size']} | {w['start_s']:.2f} s / {g['start_s']:.2f} s | "
+                   f"{w['first_step_s']:.3f} s / {g['first_step_s']:.3f} s | "
                    f"{w['per_step_s'] * 1e3:.1f} / {g['per_step_s'] * 1e3:.1f} ms | "
                    f"{g['per_step_s'] / w['per_step_s']:.2f}x | "
                    f"{w['per_step_cpu_s'] * 1e3:.1f} / {g['per_step_cpu_s'] * 1e3:.1f} ms | "
@@ -147,14 +161,27 @@ def main(argv=None) -> None:
     ap.add_argument("--quick", action="store_true", help="small sizes, 2 timed steps")
     ap.add_argument("--steps", type=int, default=None, help="timed steps per system after the first")
     ap.add_argument("--programs", default=",".join(PROGRAMS))
+    ap.add_argument("--cold", action="store_true",
+                    help="both systems' kernel caches in fresh, empty folders: every kernel compiles")
     ap.add_argument("--json", default=os.path.join("bench-results", "warp_programs.json"))
     args = ap.parse_args(argv)
-    rows = run(args.quick, [p for p in args.programs.split(",") if p], args.steps)
+    with tempfile.TemporaryDirectory(prefix="warp_programs_") as tmp:
+        if args.cold:
+            if "warp" in sys.modules or "gradkit" in sys.modules:
+                raise SystemExit("--cold: warp or gradkit is already imported; run it as a fresh process")
+            os.environ["WARP_CACHE_PATH"] = os.path.join(tmp, "warp")
+            os.environ["GRADKIT_CACHE_DIR"] = os.path.join(tmp, "gradkit")
+        load0 = os.getloadavg()
+        rows = run(args.quick, [p for p in args.programs.split(",") if p], args.steps)
+        load1 = os.getloadavg()
     print(markdown(rows))
+    print(f"caches: {'cold' if args.cold else 'as found'}; load average (1 min) {load0[0]:.2f} before, "
+          f"{load1[0]:.2f} after, on {os.cpu_count()} cores")
     if args.json:
         os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
         with open(args.json, "w") as f:
-            json.dump({"rows": rows, "quick": args.quick, "cpu_count": os.cpu_count()}, f, indent=1)
+            json.dump({"rows": rows, "quick": args.quick, "cold": args.cold, "cpu_count": os.cpu_count(),
+                       "load_before": load0, "load_after": load1}, f, indent=1)
 
 
 if __name__ == "__main__":

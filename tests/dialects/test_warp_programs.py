@@ -1,5 +1,7 @@
 """benchmarks/warp_programs.py at its quick sizes: `run(quick=True)` gives a row per program and system with
-positive times (the rows `make bench` reads), and the command line writes the JSON and prints the table."""
+positive times (the rows `make bench` reads), the start containing the first step; the command line writes
+the JSON (with the load average) and prints the table, and refuses `--cold` once warp or gradkit is imported
+(their kernel caches could no longer be pointed elsewhere)."""
 
 from __future__ import annotations
 
@@ -29,9 +31,13 @@ def test_run_rows_and_command_line(tmp_path, monkeypatch, capsys):
         ("dem", "warp"), ("dem", "gradkit.warp"), ("diffray", "warp"), ("diffray", "gradkit.warp")]
     for r in rows:
         assert r["first_step_s"] > 0 and r["per_step_s"] > 0 and r["per_step_cpu_s"] >= 0
+        assert r["start_s"] > r["first_step_s"]
         assert r["size"] == next(o["size"] for o in rows if o["program"] == r["program"])
     out = tmp_path / "w.json"
     wpp.main(["--quick", "--steps", "1", "--programs", "dem", "--json", str(out)])
     doc = json.loads(out.read_text())
     assert {r["system"] for r in doc["rows"]} == {"warp", "gradkit.warp"} and doc["quick"] is True
+    assert doc["cold"] is False and len(doc["load_before"]) == 3
     assert "| dem |" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="already imported"):
+        wpp.main(["--quick", "--cold", "--programs", "dem", "--json", str(out)])
