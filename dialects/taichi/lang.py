@@ -392,12 +392,16 @@ def _sum(E, v):
     return out
 
 
-def _mreduce(prim):
+def _mreduce(smaller: bool):
+    """v.min() / v.max(): the components folded left to right with ti.min / ti.max's rule (a tie gives the
+    value and its gradient to the later component, a NaN component is missing), as Taichi reduces them."""
+    pair = min_max(smaller)
+
     def fn(E, v):
         cs = _comps(E, v)
         out = cs[0]
         for c in cs[1:]:
-            out = E.lw.call_prim(prim, [out, c], E.node)
+            out = pair(E, out, c)
         return out
     return fn
 
@@ -440,7 +444,7 @@ METHODS = {name: _method(name, impl) for name, impl in {
     "dot": _dot, "cross": _cross,
     "outer_product": lambda E, a, b: E.lw.call_prim("outer", [a, b], E.node),
     "transpose": _prim1("transpose"), "determinant": _prim1("determinant"), "inverse": _prim1("inverse"),
-    "trace": _prim1("trace"), "max": _mreduce("max"), "min": _mreduce("min"),
+    "trace": _prim1("trace"), "max": _mreduce(False), "min": _mreduce(True),
     "cast": lambda E, v, dt: _cast(E, v, scalar_type(dt)), "any": _any, "all": _all,
 }.items()}
 
