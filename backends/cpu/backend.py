@@ -118,6 +118,8 @@ class CompiledKernel:
         self.plain_adds = len(self.written) > 1 and bool(self.private or self.local_shifts)
         self.scratch: dict = {}                                  # (worker, param index) -> HostBuffer
         self.lock = fork_safe(threading.Lock())
+        self.packed = None      # the `again` token of the launch whose arguments the block holds (launch)
+        self.rerun = None       # the `again` token of a tiny launch that `relaunch` may repeat as it is
 
     def inline(self, n: int) -> bool:
         """Whether a launch of `n` threads (at least inline_below) runs on the calling thread: the faster
@@ -154,6 +156,11 @@ class CompiledKernel:
         self.quick_launches += 1
         self.quick_threads += n
         return n >= INLINE_BELOW or self.quick_launches > QUICK_LAUNCHES or self.quick_threads >= QUICK_THREADS
+
+    def steady(self, n: int) -> bool:
+        """Whether more launches of `n` threads leave the code as it is (`busy` stays False for them), so that
+        `relaunch` may skip asking."""
+        return self.upgrade is None or (self.tier == jit.SCALAR and n < VECTOR_FROM)
 
     def optimise(self, tier: str | None = None) -> None:
         """Replace the code with optimised code (caller holds `lock`): `tier`, by default SCALAR while no
@@ -196,6 +203,7 @@ class CompiledKernel:
         return set_int
 
     def pack(self, dim, args) -> int:
+        self.packed = self.rerun = None
         try:
             self.packer(dim, args)
         except struct.error:        # a value the packer's format does not take: the per-slot setters
@@ -203,6 +211,7 @@ class CompiledKernel:
         return self.ptr
 
     def pack_slots(self, dim, args) -> int:
+        self.packed = self.rerun = None
         block = self.block
         n = len(dim)
         block[0] = dim[0]
@@ -296,8 +305,13 @@ class CPUBackend(HostMemory, Backend):
                     self._pool = Pool(max(self._nworkers - 1, 1))
         return self._pool
 
-    def launch(self, compiled: CompiledKernel, dim, args) -> None:
-        with compiled.lock:
+    def launch(self, compiled: CompiledKernel, dim, args, again=None) -> None:
+        """Run `compiled` over `dim` with `args`. `again` (optional, runtime/launch/plan.py): a token the caller
+        passes only with the same `dim` and the same argument values as its last launch with that token;
+        the block packed then is reused when no other launch of `compiled` packed since (see `relaunch`)."""
+        lock = compiled.lock
+        lock.acquire()      # not `with`: ~0.1 µs less a launch (W5)
+        try:
             if len(dim) == 1:
                 n = dim[0]
             else:
@@ -306,20 +320,41 @@ class CPUBackend(HostMemory, Backend):
                     n *= d
             if compiled.upgrade is not None and compiled.busy(n):
                 compiled.optimise()
-            try:
-                compiled.packer(dim, args)
-            except struct.error:        # a value the packer's format does not take: the per-slot setters
-                compiled.pack_slots(dim, args)
+            if again is None or compiled.packed is not again:
+                compiled.packed = compiled.rerun = None      # a packing that fails midway leaves the block mixed
+                try:
+                    compiled.packer(dim, args)
+                except struct.error:        # a value the packer's format does not take: the per-slot setters
+                    compiled.pack_slots(dim, args)
+                compiled.packed = again
             if compiled.can_fault:
                 compiled.fault[:] = 0
             if n < compiled.direct_below:       # the common tiny launch
                 compiled.entry_all(compiled.ptr)
+                if again is not None and not compiled.can_fault and compiled.steady(n):
+                    compiled.rerun = again      # `relaunch` may repeat exactly this
             else:
                 self._run(compiled, n, dim, args)
             if compiled.can_fault and compiled.fault[0]:
                 f = compiled.fault
                 raise fault_error(compiled.fn, KernelFault(int(f[0]), int(f[1]), int(f[2]), int(f[3]), int(f[4])),
                                   compiled.options)
+        finally:
+            lock.release()
+
+    def relaunch(self, compiled: CompiledKernel, again) -> bool:
+        """Repeat the last `launch` of `compiled`, made with token `again`, when it was a tiny launch that cannot
+        fault (one call runs the whole grid), of code that more such launches leave as it is, and nothing
+        packed since: True when it ran, False when the caller must `launch` (runtime/launch/plan.py)."""
+        lock = compiled.lock
+        lock.acquire()
+        try:
+            if compiled.rerun is not again:
+                return False
+            compiled.entry_all(compiled.ptr)
+            return True
+        finally:
+            lock.release()
 
     def _run(self, compiled: CompiledKernel, n: int, dim, args) -> None:
         """A launch of `n` threads, packed: inline or over the pool, as the kernel's measurements say."""

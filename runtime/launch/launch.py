@@ -10,15 +10,17 @@ import time
 
 from ...ad.variants import FORWARD
 from ...backends.analysis import shared_writes
+from ...core import config as _settings     # the module: its rules_generation counter
 from ...core.config import config
 from ..state import current as state
 from ..arrays.array_input import _as_shape
 from .bounds import check as check_bounds
 from .adjoint_args import adjoint_arguments, given_adjoints, tangent_arguments
 from .device import get_device
+from .kernel import Kernel
 from .nan_check import check_after_launch, snapshot
 from .plan import make_plan
-from .settings import unchanged
+from .settings import plain_launch_key, unchanged
 from ..tape.tape_consume import consumes_in_context
 from .struct_args import flatten_struct_args
 from .variants import choose_variant
@@ -89,26 +91,48 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
             inside `gk.ForwardMode`.
         consume: (a tape's backward pass sets it) the adjoint resets the gradient of every element it
             overwrote, also where the kernel alone would not need it (ad/consume.py)."""
-    # The hot path of every launch (W5: ~2 µs in all on cpu): each step is inlined here or cached on the
-    # kernel; every check still runs (the binder's per-parameter checks, dim, tid arity, device).
-    if not getattr(kernel, "_gk_kernel", False):
+    # The hot path of every launch (W5: ~1 µs in all on cpu): a launch like the kernel's last forward launch
+    # (same grid, device and arrays: runtime/launch/plan.py) skips binding and lookups, and every check
+    # still holds or runs (scalars converted, bounds that depend on them proven again).
+    if kernel.__class__ is not Kernel and not getattr(kernel, "_gk_kernel", False):
         raise TypeError(f"gk.launch needs a @gk.kernel, got {type(kernel).__name__}")
     plan = kernel._plan
-    bound = None
-    if plan is not None and (dim == plan.dim if dim.__class__ is int else _same_kind(dim, plan.dim)) and \
-            device == plan.device and not (adjoint or tangent) and state.forward_mode is None:
-        # the same grid, device and arrays as the kernel's last forward launch (runtime/launch/plan.py)
+    bound = again = None
+    if plan is not None and device == plan.device and not (adjoint or tangent) and \
+            (dim == plan.dim if dim.__class__ is int else _same_kind(dim, plan.dim)):
         args = [*inputs, *outputs]
-        bound = plan.bind(args, plan.dev)
-        if bound is not None and unchanged(plan.codegen):
-            dims, n, dev, spec, variant = plan.dims, plan.n, plan.dev, plan.spec, FORWARD
-            call_args = bound
-            if kernel._plan_misses:
-                kernel._plan_misses = 0
-            if plan.recheck_bounds and n:
-                _check_bounds(kernel, spec, dims, n, call_args)
-        else:
-            bound = None
+        if len(args) == plan.n_args:
+            for k, ref in plan.refs:
+                if ref() is not args[k]:
+                    break
+            else:
+                c = config      # the settings the plan was made under (settings.plain_launch_key), inline
+                if (c.debug, c.adjoint_stack_size, c.fast_math, _settings.rules_generation, c.default_fp,
+                        c.check_nan) == plan.settings and state.forward_mode is None:
+                    for k, convert in plan.scalars:
+                        args[k] = convert(args[k], plan.dev)
+                    if kernel._plan_misses:
+                        kernel._plan_misses = 0
+                    if plan.recheck_bounds:
+                        _check_bounds(kernel, plan.spec, plan.dims, plan.n, args)
+                    again = plan.again
+                    if not c.check_nan and (not record_tape or state.tape is None or not kernel.recorded):
+                        try:
+                            if again is None:
+                                if plan.n:
+                                    plan.launch(plan.compiled, plan.dims, args)
+                            elif not plan.relaunch(plan.compiled, again):
+                                plan.launch(plan.compiled, plan.dims, args, again)
+                        finally:     # a launch stopped by a fault or Ctrl-C may have written part of its outputs
+                            for k in plan.written:
+                                a = args[k]
+                                if a._family is None:
+                                    a.version += 1
+                                else:
+                                    a._bump()
+                        return None
+                    bound = call_args = args
+                    dims, n, dev, spec, variant = plan.dims, plan.n, plan.dev, plan.spec, FORWARD
     if bound is None:
         if dim.__class__ is int and 0 <= dim <= MAX_THREADS:
             dims, n = (dim,), dim
@@ -164,7 +188,10 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     if config.check_nan:
         before = snapshot(spec, call_args)
     try:
-        if n:
+        if again is not None:       # a pre-bound launch (runtime/launch/plan.py)
+            if not plan.relaunch(plan.compiled, again):
+                plan.launch(plan.compiled, dims, call_args, again)
+        elif n:
             spec.launch(spec.compiled, dims, call_args)
     finally:             # a launch stopped by a fault or Ctrl-C may have written part of its outputs
         for k in spec.written:
@@ -202,7 +229,7 @@ def _plan_next(kernel, dim, device, args, bound, dims, n, dev, spec) -> None:
         return
     if dim.__class__ is not int and not (dim.__class__ is tuple and _same_kind(dim, dim)):
         return                       # a list or NumPy grid: compared by value it could change in place
-    kernel._plan = make_plan(kernel, dim, device, args, bound, dims, n, dev, spec, config.codegen_key())
+    kernel._plan = make_plan(kernel, dim, device, args, bound, dims, n, dev, spec, plain_launch_key())
 
 
 def _call_arguments(kernel, spec, variant, bound, given, adjoint: bool, dev) -> list:
@@ -220,13 +247,18 @@ class PreparedAdjoint:
     arrays stay the same objects and the settings it was compiled for hold (Tape.backward's fast path:
     no argument parsing, no specialisation lookup per launch)."""
 
-    __slots__ = ("key", "spec", "dims", "call_args", "grads", "sources", "folded", "threads")
+    __slots__ = ("key", "spec", "dims", "call_args", "grads", "sources", "folded", "threads", "launch", "relaunch",
+                 "written", "again")
 
     def __init__(self, key, spec, dims, call_args, grads, sources):
         self.key, self.spec, self.dims, self.call_args = key, spec, dims, call_args
         self.grads, self.sources = grads, sources
         self.threads = bool(dims) and all(dims)
         self.folded = None        # (seeds, PreparedAdjoint | None): the last `seeded` answer
+        self.launch, self.written = spec.launch, spec.written
+        # the same arguments every run: a backend's `relaunch` may run what it packed last (runtime/launch/plan.py)
+        self.relaunch = getattr(spec.device.impl, "relaunch", None) if self.threads else None
+        self.again = object()     # the backend's token for these arguments (holds no array)
 
     def valid(self) -> bool:
         if config.check_nan or state.forward_mode or not unchanged(self.key):
@@ -261,11 +293,19 @@ class PreparedAdjoint:
         return out
 
     def run(self) -> None:
-        spec, call_args = self.spec, self.call_args
-        if self.threads:
-            spec.launch(spec.compiled, self.dims, call_args)
-        for k in spec.written:
-            call_args[k]._bump()
+        call_args = self.call_args
+        if self.relaunch is not None:
+            compiled = self.spec.compiled
+            if not self.relaunch(compiled, self.again):
+                self.launch(compiled, self.dims, call_args, self.again)
+        elif self.threads:
+            self.launch(self.spec.compiled, self.dims, call_args)
+        for k in self.written:
+            a = call_args[k]
+            if a._family is None:
+                a.version += 1
+            else:
+                a._bump()
 
 
 def prepare_adjoint(kernel, dims, inputs, outputs, device, originals=None, consume: bool = False

@@ -6,6 +6,8 @@ device, the arrays (weak references, compared by identity), the specialisation a
 list. A launch that matches it skips binding, device lookup, grid normalisation, variant choice and the
 specialisation lookup; every check those did still holds, because an array's dtype, shape and device
 never change, the grid and device are the same values and the code-generation settings are compared.
+A backend with `relaunch` (the CPU backend) then runs the arguments it packed for the plan's last launch
+again, unless another launch of the kernel packed since.
 Scalars are converted (checked) again by their parameter's converter on every launch, and bounds that
 depend on them are proven again. Plans are immutable once made, so threads may share them.
 """
@@ -18,17 +20,23 @@ import weakref
 class LaunchPlan:
     """The last forward launch of a kernel, bound (see the module docstring)."""
 
-    __slots__ = ("dim", "device", "n_args", "refs", "scalars", "dev", "dims", "n", "spec", "codegen",
-                 "recheck_bounds")
+    __slots__ = ("dim", "device", "n_args", "refs", "scalars", "dev", "dims", "n", "spec", "settings",
+                 "recheck_bounds", "again", "launch", "relaunch", "compiled", "written")
 
-    def __init__(self, dim, device, args, bound, dims, n, dev, spec, codegen, converters):
+    def __init__(self, dim, device, args, bound, dims, n, dev, spec, settings, converters):
         self.dim, self.device, self.n_args = dim, device, len(args)
-        self.dev, self.dims, self.n, self.spec, self.codegen = dev, dims, n, spec, codegen
+        self.dev, self.dims, self.n, self.spec = dev, dims, n, spec
+        self.settings = settings        # settings.plain_launch_key() when planned: the settings it holds for
+        self.launch, self.compiled, self.written = spec.launch, spec.compiled, spec.written
         # (position, weak reference) per array argument; (position, converter) per scalar
         self.refs = tuple((k, weakref.ref(a)) for k, a in enumerate(bound) if hasattr(a, "buffer"))
         self.scalars = tuple((k, converters[k]) for k in range(len(bound)) if not hasattr(bound[k], "buffer"))
         # bounds proven against these arrays hold again; with scalars in the arguments they are proven anew
-        self.recheck_bounds = bool(self.scalars) and spec.bounds_fast is not None
+        self.recheck_bounds = bool(self.scalars) and spec.bounds_fast is not None and n > 0
+        # arrays only: every launch passes the same values, so a backend that keeps the arguments it packed
+        # last may run them again (the CPU backend's `relaunch`, and `launch(..., again=)`: -0.5 µs a launch)
+        self.relaunch = getattr(dev.impl, "relaunch", None) if not self.scalars and n else None
+        self.again = object() if self.relaunch is not None else None     # the backend's token (holds nothing)
 
     def bind(self, args: list, dev) -> list | None:
         """`args` (a list of the caller's own) bound, when they match this plan (the same arrays; scalars
@@ -43,7 +51,7 @@ class LaunchPlan:
         return args
 
 
-def make_plan(kernel, dim, device, args, bound, dims, n, dev, spec, codegen) -> LaunchPlan | None:
+def make_plan(kernel, dim, device, args, bound, dims, n, dev, spec, settings) -> LaunchPlan | None:
     """A plan for this launch (None when an argument takes no weak reference or is a struct)."""
     if kernel.struct_params or spec.has_split:
         return None
@@ -51,6 +59,6 @@ def make_plan(kernel, dim, device, args, bound, dims, n, dev, spec, codegen) -> 
     if converters is None or len(converters) != len(bound):
         return None
     try:
-        return LaunchPlan(dim, device, args, bound, dims, n, dev, spec, codegen, converters)
+        return LaunchPlan(dim, device, args, bound, dims, n, dev, spec, settings, converters)
     except TypeError:
         return None

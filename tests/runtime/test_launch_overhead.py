@@ -1,0 +1,217 @@
+"""The launch fast paths of issue 43 (W5), by behaviour, not timing: a pre-bound launch and a prepared adjoint
+run the arguments the backend packed for them last (the CPU backend's `relaunch`), so another launch of the
+same kernel in between, other threads, a code upgrade, settings changes and freed arrays must all leave the
+results, the version counters and the gradients right (against NumPy float64)."""
+
+import gc
+import threading
+import weakref
+
+import numpy as np
+import pytest
+
+import gradkit as gk
+
+
+@gk.kernel
+def scale(x: gk.array(dtype=gk.float64), y: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    y[i] = 2.5 * x[i] + gk.sin(x[i])
+
+
+@gk.kernel
+def square(x: gk.array(dtype=gk.float64), y: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    y[i] = x[i] * x[i]
+
+
+def _ref(x):
+    return 2.5 * x + np.sin(x)
+
+
+def test_interleaved_plans_of_one_kernel_each_get_their_own_arrays(device, rng):
+    """Two argument sets of one kernel alternating (the block repacked each time), then one repeated (run
+    as packed): every launch writes its own output, and each write bumps the output's version."""
+    a, b = (gk.array(rng.normal(size=n), dtype=gk.float64, device=device) for n in (5, 9))
+    ya, yb = gk.zeros(5, dtype=gk.float64, device=device), gk.zeros(9, dtype=gk.float64, device=device)
+    for step in range(40):
+        x, y, n = (a, ya, 5) if step % 3 else (b, yb, 9)
+        y.zero_()
+        v = y.version
+        gk.launch(scale, n, inputs=[x], outputs=[y], device=device)
+        assert y.version == v + 1
+        np.testing.assert_allclose(y.numpy(), _ref(x.numpy()), rtol=1e-14)
+    for _ in range(50):
+        ya.zero_()
+        gk.launch(scale, 5, inputs=[a], outputs=[ya], device=device)
+        np.testing.assert_allclose(ya.numpy(), _ref(a.numpy()), rtol=1e-14)
+    assert yb.numpy().any()
+
+
+def test_new_values_in_the_same_arrays_are_read_each_launch(device, rng):
+    """The packed arguments are the arrays, not their values: values written between launches are read."""
+    x = gk.array(rng.normal(size=7), dtype=gk.float64, device=device)
+    y = gk.zeros(7, dtype=gk.float64, device=device)
+    for _ in range(60):
+        host = rng.normal(size=7)
+        x.assign(host)
+        gk.launch(scale, 7, inputs=[x], outputs=[y], device=device)
+        np.testing.assert_allclose(y.numpy(), _ref(host), rtol=1e-14)
+
+
+def test_a_wide_launch_upgrading_the_code_in_between(device, rng):
+    """Tiny launches (the code may stay on a lower tier), one wide launch of other arrays (the code is
+    replaced), then the tiny launches again: each right."""
+    x = gk.array(rng.normal(size=3), dtype=gk.float64, device=device)
+    y = gk.zeros(3, dtype=gk.float64, device=device)
+    wide_x = gk.array(rng.normal(size=70_000), dtype=gk.float64, device=device)
+    wide_y = gk.zeros(70_000, dtype=gk.float64, device=device)
+    for k in range(80):
+        if k == 40:
+            gk.launch(square, 70_000, inputs=[wide_x], outputs=[wide_y], device=device)
+            np.testing.assert_allclose(wide_y.numpy(), wide_x.numpy() ** 2, rtol=1e-15)
+        y.zero_()
+        gk.launch(square, 3, inputs=[x], outputs=[y], device=device)
+        np.testing.assert_allclose(y.numpy(), x.numpy() ** 2, rtol=1e-15)
+
+
+def test_settings_changed_between_repeated_launches_take_effect(device):
+    """gk.config.check_nan turned on after repeated launches: the next repeated launch is scanned."""
+    x = gk.array(np.array([1.0, -1.0, 4.0]), dtype=gk.float64, device=device)
+    y = gk.zeros(3, dtype=gk.float64, device=device)
+
+    @gk.kernel
+    def root(x: gk.array(dtype=gk.float64), y: gk.array(dtype=gk.float64)):
+        i = gk.tid()
+        y[i] = gk.sqrt(x[i])
+
+    for _ in range(40):
+        gk.launch(root, 3, inputs=[x], outputs=[y], device=device)
+    y.zero_()                        # the scan reports NaNs a launch adds, not ones already there
+    gk.config.check_nan = True
+    try:
+        with pytest.raises(gk.NaNError, match="root"):
+            gk.launch(root, 3, inputs=[x], outputs=[y], device=device)
+    finally:
+        gk.config.check_nan = False
+    gk.launch(root, 3, inputs=[x], outputs=[y], device=device)
+    assert np.isnan(y.numpy()[1]) and y.numpy()[2] == 2.0
+
+
+def test_threads_repeating_launches_of_one_kernel_on_their_own_arrays(device):
+    """Four threads, each repeating launches of one kernel on its own arrays (each thread's plan replaces
+    the others', the packed block is shared): every result is its own thread's."""
+    errors: list = []
+    gen = np.random.default_rng(5)
+    inputs = [gen.normal(size=4 + t) for t in range(4)]
+
+    def work(t):
+        try:
+            x = gk.array(inputs[t], dtype=gk.float64, device=device)
+            y = gk.zeros(4 + t, dtype=gk.float64, device=device)
+            for _ in range(300):
+                y.zero_()
+                gk.launch(scale, 4 + t, inputs=[x], outputs=[y], device=device)
+                got = y.numpy()
+                if not np.allclose(got, _ref(inputs[t]), rtol=1e-14, atol=0):
+                    errors.append((t, got))
+                    return
+        except BaseException as e:       # noqa: BLE001 - reported below
+            errors.append((t, e))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors[:3]
+
+
+def test_repeated_backward_passes_interleaved_with_forward_launches(device, rng):
+    """A tape of repeated launches differentiated several times, with forward launches of the same kernel on
+    other arrays in between (which repack its block): each pass's gradient against NumPy."""
+    x = gk.array(rng.normal(size=6), dtype=gk.float64, device=device, requires_grad=True)
+    y = gk.zeros(6, dtype=gk.float64, device=device, requires_grad=True)
+    other_x = gk.array(rng.normal(size=6), dtype=gk.float64, device=device)
+    other_y = gk.zeros(6, dtype=gk.float64, device=device)
+    tape = gk.Tape()
+    with tape:
+        for _ in range(5):
+            gk.launch(scale, 6, inputs=[x], outputs=[y], device=device)
+    seed = rng.normal(size=6)
+    # y is overwritten by each launch: only the last one's adjoint reaches x (the others see a consumed
+    # gradient), so dx = seed * (2.5 + cos x) once per pass
+    want = seed * (2.5 + np.cos(x.numpy()))
+    for _ in range(4):
+        x.grad.zero_()
+        tape.backward(grads={y: gk.array(seed, dtype=gk.float64, device=device)})
+        np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-13)
+        gk.launch(scale, 6, inputs=[other_x], outputs=[other_y], device=device)
+        np.testing.assert_allclose(other_y.numpy(), _ref(other_x.numpy()), rtol=1e-14)
+
+
+def test_accumulating_records_sum_every_adjoint(device, rng):
+    """Records that read and add (y += sin x) on the same arrays: each record's adjoint runs as packed and
+    each adds, so the gradient is the number of records times one's (against NumPy)."""
+
+    @gk.kernel
+    def acc(x: gk.array(dtype=gk.float64), y: gk.array(dtype=gk.float64)):
+        i = gk.tid()
+        y[i] = y[i] + gk.sin(x[i])
+
+    x = gk.array(rng.normal(size=4), dtype=gk.float64, device=device, requires_grad=True)
+    y = gk.zeros(4, dtype=gk.float64, device=device, requires_grad=True)
+    tape = gk.Tape()
+    with tape:
+        for _ in range(30):
+            gk.launch(acc, 4, inputs=[x], outputs=[y], device=device)
+    np.testing.assert_allclose(y.numpy(), 30 * np.sin(x.numpy()), rtol=1e-13)
+    for _ in range(3):
+        x.grad.zero_()
+        tape.backward(grads={y: gk.ones(4, dtype=gk.float64, device=device)})
+        np.testing.assert_allclose(x.grad.numpy(), 30 * np.cos(x.numpy()), rtol=1e-13)
+
+
+def test_repeated_launches_keep_no_array_alive(device, rng):
+    """Neither a pre-bound launch nor a prepared adjoint keeps its arrays alive through the backend's
+    record of what it packed last."""
+    x = gk.array(rng.normal(size=3), dtype=gk.float64, device=device, requires_grad=True)
+    y = gk.zeros(3, dtype=gk.float64, device=device, requires_grad=True)
+    tape = gk.Tape()
+    with tape:
+        for _ in range(3):
+            gk.launch(square, 3, inputs=[x], outputs=[y], device=device)
+    tape.backward(grads={y: gk.ones(3, dtype=gk.float64, device=device)})
+    tape.backward(grads={y: gk.ones(3, dtype=gk.float64, device=device)})
+    refs = [weakref.ref(x), weakref.ref(y)]
+    del tape, x, y
+    gc.collect()
+    assert all(r() is None for r in refs)
+
+
+def test_records_alternating_between_arrays_get_their_own_adjoints(device, rng):
+    """Records of one kernel alternating between two sets of arrays (one prepared adjoint each, one packed
+    block between them): each pass gives each input the gradient of its own records (against NumPy)."""
+
+    @gk.kernel
+    def acc(x: gk.array(dtype=gk.float64), y: gk.array(dtype=gk.float64)):
+        i = gk.tid()
+        y[i] = y[i] + x[i] * x[i] * x[i]
+
+    xa, xb = (gk.array(rng.normal(size=5), dtype=gk.float64, device=device, requires_grad=True) for _ in range(2))
+    ya, yb = (gk.zeros(5, dtype=gk.float64, device=device, requires_grad=True) for _ in range(2))
+    tape = gk.Tape()
+    with tape:
+        for k in range(12):
+            if k % 3 == 2:
+                gk.launch(acc, 5, inputs=[xb], outputs=[yb], device=device)
+            else:
+                gk.launch(acc, 5, inputs=[xa], outputs=[ya], device=device)
+    sa, sb = rng.normal(size=5), rng.normal(size=5)
+    for _ in range(3):
+        xa.grad.zero_()
+        xb.grad.zero_()
+        tape.backward(grads={ya: gk.array(sa, dtype=gk.float64, device=device),
+                             yb: gk.array(sb, dtype=gk.float64, device=device)})
+        np.testing.assert_allclose(xa.grad.numpy(), 8 * 3 * xa.numpy() ** 2 * sa, rtol=1e-13)
+        np.testing.assert_allclose(xb.grad.numpy(), 4 * 3 * xb.numpy() ** 2 * sb, rtol=1e-13)
