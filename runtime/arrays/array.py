@@ -19,7 +19,7 @@ import numpy as np
 
 from ...core.errors import DeviceMemoryError, allocation_error
 from ...core.types import Type, array_type, float32
-from . import array_copy, host_ops, views
+from . import array_copy, grad_state, host_ops, views
 from ..call_site import user_site
 from ..state import current as state, process
 from ..launch.device import get_device
@@ -59,7 +59,8 @@ class array:
         label: a name shown by the debugger, `tape.visualize` and error messages."""
 
     __slots__ = ("shape", "ndim", "size", "dtype", "device", "buffer", "nbytes", "version", "label",
-                 "_host", "_grad", "_dual", "_held", "_exposed", "_crc", "_family", "_origin", "__weakref__")
+                 "_host", "_grad", "_dual", "_held", "_exposed", "_crc", "_family", "_origin", "_gstate", "_retain",
+                 "__weakref__")
 
     def __new__(cls, data=None, dtype=None, shape=None, device=None, requires_grad=False, requires_dual=False,
                 ndim=None, label=None):
@@ -101,6 +102,8 @@ class array:
         self.shape, self.ndim, self.size, self.dtype, self.device = dims, len(dims), size, dt, dev
         self.nbytes = size * dt.ncomp * npdt.itemsize
         self.version, self.label, self._grad, self._dual = 0, None, None, None
+        # `.grad` without a buffer of its own (runtime/arrays/grad_state.py) / kept out of the gradient pool
+        self._gstate, self._retain = None, False
         # Recorded on a tape / a writable host view handed out / checksum of the data at a version: together
         # they let Tape.backward see writes made through NumPy or DLPack views (`modified_since`).
         self._held = self._exposed = False
@@ -191,23 +194,28 @@ class array:
     # Gradients and duals --------------------------------------------------------
     @property
     def requires_grad(self) -> bool:
-        return self.grad is not None
+        return self._gstate is not None or self.grad is not None
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
         if value:
             _check_grad_dtype(self.dtype, "requires_grad")
-            if self.grad is None:           # a view's family may have one already
+            if self._gstate is not None:    # a gradient a backward pass did not keep starts again from zero
+                self._gstate = grad_state.ZERO
+            elif self.grad is None:         # a view's family may have one already
                 self._grad = array._alloc(self.shape, self.dtype, self.device)
                 self._grad.label = f"{self.label}.grad" if self.label else None
                 views.spread_part(self, "_grad")
         else:
-            self._grad = None
+            self._grad, self._gstate = None, None
 
     @property
     def grad(self) -> "array | None":
         """The gradient array (same shape/dtype/device) when `requires_grad`, else None; a view's is the
-        same view of its family's gradient."""
+        same view of its family's gradient. `gk.GradientNotKeptError` when the last backward pass did not
+        keep this intermediate's gradient (see `retain_grad`)."""
+        if self._gstate is not None:
+            return grad_state.settle(self)
         if self._grad is None and self._family is not None:
             self._grad = views.family_part(self, "_grad")
         return self._grad
@@ -217,7 +225,16 @@ class array:
         if value is not None:
             _check_grad_dtype(self.dtype, "requires_grad")
             self._check_like(value, "grad")
-        self._grad = value
+        self._grad, self._gstate = value, None
+
+    def retain_grad(self) -> "array":
+        """Keep this array's own gradient through every backward pass (PyTorch's `retain_grad`): without it, an
+        intermediate that no variable holds while `tape.backward()` runs has its gradient computed in a
+        reused buffer and not kept. Returns the array."""
+        if self._gstate is None and self.grad is None:
+            raise ValueError("retain_grad() needs requires_grad=True (the array has no gradient to keep)")
+        self._retain = True
+        return self
 
     @property
     def requires_dual(self) -> bool:
@@ -435,7 +452,7 @@ class array:
                 dev.impl.copy(dev.info, out.buffer, self.buffer, self.nbytes)
             else:
                 out._write_host(self._read())
-        if self.grad is not None:           # a view's gradient is its family's (views.family_part)
+        if self.requires_grad:              # a view's gradient is its family's (views.family_part)
             out.requires_grad = True
         host_ops.record("copy", out, self)
         return out
@@ -474,7 +491,7 @@ class array:
 
     def __repr__(self) -> str:
         body = np.array2string(self._read(), separator=", ", threshold=64, edgeitems=3, prefix="gk.array(")
-        extra = ", requires_grad=True" if self._grad is not None else ""
+        extra = ", requires_grad=True" if self._grad is not None or self._gstate is not None else ""
         extra += f", label={self.label!r}" if self.label else ""
         return f"gk.array({body}, dtype={self.dtype.name}, device={self.device.name!r}{extra})"
 

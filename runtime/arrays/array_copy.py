@@ -61,7 +61,7 @@ def rebuild(data, dtype, device, requires_grad, label):
 
 
 def reduce(a) -> tuple:
-    return rebuild, (a._read(), dtype_key(a.dtype), a.device.name, a.grad is not None, a.label)
+    return rebuild, (a._read(), dtype_key(a.dtype), a.device.name, a.requires_grad, a.label)
 
 
 def deepcopy(a, memo: dict):

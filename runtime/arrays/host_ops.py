@@ -74,7 +74,7 @@ def record(name: str, dst, src=None, dst_offset: int = 0, src_offset: int = 0, c
     n = dst.size if count is None else count
     carry_tangent(dst, src, dst_offset, src_offset, n)
     tape = state.tape
-    if tape is None or dst.grad is None:
+    if tape is None or not dst.requires_grad:
         return
     tape.record_host_write(name, lambda: move_gradient(dst, src, dst_offset, src_offset, n), dst, src,
                            whole=dst_offset == 0 and n == dst.size)

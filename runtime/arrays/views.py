@@ -44,7 +44,7 @@ def alias(base, dims: tuple[int, ...], dt: Type):
     a.size = base.size * base.dtype.ncomp * base.dtype.scalar.np_dtype.itemsize // (dt.ncomp * dt.scalar.np_dtype.itemsize)
     a.version, a.label, a._grad, a._dual = base.version, None, None, None
     a._held = a._exposed = False
-    a._crc = None
+    a._crc, a._gstate, a._retain = None, None, False
     a._host = None if base._host is None else base._host.reshape(-1).view(dt.scalar.np_dtype).reshape(dims + dt.shape)
     family = base._family
     if family is None:
@@ -58,6 +58,9 @@ def family_part(a, slot: str):
     """`a`'s gradient (slot "_grad") or dual ("_dual") as a view of one a member of its family has
     (None if none has one, or the element types differ: ints have no gradient)."""
     for m in list(a._family):
+        if slot == "_grad" and m is not a and m._gstate is not None:
+            part = m.grad       # a gradient not kept raises here; a known zero is made now, to view
+            return alias(part, a.shape, a.dtype) if m.dtype.scalar is a.dtype.scalar else None
         part = getattr(m, slot) if m is not a else None
         if part is not None and m.dtype.scalar is a.dtype.scalar:
             return alias(part, a.shape, a.dtype)

@@ -88,7 +88,7 @@ def find_hazards(tape, params=()) -> list[Hazard]:
     def read(a, index: int, why: str | None = None) -> None:
         key = id(a.buffer)
         writers.pop(key, None)
-        if first_use.setdefault(key, "read") == "read" and a.grad is not None:
+        if first_use.setdefault(key, "read") == "read" and a.requires_grad:
             if why is None:
                 blocked_only[key] = None
             elif blocked_only.get(key, ()) is not None:
@@ -131,7 +131,7 @@ def find_hazards(tape, params=()) -> list[Hazard]:
             if src is not None:
                 read(src, index)
             whole = getattr(rec, "whole", True)
-            write(dst, index, whole, src is not None and src.grad is not None, _site(getattr(rec, "site", None)),
+            write(dst, index, whole, src is not None and src.requires_grad, _site(getattr(rec, "site", None)),
                   f"{rec.name}", (src,) if src is not None else ())
         else:                                   # Python code: it may read and write anything it was given
             for a in rec.arrays:

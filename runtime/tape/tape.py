@@ -19,6 +19,8 @@ from .seeds import Folds, check_seed_arguments, constant_value
 from .tape_records import FuncRecord, LaunchRecord
 from .tape_consume import MemorySeen, consuming_after, mark, memory_before
 from .tape_rules import check_launch
+from . import grad_pool
+from ..arrays.grad_state import DROPPED, kept_grad, mark_zero
 from .version_check import check_unchanged, copies_for_backward
 
 
@@ -45,7 +47,16 @@ class Tape:
         grad_check: Taichi's: arrays whose gradients `backward` (with `loss`) compares with central
             differences afterwards.
         params: the arrays being trained, which the debugger leads with (else it infers them: arrays with
-            `requires_grad` that no recorded launch writes)."""
+            `requires_grad` that no recorded launch writes).
+
+    Gradients of intermediates (runtime/tape/grad_pool.py): during `backward`, an array that recorded launches
+    write, of at least 64 KiB, that nothing but the tape refers to (no variable, container, closure, view or
+    other tape holds it or its `.grad`), that is not a seed (`loss=`, `grads=`) and not `a.retain_grad()`-ed,
+    has its gradient computed in a pooled buffer reused by the next such array of its shape and type, and not
+    kept: reading its `.grad` afterwards (after finding it through `tape.launches`, say) raises
+    `GradientNotKeptError`. Arrays you hold keep their gradients as before. Nothing is pooled while the tape
+    snapshots, under `gradkit debug`, with NaN checks, in forward mode, or when the tape holds Python records
+    (`record_func`, host writes, checkpoints)."""
 
     def __init__(self, loss=None, clear_gradients: bool = True, check: bool | None = None,
                  snapshots: bool | None = None, check_versions: bool = True, validation: bool | None = None,
@@ -76,6 +87,8 @@ class Tape:
         self._marked = 0
         self._may_raise = False               # records[:_marked] hold something that may raise midway
         self._adjoints_running = 0            # _run_adjoints in progress (reset() refuses meanwhile)
+        self._pool = grad_pool.GradPool()     # gradient buffers of intermediates nobody holds (grad_pool.py)
+        self._released: list = []            # arrays whose gradient the last pass did not keep
 
     # Recording -----------------------------------------------------------------
     def __enter__(self) -> "Tape":
@@ -99,7 +112,8 @@ class Tape:
     def _touch(self, a) -> None:
         if id(a) not in self._touched:
             self._touched[id(a)] = a
-            if self.loss is not None and self.clear_gradients and a.grad is not None and a is not self.loss:
+            if self.loss is not None and self.clear_gradients and a is not self.loss and not mark_zero(a) \
+                    and a.grad is not None:
                 a.grad.zero_()
 
     def _checking(self) -> bool:
@@ -281,9 +295,9 @@ class Tape:
             process.capture.recorded(self)
             if loss is not None:
                 process.capture.backward_started(self.loss_history[-1])
-        self._run_adjoints(checked=True, folds=folds if folds.grads else None)
-        self._last_pass = {k: (a, a.grad, a.grad.version) for k, a in self._written().items()
-                           if k not in seeds and a.grad is not None}
+        self._run_adjoints(checked=True, folds=folds if folds.grads else None, seeds=seeds)
+        self._last_pass = {k: (a, g, g.version) for k, a in self._written().items()
+                           if k not in seeds and (g := kept_grad(a)) is not None}
         if process.capture is not None:
             process.capture.backward_finished(self)
 
@@ -299,10 +313,10 @@ class Tape:
     def _has_seed(self) -> bool:
         """Whether some array the tape wrote (or a Python record names) holds a nonzero gradient that this
         pass will not clear as the previous pass's."""
-        stale = {id(grad) for a, grad, version in self._last_pass.values() if a.grad is grad and
+        stale = {id(grad) for a, grad, version in self._last_pass.values() if kept_grad(a) is grad and
                  grad.version == version}
         for a in self._with_python_records(self._written()).values():
-            g = a.grad
+            g = kept_grad(a)
             if g is not None and id(g) not in stale and g.size and np.any(g._read()):
                 return True
         return False
@@ -353,20 +367,23 @@ class Tape:
                 arrays[id(a)] = a
         kept = []
         for a in arrays.values():
-            g = a._grad if a._family is None else a.grad
+            g = a._grad if a._family is None or getattr(a, "_gstate", None) is not None else a.grad
             dual = g.dual if g is not None else None
-            kept.append((a, g, None if g is None else g._saved_copy(), dual,
+            kept.append((a, g, getattr(a, "_gstate", None), None if g is None else g._saved_copy(), dual,
                          None if dual is None else dual._saved_copy()))
         last_pass, history = dict(self._last_pass), len(self.loss_history)
+        released = list(self._released)
 
         def restore() -> None:
-            for a, g, data, dual, dual_data in kept:
+            for a, g, gstate, data, dual, dual_data in kept:
                 a.grad = g
+                if gstate is not None:
+                    a._gstate = gstate       # a gradient not kept (or a known zero) stays so
                 for target, saved in ((g, data), (dual, dual_data)):
                     if target is not None and target.nbytes:
                         target.device.impl.copy(target.device.info, target.buffer, saved.buffer, target.nbytes)
                         target._bump()
-            self._last_pass = last_pass
+            self._last_pass, self._released = last_pass, released
             del self.loss_history[history:]
         return restore
 
@@ -374,9 +391,13 @@ class Tape:
         """Zero the gradients the previous backward pass of this tape left in intermediates and outputs,
         where nobody changed them since (a changed one is a new seed)."""
         for a, grad, version in self._last_pass.values():
-            if a.grad is grad and grad.version == version:
+            if getattr(a, "_gstate", None) is None and a.grad is grad and grad.version == version:
                 grad.zero_()
         self._last_pass = {}
+        for a in self._released:         # gradients a pooled pass did not keep: zero, without writing
+            if a._gstate == DROPPED:
+                mark_zero(a)
+        self._released = []
 
     def _written(self) -> dict:
         """Arrays the recorded launches and host writes wrote, by id (extended from the previous answer
@@ -412,30 +433,58 @@ class Tape:
                 written[id(args[j])] = args[j]
         return written
 
-    def _run_adjoints(self, checked: bool = False, folds: Folds | None = None) -> None:
+    def _run_adjoints(self, checked: bool = False, folds: Folds | None = None, seeds: set | None = None) -> None:
         self._adjoints_running += 1
         try:
-            self._adjoints(checked, folds)
+            self._adjoints(checked, folds, seeds)
         finally:
             self._adjoints_running -= 1
 
-    def _adjoints(self, checked: bool, folds: Folds | None = None) -> None:
+    def _pool_plan(self, fast: bool, seeds: set | None):
+        """This pass's gradient pool plan (runtime/tape/grad_pool.py), or None where nothing is pooled: only
+        `backward` pools (`seeds` given), on the fast path, without snapshots, a debugger capture or a
+        restore point (a pass that may raise midway)."""
+        if seeds is None or not fast or self.snapshotting or process.capture is not None or self._may_raise:
+            return None
+        return grad_pool.plan_for(self, seeds)
+
+    def _adjoints(self, checked: bool, folds: Folds | None = None, seeds: set | None = None) -> None:
         """Run every recorded adjoint in reverse order, accumulating into the arrays' current `.grad`
         (`checked`: `_check_records` already ran for this pass; `folds`: the gradients seeded with a
-        constant, which adjoints reading them take as a number: runtime/tape/seeds.py)."""
-        from ..launch.adjoint_reuse import adjoint_for
-        from ..launch.launch import launch
+        constant, which adjoints reading them take as a number: runtime/tape/seeds.py; `seeds`: the seeded
+        arrays' ids, from `backward`, which pools the gradients of intermediates nobody holds)."""
         if not checked:
             self._check_records()
         self.backward_records.clear()
-        shared: dict = {}
         fast = not config.check_nan and state.forward_mode is None   # else every adjoint takes `launch`
+        plan = self._pool_plan(fast, seeds)
+        if plan is None:
+            self._walk(fast, folds, None)
+            return
+        pooled = [a for entries in plan.give.values() for a, _key, _slot in entries]
+        try:
+            self._walk(fast, folds, plan)
+        finally:        # done or not, the pool owns those buffers now: their arrays' gradients are not kept
+            grad_pool.release(pooled)
+            self._released = pooled
+
+    def _walk(self, fast: bool, folds: Folds | None, plan) -> None:
+        """The reverse walk over the records (`plan`: the pooled gradients to hand out and take back)."""
+        from ..launch.adjoint_reuse import adjoint_for
+        from ..launch.launch import launch
+        shared: dict = {}
+        take = give = None
+        if plan is not None:
+            take, give, pool = plan.take, plan.give, self._pool
         # the binding the previous record ran: still valid for the next record sharing it, as only Python
         # code (a FuncRecord) can change settings or which array is a .grad in the middle of a pass
         last = None
         records = self.records
         for index in range(len(records) - 1, -1, -1):
             rec = records[index]
+            if take is not None and index in take:
+                for a, key, slot in take[index]:
+                    a._grad, a._gstate = pool.take(key, slot, a), None
             if rec.__class__ is not LaunchRecord and isinstance(rec, FuncRecord):
                 with consuming_after(rec.seen_before):
                     rec.backward()
@@ -464,6 +513,9 @@ class Tape:
                 rec.adjoint_variant = prepared.spec.variant.name
             else:       # scratch adjoints or NaN checks: the full launch path
                 self._launch_adjoint(rec, launch)
+            if give is not None and index in give:
+                for a, _key, _slot in give[index]:
+                    a._grad, a._gstate = None, DROPPED
 
     @staticmethod
     def _launch_adjoint(rec: LaunchRecord, launch) -> None:
@@ -479,11 +531,13 @@ class Tape:
     def zero(self) -> None:
         """Zero the gradients of every array the tape touched (the record is kept)."""
         for a in self._touched.values():
-            if a.grad is not None:
+            if not mark_zero(a) and a.grad is not None:      # a gradient not kept becomes a zero unwritten
                 a.grad.zero_()
         for rec in self.records:
             if isinstance(rec, FuncRecord):
                 for a in rec.arrays:
+                    if mark_zero(a):
+                        continue
                     if getattr(a, "grad", None) is not None:
                         a.grad.zero_()
 
@@ -496,7 +550,8 @@ class Tape:
         self.records.clear()
         self.__dict__.pop("_later_cache", None)        # runtime/tape/version_check.py's index of the records
         self.__dict__.pop("_written_cache", None)
-        self._last_pass = {}
+        self._last_pass, self._released = {}, []
+        self.__dict__.pop("_gradient_plan", None)
         self.backward_records.clear()
         self._touched.clear()
         self._seen, self._marked, self._may_raise = MemorySeen(), 0, False
@@ -514,7 +569,9 @@ class Tape:
 
     @property
     def gradients(self) -> dict:
-        return {a: a.grad for a in self._touched.values() if a.grad is not None}
+        # a gradient the last pass did not keep is left out (reading it raises GradientNotKeptError)
+        return {a: a.grad for a in self._touched.values() if getattr(a, "_gstate", None) != DROPPED
+                and a.grad is not None}
 
     @property
     def launches(self) -> list[LaunchRecord]:
