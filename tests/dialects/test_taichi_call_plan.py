@@ -6,6 +6,7 @@ and defaulted arguments, ndarray parameters and loop bounds that need the kernel
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import gradkit as gk
 import gradkit.taichi as ti
@@ -237,10 +238,12 @@ def test_to_numpy_is_a_copy_that_exposes_no_view():
     assert not a.arr._exposed
 
 
-def test_a_tape_checks_versions_once_per_kernel_sequence_unless_validating(monkeypatch):
-    """The version check only decides whether ti.ad.Tape gives its note (Taichi's gradient either way), so a
-    training loop's later tapes over the same kernels skip it; validation=True checks every time."""
-    ti.init(arch=ti.cpu, default_fp=ti.f64)
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_tape_checks_versions_once_per_kernel_sequence_unless_validating(monkeypatch, debug):
+    """The version check only decides whether ti.ad.Tape gives its note (Taichi's gradient either way): as
+    Taichi, no check without validation=True; under ti.init(debug=True) the first tape over a sequence of
+    kernels is checked and a training loop's later ones skip it; validation=True checks every time."""
+    ti.init(arch=ti.cpu, default_fp=ti.f64, debug=debug)
     x = ti.field(ti.f64, shape=5, needs_grad=True)
     loss = ti.field(ti.f64, shape=(), needs_grad=True)
 
@@ -266,6 +269,6 @@ def test_a_tape_checks_versions_once_per_kernel_sequence_unless_validating(monke
     with ti.ad.Tape(loss=loss, validation=True):
         energy(0.5)
     grads.append(x.grad.to_numpy())
-    assert checked == [True, False, False, True]
+    assert checked == [debug, False, False, True]
     for g in grads:
         assert np.allclose(g, 1.5 * xs ** 2, rtol=1e-14, atol=0)

@@ -161,6 +161,16 @@ def test_difftaichi_constructs_match_taichi(tmp_path, capsys):
         assert rel_err(g, t) < 1e-12, k
     assert tuple(got[-4]) == (3, 6)
     assert np.abs(got[1]).max() > 0 and got[0] != got[3]       # gradients flow; the update wrote init
+    # Taichi checks nothing without validation=True, and says nothing: neither does gradkit.taichi
+    assert "Taichi computes this gradient" not in capsys.readouterr().err
+    # under ti.init(debug=True) gradkit.taichi checks the first tape and notes what Taichi would not raise
+    from gradkit.dialects.taichi import ad
+    ad._noted.clear()
+    debug = CONSTRUCTS.replace("ti.init(arch=ti.cpu, default_fp=ti.f64)", "ti.init(arch=ti.cpu, default_fp=ti.f64, debug=True)")
+    assert debug != CONSTRUCTS
+    checked = run_program(debug, "gradkit.taichi", tmp_path, "dtd")["run"](3)
+    for k, (g, t) in enumerate(zip(checked, theirs)):
+        assert rel_err(g, t) < 1e-12, k
     assert "Taichi computes this gradient from the values as they are now" in capsys.readouterr().err
 
 
