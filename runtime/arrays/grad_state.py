@@ -5,7 +5,10 @@ for as long as its adjoints need it, and takes the buffer back afterwards (runti
 array then remembers that its gradient was not kept (`DROPPED`): reading `.grad` raises
 `GradientNotKeptError` instead of returning a stale or reused buffer. Zeroing such a gradient (`tape.zero()`,
 the next backward pass) makes it a known zero (`ZERO`) without writing memory; reading `.grad` in that state
-allocates the zeros then. `a.retain_grad()` keeps an array out of the pool.
+allocates the zeros then. `tape.zero()` also defers zeroing a large gradient array that only its array
+refers to (`defer_zero`): the first read of `.grad` — by the user, or by the backward pass right before
+the adjoint that first accumulates into it, while it is in cache — zeroes it. `a.retain_grad()` keeps an
+array out of the pool.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 from ...core.errors import GradkitError
 
 DROPPED = "dropped"      # the last backward pass used a pooled buffer for the gradient and did not keep it
-ZERO = "zero"            # the gradient is zero; no buffer holds it yet (made on first read)
+ZERO = "zero"            # the gradient is zero: `_grad` is None (made on first read) or not yet zeroed
 
 
 class GradientNotKeptError(GradkitError, RuntimeError):
@@ -30,14 +33,28 @@ def not_kept_message(a) -> str:
 
 
 def settle(a):
-    """The gradient array of `a` whose `_gstate` is set: zeros made now (ZERO), or GradientNotKeptError."""
+    """The gradient array of `a` whose `_gstate` is set: zeros made or written now (ZERO), or
+    GradientNotKeptError."""
     if a._gstate == ZERO:
-        from .array import array
+        g = a._grad
+        if g is None:
+            from .array import array
+            g = a._grad = array._alloc(a.shape, a.dtype, a.device)
+            g.label = f"{a.label}.grad" if a.label else None
+        else:                   # zeroed lazily (defer_zero): nothing else refers to it, so nobody saw it
+            if g._host is not None:
+                g._host.fill(0)
+            elif g.nbytes:
+                g.device.impl.fill_zero(g.device.info, g.buffer, g.nbytes)
+            g._bump()
         a._gstate = None
-        a._grad = array._alloc(a.shape, a.dtype, a.device)
-        a._grad.label = f"{a.label}.grad" if a.label else None
-        return a._grad
+        return g
     raise GradientNotKeptError(not_kept_message(a))
+
+
+def defer_zero(a) -> None:
+    """Zero `a.grad` when it is next read instead of now (the caller checked that only `a` refers to it)."""
+    a._gstate = ZERO
 
 
 def kept_grad(a):

@@ -211,6 +211,28 @@ def plan_for(tape, seeds: set):
     return plan
 
 
+def deferrable(tape) -> set:
+    """Ids of the touched arrays whose gradient `tape.zero()` may zero lazily (grad_state.defer_zero): at least
+    POOL_MIN_BYTES, no views, no NumPy view handed out, and nothing but its array and the tape's own
+    structures refers to it, so nobody can read it before its array's `.grad` zeroes it."""
+    arrays = {}
+    for k, a in tape._touched.items():
+        if getattr(a, "_gstate", True) is None and a._family is None:
+            g = a._grad
+            if g is not None and g.nbytes >= POOL_MIN_BYTES and not g._exposed and g._family is None:
+                arrays[k] = a
+    if not arrays:
+        return set()
+    _refs, grads = _tape_refs(tape, arrays)
+    out = set()
+    for k in list(arrays):
+        g = arrays[k]._grad
+        # references here: the array's `_grad` slot, the local `g`, getrefcount's argument
+        if sys.getrefcount(g) - 3 == grads[id(g)]:
+            out.add(k)
+    return out
+
+
 def release(arrays) -> None:
     """Mark the gradients given back to the pool as not kept (their buffers now belong to the pool)."""
     for a in arrays:

@@ -20,7 +20,7 @@ from .tape_records import FuncRecord, LaunchRecord
 from .tape_consume import MemorySeen, consuming_after, mark, memory_before
 from .tape_rules import check_launch
 from . import grad_pool
-from ..arrays.grad_state import DROPPED, kept_grad, mark_zero
+from ..arrays.grad_state import DROPPED, defer_zero, kept_grad, mark_zero
 from .version_check import check_unchanged, copies_for_backward
 
 
@@ -529,9 +529,16 @@ class Tape:
 
     # Housekeeping --------------------------------------------------------------
     def zero(self) -> None:
-        """Zero the gradients of every array the tape touched (the record is kept)."""
-        for a in self._touched.values():
-            if not mark_zero(a) and a.grad is not None:      # a gradient not kept becomes a zero unwritten
+        """Zero the gradients of every array the tape touched (the record is kept). A large gradient that only
+        its array refers to is zeroed when next read (by the backward pass: right before the adjoint that
+        first accumulates into it, while it is in cache; runtime/arrays/grad_state.py)."""
+        lazy = grad_pool.deferrable(self)
+        for k, a in self._touched.items():
+            if mark_zero(a):                # a gradient not kept becomes a zero unwritten
+                continue
+            if k in lazy:
+                defer_zero(a)
+            elif a.grad is not None:
                 a.grad.zero_()
         for rec in self.records:
             if isinstance(rec, FuncRecord):

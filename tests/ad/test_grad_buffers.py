@@ -394,3 +394,31 @@ def test_default_threshold_pools_large_arrays(device, rng):
     tape, u0, _ = run_program(program, u0_np, w_np, device, hold=False)
     assert len(tape._released) >= 3
     np.testing.assert_allclose(u0.grad.numpy(), held_u0.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_zero_defers_only_gradients_nothing_else_holds(device, rng, pool_everything):
+    """tape.zero() leaves a gradient that only its array refers to for the first read to zero (right before
+    the adjoint that accumulates into it); a gradient array the user holds, or a NumPy view of, is zeroed at
+    once. Either way every read sees zeros, and the next pass the held run's gradients."""
+    program = random_program(rng, 5)
+    u0_np, w_np = rng.uniform(-1, 1, (6, 7)), rng.uniform(-1, 1, (6, 7))
+    tape, u0, kept = run_program(program, u0_np, w_np, device, hold=True)
+    first = [a.grad.copy().numpy() for a in kept]     # a copy's view: the gradients stay unexposed
+    held_grad = kept[0].grad                            # the user holds this gradient array itself
+    view = kept[3].grad.numpy()                         # and a NumPy view of this one's memory (a copy
+                                                        # on devices without host memory: nothing held)
+    tape.zero()
+    assert kept[1]._gstate == grad_state.ZERO and kept[1]._grad is not None    # deferred
+    assert kept[0]._gstate is None                                           # held: zeroed now
+    assert (kept[3]._gstate is None) == (view.base is not None)
+    np.testing.assert_array_equal(held_grad.numpy(), 0.0)
+    np.testing.assert_array_equal(kept[2].grad.numpy(), 0.0)                 # a read zeroes it
+    tape.zero()
+    tape.backward(loss=tape.records[-1].args[-1])
+    for a, want in zip(kept, first):
+        np.testing.assert_allclose(a.grad.numpy(), want, rtol=1e-12, atol=1e-12)
+    del held_grad
+    tape.zero()
+    tape.backward(loss=tape.records[-1].args[-1])
+    for a, want in zip(kept, first):
+        np.testing.assert_allclose(a.grad.numpy(), want, rtol=1e-12, atol=1e-12)
