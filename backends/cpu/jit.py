@@ -169,8 +169,8 @@ def load_object(obj: bytes, symbol: str) -> tuple[int, int, int]:
 # Tiers of a kernel's code, each with its own symbol and cache-key suffix (several may be loaded at once):
 # FULL is -O3 with the loop vectoriser; SCALAR the same without it (straight-line kernels launched many
 # times over few threads: rigid_body's 94 kB adjoint compiles in 0.10 s instead of 0.57); QUICK no IR
-# passes and -O0 code generation. backend.py offers SCALAR and QUICK only to kernels that compute identical
-# results on every tier (no fast math, no loops, no reassociable sums).
+# passes and -O0 code generation. backend.py offers SCALAR only to kernels that compute identical results
+# on every tier (no fast math, no sums LLVM may reassociate), QUICK only to those of them without loops.
 FULL, SCALAR, QUICK = "", "_s", "_q"
 _BETTER = {QUICK: (FULL, SCALAR, QUICK), SCALAR: (FULL, SCALAR), FULL: (FULL,)}   # cache lookups, best first
 
@@ -188,6 +188,16 @@ def _cached(cache, key: str, symbol: str):
         return None
 
 
+def lookup(cache, key: str, symbol: str, tier: str = FULL) -> tuple[tuple, str, str] | None:
+    """`tier`'s object or a better one from the disk cache, loaded (as `compile_cached` returns it), or None."""
+    if cache is not None:
+        for t in _BETTER[tier]:
+            hit = _cached(cache, key + t, symbol + t)
+            if hit is not None:
+                return (*hit, t)
+    return None
+
+
 def compile_cached(module_text_fn, symbol: str, key: str, cache, tier: str = FULL) -> tuple[tuple, str, str]:
     """Object code from the disk cache when present (a corrupt entry is rebuilt), else compiled now.
     `module_text_fn(symbol, small)` gives the module (`small`: for the QUICK and SCALAR tiers, whose launches
@@ -195,11 +205,9 @@ def compile_cached(module_text_fn, symbol: str, key: str, cache, tier: str = FUL
     preferred (FULL, then SCALAR, then QUICK), else `tier` is compiled. Returns ((entry address, whole-grid
     entry address, local entry address), IR text, the tier loaded)."""
     register_libm()                      # math functions of builtins registered since the last compile
-    if cache is not None:
-        for t in _BETTER[tier]:
-            hit = _cached(cache, key + t, symbol + t)
-            if hit is not None:
-                return (*hit, t)
+    hit = lookup(cache, key, symbol, tier)
+    if hit is not None:
+        return hit
     key, symbol = key + tier, symbol + tier
     obj, text = optimize(module_text_fn(symbol, tier != FULL), tier == QUICK, tier == FULL)
     if cache is not None:

@@ -90,3 +90,66 @@ def test_a_warm_cache_holding_the_scalar_tier_starts_there(tmp_path):
     warm = _run(tmp_path, 4, wide=False, cache="narrow")
     assert warm["tiers"] == [jit.SCALAR] * (backend.QUICK_LAUNCHES + 2) and warm["generated"] == []
     assert warm["identical"] and warm["err"] < 1e-14
+
+
+LOOPS_SCRIPT = textwrap.dedent("""
+    import json, sys, numpy as np, gradkit as gk
+
+    @gk.kernel
+    def iterate(x: gk.array(dtype=gk.float64), m: int, y: gk.array(dtype=gk.float64)):
+        i = gk.tid()
+        v = x[i]
+        for k in range(m):
+            v = gk.sin(v) * 0.5 + x[i]      # carried, but no sum: the scalar code computes the same bits
+        y[i] = v
+
+    @gk.kernel
+    def summed(x: gk.array(dtype=gk.float64), m: int, y: gk.array(dtype=gk.float64)):
+        i = gk.tid()
+        s = float(0.0)
+        for k in range(m):
+            s += x[i] * float(k)            # a loop sum: vectorised code may reassociate it
+        y[i] = s
+
+    dev = gk.get_device("cpu")
+    rng = np.random.default_rng(int(sys.argv[1]))
+    xs = rng.uniform(-2, 2, 256)
+    x, y = gk.array(xs, device="cpu"), gk.zeros(256, dtype=gk.float64, device="cpu")
+    v = xs.copy()
+    for k in range(7):
+        v = np.sin(v) * 0.5 + xs
+    out = {}
+    for name, kern, ref in (("iterate", iterate, v), ("summed", summed, xs * 21.0)):
+        tiers, outs = [kern.specialization(dev).compiled.tier], []
+        for n in (8, 8, 256):
+            gk.launch(kern, n, inputs=[x, 7], outputs=[y], device="cpu")
+            tiers.append(kern.specialization(dev).compiled.tier)
+            outs.append(y.numpy()[:n].copy())
+        out[name] = {"tiers": tiers, "identical": all(np.array_equal(o[:8], outs[0]) for o in outs),
+                     "err": max(float(np.abs(o - ref[:len(o)]).max() / np.abs(ref).max()) for o in outs)}
+    print(json.dumps(out))
+""")
+
+
+def test_a_kernel_with_loops_compiles_at_its_first_launch_scalar_when_narrow(tmp_path):
+    """A kernel with loops and no loop sum is compiled at its first launch, scalar for a narrow one, and
+    vectorised at its first wide one (bit-identical); a loop sum keeps the vectorised code from the start;
+    a warm cache gives its best tier before the first launch."""
+    from gradkit.backends.cpu import jit
+    env = dict(os.environ, GRADKIT_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("GRADKIT_CPU_QUICK_TIER", None)
+    script = tmp_path / "loops.py"
+    script.write_text(LOOPS_SCRIPT)
+    runs = []
+    for seed in (6, 7):
+        done = subprocess.run([sys.executable, str(script), str(seed)], env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr
+        runs.append(json.loads(done.stdout.splitlines()[-1]))
+    cold, warm = runs
+    assert cold["iterate"]["tiers"] == [None, jit.SCALAR, jit.SCALAR, jit.FULL]
+    assert cold["summed"]["tiers"] == [jit.FULL] * 4
+    assert warm["iterate"]["tiers"] == [jit.FULL] * 4
+    for run in runs:
+        for name in ("iterate", "summed"):
+            assert run[name]["identical"] and run[name]["err"] < 1e-13, (name, run[name])
