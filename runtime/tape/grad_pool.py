@@ -39,7 +39,7 @@ class GradPool:
         slots = self.slots.setdefault(key, [])
         while len(slots) <= slot:
             slots.append([None, True])
-        entry = slots[slot]
+        entry = slots[slot]           # [array, known to be zero]
         g = entry[0]
         if g is None:
             g = entry[0] = array._alloc(like.shape, like.dtype, like.device)
