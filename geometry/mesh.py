@@ -93,16 +93,20 @@ class Mesh(metaclass=_MeshType):
         return self._tris.shape[0]
 
     def _bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        """Each triangle's bounds, and the average edge length (Warp's, for sign_normal's tolerance)."""
+        """Each triangle's bounds (in the points' precision), and the average edge length (Warp's, for
+        sign_normal's tolerance; Warp's refit recomputes it too). Elementwise over the three corners: NumPy's
+        reductions over a (n, 3, 3) array's middle axis were most of a refit's time."""
         p = host_vec3(self._points, "Mesh points")
-        corners = p[self._tris]                                     # (n, 3 corners, 3)
-        if self._tris.size:
-            edges = corners - np.roll(corners, 1, axis=1)
-            self._edge = float(np.linalg.norm(edges, axis=-1).mean())
-        else:
+        if not self._tris.size:
             self._edge = 0.0
-        return corners.min(axis=1) if self._tris.size else np.zeros((0, 3)), (corners.max(axis=1) if self._tris.size
-                                                                              else np.zeros((0, 3)))
+            return np.zeros((0, 3), p.dtype), np.zeros((0, 3), p.dtype)
+        a, b, c = (p[self._tris[:, k]] for k in range(3))
+        lo = np.minimum(np.minimum(a, b), c)
+        hi = np.maximum(np.maximum(a, b), c)
+        # in the points' precision, as Warp's refit (float32), the mean summed in float64
+        edges = np.stack([_length(a - c), _length(b - a), _length(c - b)], axis=1)
+        self._edge = float(edges.mean(dtype=np.float64))
+        return lo, hi
 
     def refit(self) -> None:
         """Update the BVH's bounds to the points as they are now (the same triangles)."""
@@ -121,6 +125,11 @@ class Mesh(metaclass=_MeshType):
     def __repr__(self) -> str:
         return (f"Mesh(points={self._points.shape[0]}, triangles={self.num_tris}, dtype={self.dtype.name}, "
                 f"device='{self.device.name}', id={self.id})")
+
+
+def _length(d: np.ndarray) -> np.ndarray:
+    """Row lengths of an (n, 3) array."""
+    return np.sqrt(d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1] + d[:, 2] * d[:, 2])
 
 
 MeshData._gk_resolve = staticmethod(registry.resolver(MeshData, "float32 gk.Mesh"))

@@ -83,6 +83,42 @@ def test_build_is_balanced_and_covers_every_item(rng):
     assert np.allclose(nlo[0], lo.min(0)) and np.allclose(nhi[0], hi.max(0))
 
 
+def subtree_bounds_ref(tree, lo, hi):
+    """Each node's bounds as the min / max over the items of its subtree, walked one node at a time."""
+    out_lo = np.empty((tree.info.shape[0], 3), lo.dtype)
+    out_hi = np.empty((tree.info.shape[0], 3), hi.dtype)
+
+    def items(node):
+        left, right, start, count = tree.info[node]
+        if count > 0:
+            return list(tree.prims[start:start + count])
+        return items(left) + items(right)
+
+    for node in range(tree.info.shape[0]):
+        ids = items(node)
+        out_lo[node], out_hi[node] = lo[ids].min(0), hi[ids].max(0)
+    return out_lo, out_hi
+
+
+@pytest.mark.parametrize("n", [1, 5, 7, 300, 1001])
+def test_node_bounds_are_their_subtrees_in_the_items_precision(rng, n):
+    """Tree.bounds (a leaf table folded column by column, then the levels bottom up) equals the min / max over
+    each node's subtree, exactly, for float32 items (kept float32: nothing rounded) and float64 ones; a
+    float32 set builds the same tree as its float64 copy (centres in float64 either way)."""
+    lo, hi = boxes(rng, n)
+    lo[: n // 3] = lo[0]                                    # ties in the centres
+    hi[: n // 3] = hi[0]
+    t32 = build_tree(lo, hi)
+    t64 = build_tree(lo.astype(np.float64), hi.astype(np.float64))
+    np.testing.assert_array_equal(t32.info, t64.info)
+    np.testing.assert_array_equal(t32.prims, t64.prims)
+    for tree, a, b in ((t32, lo, hi), (t64, lo.astype(np.float64) + 1e-9, hi.astype(np.float64))):
+        got = tree.bounds(a, b)
+        assert got[0].dtype == a.dtype
+        for g, r in zip(got, subtree_bounds_ref(tree, a, b)):
+            np.testing.assert_array_equal(g, r)
+
+
 @pytest.mark.parametrize("loop", [aabb_pairs, aabb_pairs_for], ids=["while", "for"])
 def test_aabb_and_ray_queries_match_brute_force(device, rng, loop):
     n, m = 200, 40

@@ -171,6 +171,13 @@ def test_refit_after_moving_vertices(device, rng):
     a, b, c = (p64[tris[:, k]] for k in range(3))
     ref = np.linalg.norm(closest_on_triangles(a, b, c, x.astype(np.float64)) - x[:, None], axis=-1).min(1)
     np.testing.assert_allclose(dist.numpy(), ref, rtol=1e-5, atol=1e-6)
+    # the refit's host side: the BVH's node bounds equal a fresh build's over the moved points (same
+    # triangles), and the average edge length is Warp's (mean of the three edge lengths) of the moved mesh
+    fresh = gk.Mesh(gk.array(moved, dtype=gk.vec3, device=device), mesh.indices)
+    for name in ("node_lowers", "node_uppers", "item_lowers", "item_uppers"):
+        np.testing.assert_array_equal(getattr(mesh._bvh, name).numpy(), getattr(fresh._bvh, name).numpy())
+    edge = np.mean([np.linalg.norm(u - v, axis=-1) for u, v in ((a, b), (a, c), (c, b))])
+    assert mesh._gk_struct_value().average_edge_length == pytest.approx(edge, rel=1e-6)
 
 
 @gk.kernel
