@@ -17,7 +17,7 @@ bounds checks report, not an element of another row).
 from __future__ import annotations
 
 from ..core.ir import Function, Value
-from ..core.ops import MEMORY, Op
+from ..core.ops import MEMORY, OPAQUE, Op
 
 # integer operations whose result depends on their operands alone: invariant operands, invariant result
 _PURE = frozenset({"add", "sub", "mul", "neg", "floordiv", "mod", "div", "min", "max", "abs",
@@ -49,14 +49,14 @@ class Owners:
 
     def _invariant(self, v: Value) -> tuple | None:
         if v.const_value is not None:
-            return ("c", v.type.name, v.const_value)
+            return _const_key(v.type, v.const_value)
         if v.id in self.params:
             return None if v.type.is_array else ("arg", v.id)
         ins = self.defs.get(v.id)
         if ins is None:                             # a region parameter: a loop's variable or carried value
             return None
         if ins.op == Op.CONST:
-            return ("c", v.type.name, ins.attrs["value"])
+            return _const_key(v.type, ins.attrs["value"])
         if ins.op == Op.SHAPE and ins.args[0].id in self.params:
             return ("shape", ins.args[0].id, ins.attrs["axis"])
         if ins.op != Op.PRIM or ins.attrs["name"] not in _PURE or not v.type.is_scalar:
@@ -126,6 +126,11 @@ class Owners:
         return frozenset(found)
 
 
+def _const_key(t, value) -> tuple:
+    """A constant's key: floats by their text, so -0.0 and 0.0 (equal, yet 1 / x differs) get two keys."""
+    return ("c", t.name, value if isinstance(value, int) else repr(value))
+
+
 def _invertible(a: int) -> bool:
     """a * t is injective on 32-bit wrapping integers for 0 <= t < 2^31 (and on 64-bit ones): a has at
     most one factor of two."""
@@ -139,7 +144,7 @@ def consistent_arrays(fn: Function, arrays: set[int], owners: Owners | None = No
     sigs: dict[int, set] = {}
     bad: set[int] = set()
     for ins in fn.walk():
-        if ins.op == Op.NATIVE:
+        if ins.op in OPAQUE:                        # code that may index the array its own way
             bad.update(a.id for a in ins.args)
         elif ins.op in MEMORY and ins.args[0].id in arrays:
             arr = ins.args[0]
