@@ -109,6 +109,9 @@ class TiKernel:
         self._base = self
         self._kinds = None          # (settings key, per-parameter argument type or None) for call plans
         self._plans: dict = {}      # plan key -> _Plan (calls with positional arguments only)
+        # The plan of the last call, for a kernel without compile-time parameters: (ti.init generation, the
+        # data-oriented instance, the plan, number of arguments); every call of a training loop takes it.
+        self._last = None
 
     def __get__(self, obj, cls=None):
         if obj is None:
@@ -230,7 +233,17 @@ class TiKernel:
             tr = self._translation(static, arg_types, nd)
             plan = _Plan.build(self, tr, static, types) if not nd else False
             base._plans[key] = plan
+        if plan and None not in types:     # the key is the settings' and the instance's alone
+            base._last = (s.generation, self.obj, plan, len(types))
         return plan or None
+
+    def _last_plan(self, args):
+        """The last call's plan when this call has the same key (see `_last`), else None."""
+        last = self._base._last
+        if last is not None and last[0] == runtime.settings.generation and last[1] is self.obj \
+                and len(args) == last[3]:
+            return last[2]
+        return None
 
     def _param_kinds(self):
         """Per positional parameter (after `self`): its scalar type, or None for a compile-time one; None
@@ -251,7 +264,7 @@ class TiKernel:
         return out
 
     def __call__(self, *args, **kwargs):
-        plan = None if kwargs else self._plan(args)
+        plan = None if kwargs else self._last_plan(args) or self._plan(args)
         if plan is not None:
             return plan.call(args)
         tr, launches = self._launches(args, kwargs)
@@ -269,7 +282,7 @@ class TiKernel:
     def grad(self, *args, **kwargs):
         """Taichi's `kernel.grad(*args)`: the adjoint of each launch, last first, accumulating into every
         field's `.grad` (read from the outputs' `.grad`)."""
-        plan = None if kwargs else self._plan(args)
+        plan = None if kwargs else self._last_plan(args) or self._plan(args)
         if plan is not None:
             return plan.grad(args)
         tr, launches = self._launches(args, kwargs)
@@ -317,8 +330,8 @@ class _Plan:
                     return False    # a comprehension or lambda in a bound: evaluated in one namespace
                 bounds = [tuple(_bound(c, shadow) for c in b) for b in launch.bounds]
                 plan.local_bounds |= any(kind == "local" for b in bounds for kind, _ in b)
-            args = [(position[a], launch_arg_type) for a, launch_arg_type in
-                    ((a, types[position[a]]) for a in launch.args)]
+            # (position, type, whether a plain Python number passes as it is: a scalar parameter)
+            args = [(position[a], t, t.is_scalar) for a, t in ((a, types[position[a]]) for a in launch.args)]
             plan.launches.append((launch, launch.kernel, launch.fields, args, bounds, launch.random))
         return plan
 
@@ -339,7 +352,7 @@ class _Plan:
         return py.__globals__, local
 
     def call(self, args):
-        dev = runtime.device()
+        dev = runtime.settings.device       # set: the plan was made after runtime.device()
         for kernel, dim, inputs in self.launches_for(args):
             if dim is not None:
                 gk.launch(kernel, dim, inputs=inputs, device=dev)
@@ -349,7 +362,7 @@ class _Plan:
 
     def grad(self, args) -> None:
         """`kernel.grad(*args)`: each launch's adjoint, last first (what `TiKernel.grad` does in general)."""
-        dev = runtime.device()
+        dev = runtime.settings.device
         for kernel, dim, inputs in reversed(self.launches_for(args)):
             if dim is not None:
                 gk.launch(kernel, dim, inputs=inputs, device=dev, adjoint=True)
@@ -360,8 +373,9 @@ class _Plan:
         calls = []                  # every extent is evaluated before the first launch, as `_launches` does
         for launch, kernel, fields, arg_pos, bounds, random in self.launches:
             inputs = [f.arr for f in fields]
-            for k, t in arg_pos:
-                inputs.append(_scalar(args[k], t))
+            for k, t, scalar in arg_pos:
+                v = args[k]
+                inputs.append(v if scalar and v.__class__ in _NUMBERS else _scalar(v, t))
             dim = 1
             if bounds is not None:
                 dims = []
@@ -395,6 +409,9 @@ def _flat_code(code) -> bool:
     """A code object without nested code (comprehensions, lambdas), so that evaluating it with separate
     globals and locals sees the names as one merged namespace does."""
     return not any(hasattr(c, "co_code") for c in code.co_consts)
+
+
+_NUMBERS = (int, float, bool)
 
 
 def _scalar(v, t):

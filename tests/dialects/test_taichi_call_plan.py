@@ -272,3 +272,39 @@ def test_a_tape_checks_versions_once_per_kernel_sequence_unless_validating(monke
     assert checked == [debug, False, False, True]
     for g in grads:
         assert np.allclose(g, 1.5 * xs ** 2, rtol=1e-14, atol=0)
+
+
+def test_repeated_calls_reuse_the_last_plan_until_ti_init(monkeypatch):
+    """A kernel without compile-time parameters called again with the same settings takes its last call's
+    plan without keying it (kernels.TiKernel._last); ti.init in between, or a template argument, keys it
+    again, and every call reads the fields and arguments it is given now."""
+    rng = np.random.default_rng(11)
+    keyed = []
+    plan = ti_kernel.TiKernel._plan
+    monkeypatch.setattr(ti_kernel.TiKernel, "_plan", lambda self, args: keyed.append(self.__name__) or plan(self, args))
+    for _ in range(2):                      # the second ti.init: new fields, the same kernel objects
+        ti.init(arch=ti.cpu, default_fp=ti.f64)
+        x = ti.field(ti.f64, shape=5)
+        y = ti.field(ti.f64, shape=5)
+        xs = rng.uniform(-1, 1, 5)
+        x.from_numpy(xs)
+        if not keyed:
+            @ti.kernel
+            def scale(k: ti.f64, n: ti.i32):
+                for i in range(n):
+                    y[i] = k * x[i] * x[i]
+
+            @ti.kernel
+            def copy(f: ti.template(), k: ti.f64):
+                for i in range(5):
+                    f[i] = k
+        keyed.clear()
+        for j in range(4):
+            scale(0.5 * j, 5 - j)
+            np.testing.assert_allclose(y.to_numpy()[:5 - j], 0.5 * j * xs[:5 - j] ** 2, rtol=1e-15, atol=0)
+        assert keyed == ["scale"]           # keyed once per ti.init
+        for j in range(3):
+            copy(x, 1.0 + j)
+            copy(y, -1.0 - j)
+            assert x.to_numpy().tolist() == [1.0 + j] * 5 and y.to_numpy().tolist() == [-1.0 - j] * 5
+        assert keyed.count("copy") == 6     # template arguments: keyed at every call
