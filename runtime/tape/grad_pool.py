@@ -19,11 +19,13 @@ closure, another tape, a cache this module does not know — keeps the array out
 from __future__ import annotations
 
 import sys
+from collections import Counter
 
 from ..arrays import grad_state
 from .tape_records import LaunchRecord
 
-POOL_MIN_BYTES = 1 << 16    # smaller gradients stay in cache anyway: the bookkeeping would cost more
+POOL_MIN_BYTES = 1 << 16    # per array: smaller gradients are not worth their bookkeeping
+POOL_MIN_TOTAL = 1 << 23    # all candidates' gradients together: below 8 MiB they stay in cache anyway
 
 
 class GradPool:
@@ -121,60 +123,49 @@ def candidates(records, seeds: set) -> dict:
     return out
 
 
-def _tape_refs(tape, arrays: dict) -> tuple[dict, dict]:
-    """How many references the tape's own structures hold to each candidate array and to its gradient."""
-    refs = dict.fromkeys(arrays, 0)
-    grads = {id(a._grad): 0 for a in arrays.values() if a._grad is not None}
-    lists = {}
+def _tape_refs(tape) -> Counter:
+    """How many references the tape's own structures hold to each object, by id: the records' arguments
+    (a Python record's arrays), the adjoints bound to them, the touched and written arrays, the last pass's
+    gradients, the pool plan and the arrays it released. Objects alive now have distinct ids, so a count
+    by id is a count by identity."""
+    ids = []
+    seen = set()
     for rec in tape.records:
-        for x in rec.args:
-            k = id(x)
-            if k in refs and x is arrays[k]:
-                refs[k] += 1
+        args = getattr(rec, "args", None)
+        if args is None:                    # a FuncRecord (its callable's closure is not counted: held)
+            ids.extend(map(id, rec.arrays))
+            ids.extend(map(id, rec.writes))
+            continue
+        if id(args) not in seen:            # each container once, however many hold it
+            seen.add(id(args))
+            ids.extend(map(id, args))
         p = rec.prepared
         while p is not None:
-            lists[id(p.call_args)] = p.call_args
-            lists[id(p.sources)] = p.sources
-            lists[id(p.grads)] = p.grads
+            for seq in (p.call_args, p.sources, p.grads):      # a folded adjoint shares sources and grads
+                if id(seq) not in seen:
+                    seen.add(id(seq))
+                    ids.extend(map(id, seq))
             folded = p.folded
             p = folded[1] if folded is not None else None
-    for seq in lists.values():
-        for x in seq:
-            k = id(x)
-            if k in refs and x is arrays[k]:
-                refs[k] += 1
-            elif k in grads:
-                grads[k] += 1
-    for k, a in arrays.items():
-        if tape._touched.get(k) is a:
-            refs[k] += 1
+    ids.extend(map(id, tape._touched.values()))
     cache = tape.__dict__.get("_written_cache")
     if cache is not None:
-        for k, a in arrays.items():
-            if cache[3].get(k) is a:
-                refs[k] += 1
+        ids.extend(map(id, cache[3].values()))
+    for a, g, _version in tape._last_pass.values():
+        ids.append(id(a))
+        ids.append(id(g))
+    ids.extend(map(id, tape._released))
     plan = tape.__dict__.get("_gradient_plan")
-    held = [tape._released]
     if plan is not None:
-        held.append(list(plan.arrays.values()))
+        ids.extend(map(id, plan.arrays.values()))
         for entries in (*plan.take.values(), *plan.give.values()):
-            held.append([a for a, _key, _slot in entries])     # each entry's tuple holds its array
-    for seq in held:
-        for x in seq:
-            k = id(x)
-            if k in refs and x is arrays[k]:
-                refs[k] += 1
-    for k, (a, g, _version) in tape._last_pass.items():
-        if k in refs and a is arrays[k]:
-            refs[k] += 1
-        if g is not None and id(g) in grads and g is a._grad:
-            grads[id(g)] += 1
-    return refs, grads
+            ids.extend([id(a) for a, _key, _slot in entries])    # each entry's tuple holds its array
+    return Counter(ids)
 
 
 def unheld(tape, arrays: dict) -> list:
     """The candidates nothing but the tape refers to (nor to their gradients), as a list of arrays."""
-    refs, grads = _tape_refs(tape, arrays)
+    refs = _tape_refs(tape)
     out = []
     for k in list(arrays):       # not .items(): its iterator keeps the last (key, value) tuple alive
         a = arrays[k]
@@ -184,22 +175,24 @@ def unheld(tape, arrays: dict) -> list:
         g = a._grad
         # the array's `_grad` slot, the local `g`, getrefcount's argument; an exposed gradient (a NumPy
         # or DLPack view of its memory was handed out) is held through that view
-        if g is not None and (g._exposed or g._family is not None or sys.getrefcount(g) - 3 != grads[id(g)]):
-            continue
+        if g is not None and (g._exposed or g._family is not None or id(g) in tape._touched
+                              or sys.getrefcount(g) - 3 != refs[id(g)]):
+            continue            # (a gradient array the tape recorded as an argument counts as held)
         out.append(a)
     return out
 
 
 def plan_for(tape, seeds: set):
     """This pass's PoolPlan restricted to unheld arrays, or None when nothing is pooled (reusing the
-    tape's plan while its records are the same)."""
+    tape's plan while its records are the same); none while the candidates' gradients add up to less
+    than POOL_MIN_TOTAL."""
     records = tape.records
     plan = tape.__dict__.get("_gradient_plan")
     if plan is None or not plan.fits(records):
         if any(rec.__class__ is not LaunchRecord for rec in records):
             return None
         plan = tape._gradient_plan = PoolPlan(records, candidates(records, seeds))
-    if not plan.arrays:
+    if not plan.arrays or sum(a.nbytes for a in plan.arrays.values()) < POOL_MIN_TOTAL:
         return None
     arrays = {k: a for k, a in plan.arrays.items() if k not in seeds and not a._retain}
     free = unheld(tape, arrays)
@@ -213,22 +206,23 @@ def plan_for(tape, seeds: set):
 
 def deferrable(tape) -> set:
     """Ids of the touched arrays whose gradient `tape.zero()` may zero lazily (grad_state.defer_zero): at least
-    POOL_MIN_BYTES, no views, no NumPy view handed out, and nothing but its array and the tape's own
-    structures refers to it, so nobody can read it before its array's `.grad` zeroes it."""
+    POOL_MIN_BYTES (and POOL_MIN_TOTAL together), no views, no NumPy view handed out, and nothing but its
+    array and the tape's own structures refers to it, so nobody can read it before its array's `.grad`
+    zeroes it."""
     arrays = {}
     for k, a in tape._touched.items():
         if getattr(a, "_gstate", True) is None and a._family is None:
             g = a._grad
             if g is not None and g.nbytes >= POOL_MIN_BYTES and not g._exposed and g._family is None:
                 arrays[k] = a
-    if not arrays:
+    if not arrays or sum(a.nbytes for a in arrays.values()) < POOL_MIN_TOTAL:
         return set()
-    _refs, grads = _tape_refs(tape, arrays)
+    refs = _tape_refs(tape)
     out = set()
     for k in list(arrays):
         g = arrays[k]._grad
         # references here: the array's `_grad` slot, the local `g`, getrefcount's argument
-        if sys.getrefcount(g) - 3 == grads[id(g)]:
+        if id(g) not in tape._touched and sys.getrefcount(g) - 3 == refs[id(g)]:
             out.add(k)
     return out
 

@@ -133,6 +133,7 @@ def central_difference(program, u0, w, d, eps=1e-6):
 def pool_everything(monkeypatch):
     """Pool arrays of any size, so small test arrays exercise the pool."""
     monkeypatch.setattr(grad_pool, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(grad_pool, "POOL_MIN_TOTAL", 0)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -312,11 +313,18 @@ def test_what_holds_an_array_keeps_it(device, pool_everything):
         s.grad
 
 
-def test_small_arrays_are_not_pooled(device):
-    """Arrays under POOL_MIN_BYTES (the default: 64 KiB) keep their gradients: a 6x8 float64 chain."""
+def test_small_arrays_are_not_pooled(device, monkeypatch):
+    """Arrays under POOL_MIN_BYTES (the default: 64 KiB), or all together under POOL_MIN_TOTAL, keep their
+    gradients: a 6x8 float64 chain."""
     tape, u0, _, ids = _dropped_chain(device)
     assert not tape._released
     assert all(a.grad is not None for a in tape.gradients)
+    monkeypatch.setattr(grad_pool, "POOL_MIN_BYTES", 0)
+    tape, u0, _, ids = _dropped_chain(device)
+    assert not tape._released
+    monkeypatch.setattr(grad_pool, "POOL_MIN_TOTAL", 0)
+    tape, u0, _, ids = _dropped_chain(device)
+    assert set(ids) <= _released_ids(tape)
 
 
 def test_seeded_intermediate_is_not_pooled(device, rng, pool_everything):
@@ -386,10 +394,10 @@ def test_plan_never_shares_a_buffer_between_live_gradients(rng):
                     assert a1 < b0 or b1 < a0, "two live gradients share a pooled buffer"
 
 
-def test_default_threshold_pools_large_arrays(device, rng):
-    """At the default POOL_MIN_BYTES, 128 KiB intermediates are pooled and the gradient still matches."""
+def test_default_thresholds_pool_large_arrays(device, rng):
+    """At the default thresholds, five 2 MiB intermediates are pooled and the gradient still matches."""
     program = [("heat", 0), ("squash", 0), ("heat", 0), ("mix", 1)]
-    u0_np, w_np = rng.uniform(-1, 1, (128, 128)), rng.uniform(-1, 1, (128, 128))
+    u0_np, w_np = rng.uniform(-1, 1, (512, 512)), rng.uniform(-1, 1, (512, 512))
     _, held_u0, _ = run_program(program, u0_np, w_np, device, hold=True)
     tape, u0, _ = run_program(program, u0_np, w_np, device, hold=False)
     assert len(tape._released) >= 3
