@@ -9,7 +9,7 @@ A kernel takes the mesh as a parameter annotated `gk.Mesh` (float32 points; `gk.
 float64 ones; the Warp dialect's `wp.uint64`), the struct `MeshData` of core/library/mesh.py. The mesh
 keeps the caller's `points` array (a kernel reads it, so gradients land in `points.grad`); the BVH is
 built on the host (geometry/bvh.py) from the triangles' bounds, and `refit()` recomputes the bounds
-from the points as they are now.
+from the points as they are now, on the mesh's device for float32 points (geometry/refit.py).
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from ..core import types as T
 from ..core.library.mesh import MeshData, MeshData64
 from ..runtime.arrays.array import array as _array
 from ..runtime.launch.device import get_device
+from ..runtime.state import current as state
 from . import registry
 from .bvh import BvhArrays, host_vec3
+from .refit import DeviceRefit
 
 _DATA = {T.float32: MeshData, T.float64: MeshData64}
 
@@ -72,6 +74,7 @@ class Mesh(metaclass=_MeshType):
         self._tris = tris
         self._bvh = BvhArrays(self.device)
         self._bvh.build(*self._bounds())
+        self._refit = None          # the device refit's scratch arrays, made at the first refit
         self._data = None
         self.id = registry.register(self)
 
@@ -109,8 +112,15 @@ class Mesh(metaclass=_MeshType):
         return lo, hi
 
     def refit(self) -> None:
-        """Update the BVH's bounds to the points as they are now (the same triangles)."""
-        self._bvh.refit(*self._bounds())
+        """Update the BVH's bounds to the points as they are now (the same triangles): for float32 points on
+        the mesh's device (geometry/refit.py), for float64 ones on the host (their bounds are rounded
+        outward to float32 there)."""
+        if self.dtype is T.float32 and self.num_tris and state.forward_mode is None:
+            if self._refit is None:
+                self._refit = DeviceRefit(self.num_tris, self.device)
+            self._edge = self._refit.run(self._points, self.indices, self.num_tris, self._bvh)
+        else:
+            self._bvh.refit(*self._bounds())
         self._data = None
 
     def _gk_struct_value(self):

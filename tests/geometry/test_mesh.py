@@ -180,6 +180,41 @@ def test_refit_after_moving_vertices(device, rng):
     assert mesh._gk_struct_value().average_edge_length == pytest.approx(edge, rel=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [gk.vec3, gk.vec3d], ids=["float32", "float64"])
+def test_refit_on_the_device_equals_the_host_build(device, rng, dtype):
+    """A refit (float32 points: two kernels on the mesh's device, geometry/refit.py; float64: on the host)
+    gives the node bounds the host computes for the same tree (a twin mesh of the same points, refitted by
+    geometry/bvh.py's NumPy code), bit for bit, several refits in a row, and every node's box holds its
+    subtree's triangles; it is not recorded on a tape; non-finite points raise (and a later refit of finite
+    ones recovers)."""
+    from tests.geometry.test_bvh import subtree_bounds_ref
+    mesh, pts, tris = make_mesh(device, rng, dtype=dtype, n=9)
+    twin = gk.Mesh(gk.array(pts, dtype=dtype, device=device), mesh.indices)
+    for k in range(3):
+        moved = (pts * rng.uniform(0.5, 2.0, 3) + rng.uniform(-2, 2, 3)).astype(pts.dtype)
+        gk.copy(mesh.points, gk.array(moved, dtype=dtype, device=device))
+        tape = gk.Tape()
+        with tape:
+            mesh.refit()
+        assert not tape.records
+        gk.copy(twin.points, gk.array(moved, dtype=dtype, device=device))
+        twin._bvh.refit(*twin._bounds())
+        for name in ("node_lowers", "node_uppers", "item_lowers", "item_uppers"):
+            np.testing.assert_array_equal(getattr(mesh._bvh, name).numpy(), getattr(twin._bvh, name).numpy())
+        assert mesh._gk_struct_value().average_edge_length == pytest.approx(twin._edge, rel=1e-6)
+        corners = moved.astype(np.float64)[tris]
+        ref_lo, ref_hi = subtree_bounds_ref(mesh._bvh.tree, corners.min(1), corners.max(1))
+        assert (mesh._bvh.node_lowers.numpy() <= ref_lo).all() and (mesh._bvh.node_uppers.numpy() >= ref_hi).all()
+    bad = moved.copy()
+    bad[3, 1] = np.inf
+    gk.copy(mesh.points, gk.array(bad, dtype=dtype, device=device))
+    with pytest.raises(ValueError, match="must be finite"):
+        mesh.refit()
+    gk.copy(mesh.points, gk.array(moved, dtype=dtype, device=device))
+    mesh.refit()
+    np.testing.assert_array_equal(mesh._bvh.node_lowers.numpy(), twin._bvh.node_lowers.numpy())
+
+
 @gk.kernel
 def surface_loss(mesh: gk.Mesh[gk.float64], x: gk.array(dtype=gk.vec3d), s: gk.array(dtype=gk.vec3d),
                  d: gk.array(dtype=gk.vec3d), loss: gk.array(dtype=gk.float64)):
