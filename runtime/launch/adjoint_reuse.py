@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import weakref
 
+import numpy as np
+
+from ..arrays.array import array as _array
 from .launch import PreparedAdjoint, prepare_adjoint
 
 MAX_RECIPES = 8192      # per kernel: a bound on what launches on since-freed arrays leave behind
@@ -27,8 +30,18 @@ def _value_key(v):
     return (v.__class__, to_bytes()) if to_bytes is not None else (v.__class__, v)
 
 
+# integer and bool scalars compare exactly by value (floats do not: 0.0 == -0.0), so they key as themselves
+_EXACT = frozenset({int, bool, np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+                    np.uint64})
+
+
 def _arg_key(x):
     """Arrays by identity, values (NumPy scalars, tuples of them for vectors) by type and bits."""
+    c = x.__class__
+    if c is _array:
+        return id(x)
+    if c in _EXACT:
+        return c, x
     if hasattr(x, "buffer"):
         return id(x)
     if x.__class__ is tuple:
@@ -37,9 +50,11 @@ def _arg_key(x):
 
 
 class AdjointRecipe:
-    """A PreparedAdjoint without strong references to its arrays."""
+    """A PreparedAdjoint without strong references to its arrays. Its revivals share the recipe's backend
+    token (the same arrays and values each time), so a run right after the same binding's last one, on a
+    later tape, runs what the backend packed then."""
 
-    __slots__ = ("key", "spec", "dims", "template", "refs", "sources")
+    __slots__ = ("key", "spec", "dims", "template", "refs", "sources", "again")
 
     def __init__(self, prepared: PreparedAdjoint):
         self.key, self.spec, self.dims = prepared.key, prepared.spec, prepared.dims
@@ -47,6 +62,7 @@ class AdjointRecipe:
         self.template = [None if hasattr(x, "buffer") else x for x in args]
         self.refs = [(k, weakref.ref(x)) for k, x in enumerate(args) if hasattr(x, "buffer")]
         self.sources = [weakref.ref(a) for a in prepared.sources]
+        self.again = prepared.again
 
     def revive(self) -> PreparedAdjoint | None:
         """The PreparedAdjoint again, or None when an array is gone or no longer valid for it."""
@@ -56,11 +72,14 @@ class AdjointRecipe:
             if x is None:
                 return None
             call_args[k] = x
-        sources = [ref() for ref in self.sources]
-        if any(a is None for a in sources):
-            return None
+        sources = []
+        for ref in self.sources:
+            a = ref()
+            if a is None:
+                return None
+            sources.append(a)
         grads = call_args[len(call_args) - len(sources):] if sources else []   # prepare_adjoint appends them
-        prepared = PreparedAdjoint(self.key, self.spec, self.dims, call_args, grads, sources)
+        prepared = PreparedAdjoint(self.key, self.spec, self.dims, call_args, grads, sources, self.again)
         return prepared if prepared.valid() else None
 
 
@@ -70,16 +89,16 @@ def adjoint_for(rec, ins, outs, shared: dict) -> PreparedAdjoint | None:
     needs scratch gradient arrays (then it takes `launch`)."""
     kernel = rec.kernel_obj
     head = (id(kernel), rec.device, rec.dim, rec.consume)
+    keep = rec.saved is None                # saved copies are new arrays each time: nothing to keep
+    if keep and len(kernel._array_args) == len(rec.args):      # arrays only: by identity
+        key = (*head, *map(id, rec.args))
+    else:
+        key = (*head, *map(_arg_key, rec.args if keep else [*ins, *outs]))
     try:
-        if rec.saved is None and len(kernel._array_args) == len(rec.args):      # arrays only: by identity
-            key = (*head, *map(id, rec.args))
-        else:
-            key = (*head, *map(_arg_key, ins), *map(_arg_key, outs))
-        hash(key)
-        keep = rec.saved is None            # saved copies are new arrays each time: nothing to keep
+        prepared = shared.get(key)
     except TypeError:                       # an unhashable value: share by identity within this pass only
         key, keep = (*head, *map(id, ins), *map(id, outs)), False
-    prepared = shared.get(key)
+        prepared = shared.get(key)
     if prepared is not None and prepared.valid():
         return prepared
     recipes = kernel.__dict__.get("_adjoint_recipes") if keep else None

@@ -38,7 +38,7 @@ from .kernel_facts import KernelFacts
 class Specialization:
     """One compiled variant of a kernel on one device, with what a launch needs precomputed."""
 
-    __slots__ = ("fn", "compiled", "options", "device", "variant", "launch", "written", "split", "has_split",
+    __slots__ = ("fn", "compiled", "options", "device", "variant", "launch", "relaunch", "written", "split", "has_split",
                  "nan_reread", "tid_ndim", "exclusive", "bounds", "bounds_fast", "bounds_rest", "adjoint_sources")
 
     def __init__(self, fn: Function, compiled, options: CompileOptions, device, variant: VariantKey = FORWARD,
@@ -46,6 +46,9 @@ class Specialization:
         self.fn, self.compiled, self.options, self.device = fn, compiled, options, device
         self.variant = variant
         self.launch = device.impl.launch
+        # a backend that can repeat a launch as packed (the CPU backend): `relaunch(compiled, token)` -> ran?,
+        # and `launch(..., again=token)` (runtime/launch/plan.py); None: every launch packs
+        self.relaunch = getattr(device.impl, "relaunch", None)
         self.tid_ndim = fn.attrs.get("tid_ndim", 1)
         self.split = fn.attrs.get("param_split", [])
         self.has_split = any(n > 1 for _, n in self.split)

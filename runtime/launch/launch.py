@@ -247,22 +247,24 @@ class PreparedAdjoint:
     arrays stay the same objects and the settings it was compiled for hold (Tape.backward's fast path:
     no argument parsing, no specialisation lookup per launch)."""
 
-    __slots__ = ("key", "spec", "dims", "call_args", "grads", "sources", "folded", "threads", "launch", "relaunch",
-                 "written", "again")
+    __slots__ = ("key", "spec", "dims", "call_args", "grads", "sources", "folded", "threads", "again")
 
-    def __init__(self, key, spec, dims, call_args, grads, sources):
+    def __init__(self, key, spec, dims, call_args, grads, sources, again=None):
         self.key, self.spec, self.dims, self.call_args = key, spec, dims, call_args
         self.grads, self.sources = grads, sources
-        self.threads = bool(dims) and all(dims)
+        self.threads = 0 not in dims
         self.folded = None        # (seeds, PreparedAdjoint | None): the last `seeded` answer
-        self.launch, self.written = spec.launch, spec.written
-        # the same arguments every run: a backend's `relaunch` may run what it packed last (runtime/launch/plan.py)
-        self.relaunch = getattr(spec.device.impl, "relaunch", None) if self.threads else None
-        self.again = object()     # the backend's token for these arguments (holds no array)
+        # the backend's token for these arguments (holds no array; a revived recipe passes its own, so the
+        # block its last run packed may be run again: Specialization.relaunch, runtime/launch/plan.py)
+        self.again = object() if again is None else again
 
     def valid(self) -> bool:
-        if config.check_nan or state.forward_mode or not unchanged(self.key):
-            return False          # other settings, NaN checks and forward-over-reverse take `launch`
+        c = config
+        if c.check_nan or state.forward_mode:
+            return False          # NaN checks and forward-over-reverse take `launch`
+        if (c.debug, c.adjoint_stack_size, c.fast_math, _settings.rules_generation, c.default_fp) != self.key and \
+                not unchanged(self.key):
+            return False          # other settings (the tuple is codegen_key()'s fields: settings.py)
         for a, g in zip(self.sources, self.grads):
             if a.grad is not g:
                 return False
@@ -293,14 +295,13 @@ class PreparedAdjoint:
         return out
 
     def run(self) -> None:
-        call_args = self.call_args
-        if self.relaunch is not None:
-            compiled = self.spec.compiled
-            if not self.relaunch(compiled, self.again):
-                self.launch(compiled, self.dims, call_args, self.again)
-        elif self.threads:
-            self.launch(self.spec.compiled, self.dims, call_args)
-        for k in self.written:
+        spec, call_args = self.spec, self.call_args
+        if self.threads:
+            if spec.relaunch is None:
+                spec.launch(spec.compiled, self.dims, call_args)
+            elif not spec.relaunch(spec.compiled, self.again):
+                spec.launch(spec.compiled, self.dims, call_args, self.again)
+        for k in spec.written:
             a = call_args[k]
             if a._family is None:
                 a.version += 1

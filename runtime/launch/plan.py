@@ -35,7 +35,7 @@ class LaunchPlan:
         self.recheck_bounds = bool(self.scalars) and spec.bounds_fast is not None and n > 0
         # arrays only: every launch passes the same values, so a backend that keeps the arguments it packed
         # last may run them again (the CPU backend's `relaunch`, and `launch(..., again=)`: -0.5 µs a launch)
-        self.relaunch = getattr(dev.impl, "relaunch", None) if not self.scalars and n else None
+        self.relaunch = spec.relaunch if not self.scalars and n else None
         self.again = object() if self.relaunch is not None else None     # the backend's token (holds nothing)
 
     def bind(self, args: list, dev) -> list | None:

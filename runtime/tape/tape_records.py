@@ -72,7 +72,8 @@ class LaunchRecord:
         """(inputs, outputs) for the adjoint launch: the copies saved before the launch in place of the
         arrays it overwrote (their gradients stay those of the arrays themselves)."""
         if self.saved is None:
-            return self.inputs, self.outputs
+            args, n = self.args, self.n_inputs
+            return args[:n], args[n:]
         args = [self.saved.get(j, a) for j, a in enumerate(self.args)]
         n = self.n_inputs
         return args[:n], args[n:]

@@ -215,3 +215,34 @@ def test_records_alternating_between_arrays_get_their_own_adjoints(device, rng):
                              yb: gk.array(sb, dtype=gk.float64, device=device)})
         np.testing.assert_allclose(xa.grad.numpy(), 8 * 3 * xa.numpy() ** 2 * sa, rtol=1e-13)
         np.testing.assert_allclose(xb.grad.numpy(), 4 * 3 * xb.numpy() ** 2 * sb, rtol=1e-13)
+
+
+def test_a_new_tape_each_iteration_reuses_the_binding_and_sees_other_adjoint_launches(device, rng):
+    """A tape per iteration over the same arrays (its adjoint revived from the kernel's recipe, with the
+    recipe's backend token), and every other iteration an explicit adjoint launch of the same kernel on
+    other arrays in between (which packs that adjoint for them): each gradient against NumPy."""
+
+    @gk.kernel
+    def cube(x: gk.array(dtype=gk.float64), y: gk.array(dtype=gk.float64), a: gk.float64):
+        i = gk.tid()
+        y[i] = y[i] + a * x[i] * x[i] * x[i]
+
+    x = gk.array(rng.normal(size=5), dtype=gk.float64, device=device, requires_grad=True)
+    y = gk.zeros(5, dtype=gk.float64, device=device, requires_grad=True)
+    x2 = gk.array(rng.normal(size=5), dtype=gk.float64, device=device)
+    y2 = gk.zeros(5, dtype=gk.float64, device=device)
+    gx2, gy2 = gk.zeros(5, dtype=gk.float64, device=device), gk.array(rng.normal(size=5), dtype=gk.float64,
+                                                                         device=device)
+    seed = rng.normal(size=5)
+    for it in range(6):
+        tape = gk.Tape()
+        with tape:
+            gk.launch(cube, 5, inputs=[x], outputs=[y, 0.5], device=device)
+        if it % 2:
+            gx2.zero_()
+            gk.launch(cube, 5, inputs=[x2], outputs=[y2, 0.5], device=device, adjoint=True,
+                      adj_inputs=[gx2], adj_outputs=[gy2, None])
+            np.testing.assert_allclose(gx2.numpy(), 1.5 * x2.numpy() ** 2 * gy2.numpy(), rtol=1e-13)
+        x.grad.zero_()
+        tape.backward(grads={y: gk.array(seed, dtype=gk.float64, device=device)})
+        np.testing.assert_allclose(x.grad.numpy(), 1.5 * x.numpy() ** 2 * seed, rtol=1e-13)
