@@ -1,14 +1,15 @@
 """Warp's own example programs under `gradkit.warp` and under Warp, time per step (issue #40 item 4).
 
-    python benchmarks/warp_programs.py [--quick] [--steps N] [--programs sph,dem,diffray] [--cold] [--json out.json]
+    python benchmarks/warp_programs.py [--quick] [--steps N] [--programs sph,dem,diffray,mesh] [--cold] [--json out.json]
 
-The programs are example_sph, example_dem and optim/example_diffray from the installed `warp` package,
+The programs are example_sph, example_dem, optim/example_diffray and example_mesh from the installed `warp` package,
 loaded by `gradkit.warp.examples.load_example` as written (Warp) and with only their imports pointed at
 gradkit.warp plus the edits docs/porting/warp.md lists (gradkit); rendering off. One step is the example's
-own `step()`: a frame of simulation substeps (sph, dem), or a taped forward and backward pass with an SGD
-update (diffray). Sizes are the examples' own where a step stays near a second on a 2-core CPU, else set
-from outside through the example's attributes (SIZES). example_diffray loads bunny.usd through OpenUSD,
-which need not be installed: a stand-in `pxr` gives both systems the same sphere mesh.
+own `step()`: a frame of simulation substeps (sph, dem), a taped forward and backward pass with an SGD
+update (diffray), or a deforming mesh's refit and 1,000 particles' closest-point queries against it (mesh). Sizes are the examples' own where a step stays near a second on a 2-core CPU, else set
+from outside through the example's attributes (SIZES). example_diffray and example_mesh load bunny.usd
+through OpenUSD, which need not be installed: a stand-in `pxr` gives both systems the same sphere mesh
+(9,024 triangles).
 
 Both systems run in this process on the CPU, their steps alternating (Warp, gradkit, gradkit, Warp, ...)
 so that load on the machine slows them alike. The start is reported apart: `start_s` from loading the
@@ -42,7 +43,7 @@ import types
 
 import numpy as np
 
-PROGRAMS = ("sph", "dem", "diffray")
+PROGRAMS = ("sph", "dem", "diffray", "mesh")
 SYSTEMS = ("warp", "gradkit.warp")
 
 # per program: (full, quick) settings: sph substeps per step; dem particle block divisor and substeps;
@@ -51,6 +52,7 @@ SIZES = {
     "sph": ({"substeps": 2}, {"substeps": 1}),
     "dem": ({"shrink": 2, "substeps": 8}, {"shrink": 4, "substeps": 2}),
     "diffray": ({"height": 128}, {"height": 24}),
+    "mesh": ({}, {}),
 }
 
 
@@ -92,6 +94,10 @@ def _make(program: str, system: str, size: dict):
         e = mod.Example(height=size["height"], train_iters=1, rot_array=rot)
         mod.wp.copy(e.target_pixels, ref.pixels)
         return e, f"{e.width}x{e.height} pixels, {e.num_rays} rays, forward+backward+SGD"
+    if program == "mesh":
+        sys.modules.setdefault("pxr", _stand_in_pxr())
+        e = _load("core/example_mesh.py", system).Example(stage_path=None)
+        return e, f"{e.num_particles} particles, {e.mesh.indices.shape[0] // 3} triangles, refit each step"
     raise ValueError(f"unknown program {program!r}: one of {', '.join(PROGRAMS)}")
 
 
@@ -141,6 +147,11 @@ def run(quick: bool = False, programs=PROGRAMS, steps: int | None = None) -> lis
     return rows
 
 
+def _ms(seconds: float) -> str:
+    """Milliseconds, with two decimals below 10 ms (example_mesh's steps take a fraction of one)."""
+    return f"{seconds * 1e3:.2f}" if seconds < 0.01 else f"{seconds * 1e3:.1f}"
+
+
 def markdown(rows: list[dict]) -> str:
     by = {(r["program"], r["system"]): r for r in rows}
     out = ["| program | size | start: Warp / gradkit | first step: Warp / gradkit | per step (wall): Warp / gradkit "
@@ -149,9 +160,9 @@ def markdown(rows: list[dict]) -> str:
         w, g = by[(program, "warp")], by[(program, "gradkit.warp")]
         out.append(f"| {program} | {w['size']} | {w['start_s']:.2f} s / {g['start_s']:.2f} s | "
                    f"{w['first_step_s']:.3f} s / {g['first_step_s']:.3f} s | "
-                   f"{w['per_step_s'] * 1e3:.1f} / {g['per_step_s'] * 1e3:.1f} ms | "
+                   f"{_ms(w['per_step_s'])} / {_ms(g['per_step_s'])} ms | "
                    f"{g['per_step_s'] / w['per_step_s']:.2f}x | "
-                   f"{w['per_step_cpu_s'] * 1e3:.1f} / {g['per_step_cpu_s'] * 1e3:.1f} ms | "
+                   f"{_ms(w['per_step_cpu_s'])} / {_ms(g['per_step_cpu_s'])} ms | "
                    f"{g['per_step_cpu_s'] / max(w['per_step_cpu_s'], 1e-9):.2f}x |")
     return "\n".join(out)
 

@@ -26,9 +26,10 @@ def _bench():
 def test_run_rows_and_command_line(tmp_path, monkeypatch, capsys):
     wpp = _bench()
     monkeypatch.setitem(sys.modules, "pxr", wpp._stand_in_pxr(8))      # diffray's bunny.usd, undone after
-    rows = wpp.run(quick=True, programs=("dem", "diffray"), steps=1)
+    rows = wpp.run(quick=True, programs=("dem", "diffray", "mesh"), steps=1)
     assert [(r["program"], r["system"]) for r in rows] == [
-        ("dem", "warp"), ("dem", "gradkit.warp"), ("diffray", "warp"), ("diffray", "gradkit.warp")]
+        ("dem", "warp"), ("dem", "gradkit.warp"), ("diffray", "warp"), ("diffray", "gradkit.warp"),
+        ("mesh", "warp"), ("mesh", "gradkit.warp")]
     for r in rows:
         assert r["first_step_s"] > 0 and r["per_step_s"] > 0 and r["per_step_cpu_s"] >= 0
         assert r["start_s"] > r["first_step_s"]
