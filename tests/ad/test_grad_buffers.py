@@ -430,3 +430,44 @@ def test_zero_defers_only_gradients_nothing_else_holds(device, rng, pool_everyth
     tape.backward(loss=tape.records[-1].args[-1])
     for a, want in zip(kept, first):
         np.testing.assert_allclose(a.grad.numpy(), want, rtol=1e-12, atol=1e-12)
+
+
+def test_reset_and_record_again_reuses_the_pool(device, rng, pool_everything):
+    """An iteration loop (reset, record with fresh intermediates, zero, backward) keeps giving the held run's
+    gradient, and the tape's pool stays the same few buffers across iterations."""
+    program = random_program(rng, 6)
+    u0_np, w_np = rng.uniform(-1, 1, (5, 6)), rng.uniform(-1, 1, (5, 6))
+    _, held_u0, _ = run_program(program, u0_np, w_np, device, hold=True)
+    want = held_u0.grad.numpy()
+    u0 = gk.array(u0_np, dtype=F64, device=device, requires_grad=True)
+    w = gk.array(w_np, dtype=F64, device=device)
+    loss = gk.zeros(1, dtype=F64, device=device, requires_grad=True)
+    tape = gk.Tape()
+    sizes = []
+    for _ in range(3):
+        tape.reset()
+        loss.zero_()
+        states = [u0]
+        with tape:
+            for op, back in program:
+                v = gk.zeros((5, 6), dtype=F64, device=device, requires_grad=True)
+                if op == "heat":
+                    gk.launch(heat, (5, 6), inputs=[states[-1]], outputs=[v], device=device)
+                elif op == "squash":
+                    gk.launch(squash, (5, 6), inputs=[states[-1]], outputs=[v], device=device)
+                else:
+                    gk.launch(mix, (5, 6), inputs=[states[-1], states[back]], outputs=[v], device=device)
+                    if op == "mix_acc":
+                        gk.launch(accumulate, (5, 6), inputs=[states[back]], outputs=[v], device=device)
+                states.append(v)
+            gk.launch(sum_squares, (5, 6), inputs=[states[-1]], outputs=[loss], device=device)
+            ws = gk.zeros((5, 6), dtype=F64, device=device, requires_grad=True)
+            gk.launch(mix, (5, 6), inputs=[states[1], w], outputs=[ws], device=device)
+            gk.launch(sum_squares, (5, 6), inputs=[ws], outputs=[loss], device=device)
+        del states, v, ws
+        tape.zero()
+        tape.backward(loss=loss)
+        assert len(tape._released) == len(program) + 1
+        sizes.append(sum(len(v) for v in tape._pool.slots.values()))
+        np.testing.assert_allclose(u0.grad.numpy(), want, rtol=1e-12, atol=1e-12)
+    assert sizes[0] == sizes[-1] < len(program)
