@@ -23,7 +23,9 @@ from ..core import types as T
 from ..core.library.bvh import LEAF_SIZE, BvhData
 from ..runtime.arrays.array import array as _array
 from ..runtime.launch.device import get_device
+from ..runtime.state import current as state
 from . import registry
+from .refit import DeviceRefit
 
 
 class Tree:
@@ -210,11 +212,20 @@ class Bvh:
         self.device = get_device(lowers.device)
         self._arrays = BvhArrays(self.device)
         self._arrays.build(host_vec3(lowers, "lowers"), host_vec3(uppers, "uppers"))
+        self._refit = None          # the device refit's scratch (geometry/refit.py), made at the first refit
         self.id = registry.register(self)
 
     def refit(self) -> None:
-        """Update the node bounds after `lowers` / `uppers` changed (the same items)."""
-        self._arrays.refit(host_vec3(self.lowers, "lowers"), host_vec3(self.uppers, "uppers"))
+        """Update the node bounds after `lowers` / `uppers` changed (the same items): on the device for
+        float32 boxes (geometry/refit.py), else on the host (float64 boxes are rounded outward there)."""
+        n = self.lowers.shape[0]
+        if n and self.lowers.dtype is T.vec3 and self.uppers.dtype is T.vec3 and state.forward_mode is None \
+                and self.lowers.device is self.device and self.uppers.device is self.device:
+            if self._refit is None:
+                self._refit = DeviceRefit(0, self.device)
+            self._refit.boxes(self.lowers, self.uppers, self._arrays)
+        else:
+            self._arrays.refit(host_vec3(self.lowers, "lowers"), host_vec3(self.uppers, "uppers"))
 
     def _gk_struct_value(self) -> BvhData:
         return self._arrays.data

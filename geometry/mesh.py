@@ -118,7 +118,7 @@ class Mesh(metaclass=_MeshType):
         if self.dtype is T.float32 and self.num_tris and state.forward_mode is None:
             if self._refit is None:
                 self._refit = DeviceRefit(self.num_tris, self.device)
-            self._edge = self._refit.run(self._points, self.indices, self.num_tris, self._bvh)
+            self._edge = self._refit.mesh(self._points, self.indices, self.num_tris, self._bvh)
         else:
             self._bvh.refit(*self._bounds())
         self._data = None
