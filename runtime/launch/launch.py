@@ -6,7 +6,7 @@ the rest (compilation, binder construction) to cached per-kernel objects.
 
 from __future__ import annotations
 
-import time
+from time import perf_counter as _now
 
 from ...ad.variants import FORWARD
 from ...backends.analysis import shared_writes
@@ -116,20 +116,28 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
                     if plan.recheck_bounds:
                         _check_bounds(kernel, plan.spec, plan.dims, plan.n, args)
                     again = plan.again
-                    if not c.check_nan and (not record_tape or state.tape is None or not kernel.recorded):
-                        try:
-                            if again is None:
-                                if plan.n:
-                                    plan.launch(plan.compiled, plan.dims, args)
-                            elif not plan.relaunch(plan.compiled, again):
-                                plan.launch(plan.compiled, plan.dims, args, again)
-                        finally:     # a launch stopped by a fault or Ctrl-C may have written part of its outputs
-                            for k in plan.written:
-                                a = args[k]
-                                if a._family is None:
-                                    a.version += 1
-                                else:
-                                    a._bump()
+                    if not c.check_nan:
+                        if not record_tape or state.tape is None or not kernel.recorded:
+                            try:
+                                if again is None:
+                                    if plan.n:
+                                        plan.launch(plan.compiled, plan.dims, args)
+                                elif not plan.relaunch(plan.compiled, again):
+                                    plan.launch(plan.compiled, plan.dims, args, again)
+                            finally:     # a launch stopped by a fault or Ctrl-C may have written part of its outputs
+                                for k in plan.written:
+                                    a = args[k]
+                                    if a._family is None:
+                                        a.version += 1
+                                    else:
+                                        a._bump()
+                            return None
+                        tape = state.tape           # recorded: the tape's hooks around the same launch
+                        prepared = tape.before_launch(kernel, args)
+                        t0 = _now()
+                        _run_planned(plan, args)
+                        tape.record_launch(kernel, plan.dims, plan.dev, args, len(inputs), FORWARD,
+                                           (_now() - t0) * 1e3, prepared)
                         return None
                     bound = call_args = args
                     dims, n, dev, spec, variant = plan.dims, plan.n, plan.dev, plan.spec, FORWARD
@@ -184,23 +192,38 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
                 call_args[k]._bump()
         return None
     prepared = tape.before_launch(kernel, bound) if tape is not None else None
-    t0 = time.perf_counter() if tape is not None else 0.0
+    t0 = _now() if tape is not None else 0.0
     if config.check_nan:
         before = snapshot(spec, call_args)
-    try:
-        if again is not None:       # a pre-bound launch (runtime/launch/plan.py)
-            if not plan.relaunch(plan.compiled, again):
-                plan.launch(plan.compiled, dims, call_args, again)
-        elif n:
-            spec.launch(spec.compiled, dims, call_args)
-    finally:             # a launch stopped by a fault or Ctrl-C may have written part of its outputs
-        for k in spec.written:
-            call_args[k]._bump()
+    if again is not None:           # a pre-bound launch (runtime/launch/plan.py), under NaN checks
+        _run_planned(plan, call_args)
+    else:
+        try:
+            if n:
+                spec.launch(spec.compiled, dims, call_args)
+        finally:         # a launch stopped by a fault or Ctrl-C may have written part of its outputs
+            for k in spec.written:
+                call_args[k]._bump()
     if tape is not None:
-        tape.record_launch(kernel, dims, dev, bound, len(inputs), variant, (time.perf_counter() - t0) * 1e3, prepared)
+        tape.record_launch(kernel, dims, dev, bound, len(inputs), variant, (_now() - t0) * 1e3, prepared)
     if config.check_nan:
         check_after_launch(kernel, spec, call_args, variant, before, dims)
     return None
+
+
+def _run_planned(plan, args) -> None:
+    """Run a pre-bound launch (as packed when the plan has a backend token and the backend still holds it),
+    then bump the versions of what it wrote (also when stopped midway: it may have written part)."""
+    again = plan.again
+    try:
+        if again is None:
+            if plan.n:
+                plan.launch(plan.compiled, plan.dims, args)
+        elif not plan.relaunch(plan.compiled, again):
+            plan.launch(plan.compiled, plan.dims, args, again)
+    finally:
+        for k in plan.written:
+            args[k]._bump()
 
 
 def _same_kind(dim, planned) -> bool:

@@ -246,3 +246,41 @@ def test_a_new_tape_each_iteration_reuses_the_binding_and_sees_other_adjoint_lau
         x.grad.zero_()
         tape.backward(grads={y: gk.array(seed, dtype=gk.float64, device=device)})
         np.testing.assert_allclose(x.grad.numpy(), 1.5 * x.numpy() ** 2 * seed, rtol=1e-13)
+
+
+@gk.kernel
+def _reads(a: gk.array(dtype=gk.float64), out: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    out[i] = a[i] * a[i]
+
+
+@gk.kernel
+def _scale_in_place(a: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    a[i] = 2.0 * a[i]
+
+
+def test_a_pre_bound_launch_on_a_tape_is_checked_and_recorded(device, rng):
+    """Repeated launches of one kernel (pre-bound) recorded on a tape: the tape's rule check still refuses an
+    overwrite of a value an earlier record's adjoint reads, before anything runs, and records of allowed
+    launches carry each launch's versions (the output's version right after it)."""
+    a = gk.array(rng.normal(size=4), dtype=gk.float64, device=device, requires_grad=True, label="state")
+    out = gk.zeros(4, dtype=gk.float64, device=device, requires_grad=True)
+    for _ in range(5):                                  # the plan of each kernel, off the tape
+        gk.launch(_scale_in_place, 4, inputs=[a], device=device)
+        gk.launch(_reads, 4, inputs=[a], outputs=[out], device=device)
+    before = a.numpy().copy()
+    with pytest.raises(gk.GradientRuleError, match="state"):
+        with gk.Tape(check=True):
+            gk.launch(_reads, 4, inputs=[a], outputs=[out], device=device)
+            gk.launch(_scale_in_place, 4, inputs=[a], device=device)
+    np.testing.assert_array_equal(a.numpy(), before)    # the refused launch did not run
+    tape = gk.Tape()
+    with tape:
+        for _ in range(4):
+            gk.launch(_reads, 4, inputs=[a], outputs=[out], device=device)
+    versions = [rec.versions[1] for rec in tape.launches]
+    assert versions == sorted(versions) and len(set(versions)) == 4 and versions[-1] == out.version
+    assert all(rec.kernel == "_reads" and rec.inputs == [a] and rec.outputs == [out] for rec in tape.launches)
+    tape.backward(grads={out: gk.ones(4, dtype=gk.float64, device=device)})
+    np.testing.assert_allclose(a.grad.numpy(), 2 * a.numpy(), rtol=1e-14)
