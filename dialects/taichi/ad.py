@@ -13,6 +13,8 @@ check is 7-15 % of a DiffTaichi program's first iteration (rigid_body 0.33 of 2.
 
 from __future__ import annotations
 
+import gc
+
 import gradkit as gk
 
 from . import runtime
@@ -44,7 +46,13 @@ def _record_key(r):
 
 class Tape:
     """`with ti.ad.Tape(loss=L): ...` records the kernels called inside; on exit L.grad = 1 and the
-    gradients of every field are accumulated."""
+    gradients of every field are accumulated.
+
+    Python's cyclic garbage collector is paused from entering to the end of the backward pass (as gradkit
+    pauses it while building kernels, core/locks.py): the tape's records of a time-stepped program (10 000
+    launches an iteration for rigid_body) would otherwise survive young collections into the oldest
+    generation and set off full collections, which rescan every long-lived object (the kernels' IR): 30 % of
+    rigid_body's iterations. Garbage made meanwhile is collected as usual afterwards."""
 
     def __init__(self, loss=None, clear_gradients: bool = True, validation: bool = False, grad_check=None):
         self.loss = loss
@@ -52,6 +60,7 @@ class Tape:
         self.validation = validation
         self.tape = gk.Tape(check=True if validation else None)
         self.entered = False
+        self.paused = False         # whether this tape paused the garbage collector (an outer one may have)
 
     def __enter__(self):
         if self.entered:
@@ -67,12 +76,20 @@ class Tape:
                 clear_all_gradients()
             self.loss.arr.zero_()
         self.tape.__enter__()
+        if gc.isenabled():
+            gc.disable()
+            self.paused = True
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        self.tape.__exit__(exc_type, exc, tb)
-        if exc_type is None and self.loss is not None:
-            self.grad()
+        try:
+            self.tape.__exit__(exc_type, exc, tb)
+            if exc_type is None and self.loss is not None:
+                self.grad()
+        finally:
+            if self.paused:
+                self.paused = False
+                gc.enable()
 
     def grad(self):
         self.loss.arr.grad.fill_(1.0)
