@@ -26,8 +26,9 @@ the first iteration compiles nothing the disk holds; `as-is` leaves the user's o
 slows them alike. Reported per program and system: loading the program (imports, fields; the first
 iteration's translation and compilation come after), the first iteration, and the median and minimum of the
 later ones, in wall time and in the process's CPU time (robust to other load on the machine; a runtime whose
-idle threads spin counts them). `--baseline PATH` adds `gradkit.taichi` imported from another checkout
-(PYTHONPATH=PATH, where PATH/gradkit is that checkout), to compare two versions of gradkit.
+idle threads spin counts them). `--baseline [LABEL=]PATH` (repeatable) adds `gradkit.taichi` imported from another checkout
+(PYTHONPATH=PATH, where PATH/gradkit is that checkout), to compare versions of gradkit; `--modules taichi`
+leaves out the installed one.
 DP_PROFILE=FOLDER in the environment makes each worker write cProfile statistics of its first iteration
 and of iteration DP_PROFILE_ITER (default 2) to FOLDER/<program>.<iteration>.prof (where the time goes).
 """
@@ -311,7 +312,8 @@ def main(argv=None) -> int:
                     help=f"default: {','.join(OWN_PROGRAMS)}; with --src {','.join(PROGRAMS)}")
     ap.add_argument("--quick", action="store_true", help="our own programs at small sizes")
     ap.add_argument("--modules", default="gradkit.taichi,taichi")
-    ap.add_argument("--baseline", default=None, help="PYTHONPATH of another gradkit checkout to compare with")
+    ap.add_argument("--baseline", action="append", default=[], metavar="[LABEL=]PYTHONPATH",
+                    help="PYTHONPATH of another gradkit checkout to compare with (repeatable; LABEL names it)")
     ap.add_argument("--iters", type=int, default=4, help="iterations per run (the first includes compiles)")
     ap.add_argument("--rounds", type=int, default=2, help="fresh processes per program and system")
     ap.add_argument("--timeout", type=float, default=900.0)
@@ -333,8 +335,9 @@ def main(argv=None) -> int:
     if any(p not in known for p in programs):
         ap.error(f"--programs: choose from {', '.join(known)}" + ("" if src else " (or pass --src)"))
     targets = {m: (m, None) for m in args.modules.split(",") if m and (m == "gradkit.taichi" or _available(m))}
-    if args.baseline:
-        targets["gradkit.taichi (baseline)"] = ("gradkit.taichi", os.path.abspath(args.baseline))
+    for spec in args.baseline:
+        label, _, path = spec.rpartition("=")
+        targets[f"gradkit.taichi ({label or 'baseline'})"] = ("gradkit.taichi", os.path.abspath(path))
     results = compare(src, programs, targets, args.iters, args.rounds, args.timeout, args.quick, args.cache)
     print(f"kernel caches: {args.cache}")
     print("| program | system | program load s | first iteration s (wall / cpu) | per iteration s, median "
