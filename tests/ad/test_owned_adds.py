@@ -170,6 +170,7 @@ def test_strided_gradient(device, rng):
 
 
 def _adjoint_with_scalar(kernel, n, x0, lo, g, device):
+    """x's gradient after one adjoint launch of kernel(x, y, lo) seeded with `g` on y."""
     x = gk.array(x0, device=device, requires_grad=True)
     y = gk.zeros(n, dtype=gk.float64, device=device, requires_grad=True)
     y.grad.assign(g)
