@@ -103,6 +103,7 @@ class array:
         self.nbytes = size * dt.ncomp * npdt.itemsize
         self.version, self.label, self._grad, self._dual = 0, None, None, None
         # `.grad` without a buffer of its own (runtime/arrays/grad_state.py) / kept out of the gradient pool
+        # (retain_grad(), or memory adopted from another owner: runtime/tape/grad_pool.py)
         self._gstate, self._retain = None, False
         # Recorded on a tape / a writable host view handed out / checksum of the data at a version: together
         # they let Tape.backward see writes made through NumPy or DLPack views (`modified_since`).
@@ -133,6 +134,7 @@ class array:
             return None
         a = object.__new__(cls)
         a._setup(host.shape[:host.ndim - len(dt.shape)], dt, dev, buffer)
+        a._retain = True            # its memory has another owner: never a pooled or lazily zeroed gradient
         return a
 
     @classmethod

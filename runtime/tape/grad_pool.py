@@ -175,9 +175,10 @@ def unheld(tape, arrays: dict) -> list:
         g = a._grad
         # the array's `_grad` slot, the local `g`, getrefcount's argument; an exposed gradient (a NumPy
         # or DLPack view of its memory was handed out) is held through that view
-        if g is not None and (g._exposed or g._family is not None or id(g) in tape._touched
+        if g is not None and (g._exposed or g._retain or g._family is not None or id(g) in tape._touched
                               or sys.getrefcount(g) - 3 != refs[id(g)]):
-            continue            # (a gradient array the tape recorded as an argument counts as held)
+            continue            # (a gradient array the tape recorded as an argument counts as held, one
+                                # over memory adopted from NumPy/DLPack/torch too)
         out.append(a)
     return out
 
@@ -213,7 +214,8 @@ def deferrable(tape) -> set:
     for k, a in tape._touched.items():
         if getattr(a, "_gstate", True) is None and a._family is None:
             g = a._grad
-            if g is not None and g.nbytes >= POOL_MIN_BYTES and not g._exposed and g._family is None:
+            if g is not None and g.nbytes >= POOL_MIN_BYTES and not g._exposed and not g._retain \
+                    and g._family is None:
                 arrays[k] = a
     if not arrays or sum(a.nbytes for a in arrays.values()) < POOL_MIN_TOTAL:
         return set()

@@ -471,3 +471,25 @@ def test_reset_and_record_again_reuses_the_pool(device, rng, pool_everything):
         sizes.append(sum(len(v) for v in tape._pool.slots.values()))
         np.testing.assert_allclose(u0.grad.numpy(), want, rtol=1e-12, atol=1e-12)
     assert sizes[0] == sizes[-1] < len(program)
+
+
+def test_gradient_over_adopted_memory_is_never_pooled_or_deferred(rng, pool_everything):
+    """A `.grad` sharing a torch tensor's memory (gk.from_torch, host memory) is seen through that tensor,
+    which refers to the memory and not to the gk.array: it is zeroed at once and its array never pooled."""
+    torch = pytest.importorskip("torch")
+    _, _, kept, ids = _dropped_chain("cpu", keep=lambda k, s: s)
+    want = kept[1].grad.numpy().copy()
+    tensors = []
+
+    def share(k, s):                     # s.grad over a torch tensor's memory; only the tensor is kept
+        if k == 1:
+            t = torch.zeros((6, 8), dtype=torch.float64)
+            s.grad = gk.from_torch(t, requires_grad=False)
+            tensors.append(t)
+        return None
+
+    tape, _, _, ids = _dropped_chain("cpu", keep=share)
+    assert ids[1] not in _released_ids(tape) and ids[0] in _released_ids(tape)
+    np.testing.assert_allclose(tensors[0].numpy(), want, rtol=1e-12, atol=1e-12)
+    tape.zero()
+    np.testing.assert_array_equal(tensors[0].numpy(), 0.0)      # zeroed at once, not on a later read
