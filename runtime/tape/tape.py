@@ -50,13 +50,15 @@ class Tape:
             `requires_grad` that no recorded launch writes).
 
     Gradients of intermediates (runtime/tape/grad_pool.py): during `backward`, an array that recorded launches
-    write, of at least 64 KiB, that nothing but the tape refers to (no variable, container, closure, view or
-    other tape holds it or its `.grad`), that is not a seed (`loss=`, `grads=`) and not `a.retain_grad()`-ed,
-    has its gradient computed in a pooled buffer reused by the next such array of its shape and type, and not
-    kept: reading its `.grad` afterwards (after finding it through `tape.launches`, say) raises
-    `GradientNotKeptError`. Arrays you hold keep their gradients as before. Nothing is pooled while the tape
-    snapshots, under `gradkit debug`, with NaN checks, in forward mode, or when the tape holds Python records
-    (`record_func`, host writes, checkpoints)."""
+    write, of at least 64 KiB (where such arrays add up to 8 MiB or more), that nothing but the tape refers
+    to (no variable, container, closure, view or other tape holds it or its `.grad`, and no NumPy view or
+    adopted tensor shares its gradient's memory), that is not a seed (`loss=`, `grads=`) and not
+    `a.retain_grad()`-ed, has its gradient computed in a pooled buffer reused by the next such array of its
+    shape and type, and not kept: reading its `.grad` afterwards (after finding it through `tape.launches`,
+    say) raises `GradientNotKeptError`. Arrays you hold keep their gradients as before. Nothing is pooled
+    while the tape snapshots, under `gradkit debug`, with NaN checks, in forward mode, or when the tape holds
+    Python records (`record_func`, host writes, checkpoints) or kernels whose adjoints may raise midway.
+    `zero()` leaves such a large gradient that only its array refers to for its first read to zero."""
 
     def __init__(self, loss=None, clear_gradients: bool = True, check: bool | None = None,
                  snapshots: bool | None = None, check_versions: bool = True, validation: bool | None = None,
