@@ -93,12 +93,12 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
             overwrote, also where the kernel alone would not need it (ad/consume.py)."""
     # The hot path of every launch (W5: ~1 µs in all on cpu): a launch like the kernel's last forward launch
     # (same grid, device and arrays: runtime/launch/plan.py) skips binding and lookups, and every check
-    # still holds or runs (scalars converted, bounds that depend on them proven again).
+    # still holds or runs (scalars converted; the bounds proven at launch do not depend on them).
     if kernel.__class__ is not Kernel and not getattr(kernel, "_gk_kernel", False):
         raise TypeError(f"gk.launch needs a @gk.kernel, got {type(kernel).__name__}")
     plan = kernel._plan
     bound = again = None
-    if plan is not None and device == plan.device and not (adjoint or tangent) and \
+    if plan is not None and (device is plan.device or device == plan.device) and not (adjoint or tangent) and \
             (dim == plan.dim if dim.__class__ is int else _same_kind(dim, plan.dim)):
         args = [*inputs, *outputs]
         if len(args) == plan.n_args:
@@ -113,8 +113,6 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
                         args[k] = convert(args[k], plan.dev)
                     if kernel._plan_misses:
                         kernel._plan_misses = 0
-                    if plan.recheck_bounds:
-                        _check_bounds(kernel, plan.spec, plan.dims, plan.n, args)
                     again = plan.again
                     if not c.check_nan:
                         if not record_tape or state.tape is None or not kernel.recorded:

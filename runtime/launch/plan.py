@@ -8,8 +8,9 @@ specialisation lookup; every check those did still holds, because an array's dty
 never change, the grid and device are the same values and the code-generation settings are compared.
 A backend with `relaunch` (the CPU backend) then runs the arguments it packed for the plan's last launch
 again, unless another launch of the kernel packed since.
-Scalars are converted (checked) again by their parameter's converter on every launch, and bounds that
-depend on them are proven again. Plans are immutable once made, so threads may share them.
+Scalars are converted (checked) again by their parameter's converter on every launch; the bounds proven at
+launch (runtime/launch/bounds.py) involve thread ids and constants only, so a new scalar value needs no new
+proof. Plans are immutable once made, so threads may share them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ class LaunchPlan:
     """The last forward launch of a kernel, bound (see the module docstring)."""
 
     __slots__ = ("dim", "device", "n_args", "refs", "scalars", "dev", "dims", "n", "spec", "settings",
-                 "recheck_bounds", "again", "launch", "relaunch", "compiled", "written")
+                 "again", "launch", "relaunch", "compiled", "written")
 
     def __init__(self, dim, device, args, bound, dims, n, dev, spec, settings, converters):
         self.dim, self.device, self.n_args = dim, device, len(args)
@@ -31,8 +32,8 @@ class LaunchPlan:
         # (position, weak reference) per array argument; (position, converter) per scalar
         self.refs = tuple((k, weakref.ref(a)) for k, a in enumerate(bound) if hasattr(a, "buffer"))
         self.scalars = tuple((k, converters[k]) for k in range(len(bound)) if not hasattr(bound[k], "buffer"))
-        # bounds proven against these arrays hold again; with scalars in the arguments they are proven anew
-        self.recheck_bounds = bool(self.scalars) and spec.bounds_fast is not None and n > 0
+        # bounds proven against these arrays on this grid hold again, whatever the scalars: the accesses proven
+        # at launch are affine in thread ids and constants only (bounds.Access), never in a scalar argument
         # arrays only: every launch passes the same values, so a backend that keeps the arguments it packed
         # last may run them again (the CPU backend's `relaunch`, and `launch(..., again=)`: -0.5 µs a launch)
         self.relaunch = spec.relaunch if not self.scalars and n else None

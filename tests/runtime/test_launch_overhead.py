@@ -284,3 +284,29 @@ def test_a_pre_bound_launch_on_a_tape_is_checked_and_recorded(device, rng):
     assert all(rec.kernel == "_reads" and rec.inputs == [a] and rec.outputs == [out] for rec in tape.launches)
     tape.backward(grads={out: gk.ones(4, dtype=gk.float64, device=device)})
     np.testing.assert_allclose(a.grad.numpy(), 2 * a.numpy(), rtol=1e-14)
+
+
+@gk.kernel
+def _stepped(x: gk.array(dtype=gk.float64, ndim=2), y: gk.array(dtype=gk.float64), t: int, s: int):
+    i = gk.tid()
+    y[i] = x[t - 1, i] + x[t, i + s] + x[0, i + 2]
+
+
+def test_bounds_proven_at_launch_never_involve_a_scalar_argument(device, rng):
+    """A pre-bound launch proves no bounds again when only scalars change (plan.py): sound because the
+    accesses proven at launch (bounds.scan) are affine in thread ids and constants only. An index built from
+    a scalar argument is not among them; a constant-and-tid one is, and is proven on the planned path."""
+    from gradkit.runtime.launch.bounds import scan
+    fn = _stepped.lowered("forward")
+    found, _ = scan(fn)
+    params = [p.name for p in fn.params]
+    assert {(params[a.param], a.dim, a.axis, a.scale, a.offset) for a in found} == {
+        ("y", 0, 0, 1, 0), ("x", 0, None, 0, 0), ("x", 1, 0, 1, 2), ("x", 1, 0, 1, 0)}
+    x = gk.array(rng.normal(size=(6, 10)), dtype=gk.float64, device=device)
+    y = gk.zeros(8, dtype=gk.float64, device=device)
+    host = x.numpy()
+    for t in range(1, 6):
+        gk.launch(_stepped, 8, inputs=[x, y, t, 1], device=device)
+        np.testing.assert_allclose(y.numpy(), host[t - 1, :8] + host[t, 1:9] + host[0, 2:10], rtol=1e-15)
+    with pytest.raises(IndexError, match="'x'"):
+        gk.launch(_stepped, 9, inputs=[x, y, 1, 0], device=device)      # x[0, i + 2] past 10 columns
