@@ -267,7 +267,7 @@ def run_tests(device: str, files: list[str], env: dict, timeout: float) -> Step:
 def run_bench(device: str, peers: str, smoke: bool, out: pathlib.Path, env: dict, timeout: float) -> Step:
     step = Step("bench")
     argv = [sys.executable, str(HERE / "run.py"), "--devices", device, "--peers", peers, "--warp-device", "cuda",
-            "--workloads", "W1,W2,W3,W4", "--out", str(out)] + (["--smoke"] if smoke else [])
+            "--jax-device", "cuda", "--workloads", "W1,W2,W3,W4", "--out", str(out)] + (["--smoke"] if smoke else [])
     got = _run(argv, env, timeout)
     js = out / "results.json"
     if got.returncode != 0 or not js.exists():
@@ -296,14 +296,16 @@ def run_programs(sources: str, smoke: bool, env: dict, timeout: float) -> Step:
 
 
 def speedups(doc: dict) -> dict:
-    """Warp CUDA's minimum over gradkit's per W1-W4 case (goal 1.5 or more), where both have a figure."""
+    """Each GPU peer's minimum over gradkit's per W1-W4 case (goal 1.5 or more over Warp CUDA), where both have
+    a figure: {"<case> vs <peer>": ratio}."""
     by = {(r["system"], r["case"]): r for r in doc.get("results", []) if "min" in r}
     ours = [s["label"] for s in doc.get("systems", []) if s["system"] == "gradkit"]
-    warp = [s["label"] for s in doc.get("systems", []) if s["system"] == "warp"]
+    peers = [s["label"] for s in doc.get("systems", []) if s["system"] in ("warp", "jax")]
     out = {}
     for (system, case), r in by.items():
-        if ours and warp and system == ours[0] and (warp[0], case) in by:
-            out[case] = round(by[(warp[0], case)]["min"] / r["min"], 3)
+        for peer in peers if ours and system == ours[0] else ():
+            if (peer, case) in by:
+                out[f"{case} vs {peer}"] = round(by[(peer, case)]["min"] / r["min"], 3)
     return out
 
 
@@ -335,7 +337,7 @@ def markdown(doc: dict) -> str:
             what = f"{len(s['rows'])} rows"
         lines.append(f"| {s['name']} | {s['status']} | {s['seconds']:.1f} | {what[:300]} |")
     if doc["speedups"]:
-        lines += ["", "Warp CUDA's time over gradkit's (goal: 1.5 or more):", "",
+        lines += ["", "The GPU peer's time over gradkit's (goal: 1.5 or more over Warp CUDA):", "",
                   "| case | speed-up |", "|---|---:|"] + [f"| {c} | {v:.2f} |" for c, v in doc["speedups"].items()]
     for s in doc["steps"]:
         if s.get("markdown"):

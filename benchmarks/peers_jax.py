@@ -36,9 +36,13 @@ NAME = "JAX"
 TAPED_SHARE = 10        # W5 taped/backward make launches // TAPED_SHARE calls (see the docstring)
 
 
+PLATFORMS = {"cpu": "cpu", "cuda": "cuda", "gpu": "cuda"}       # run.py's --jax-device -> XLA's platform
+_platform = ["cpu"]                                             # the platform setup() chose for this worker
+
+
 def _init(cache_dir: str | None = None):
     import jax
-    jax.config.update("jax_platforms", "cpu")
+    jax.config.update("jax_platforms", _platform[0])
     if cache_dir is not None:
         jax.config.update("jax_compilation_cache_dir", cache_dir)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
@@ -46,13 +50,17 @@ def _init(cache_dir: str | None = None):
 
 
 def setup(device: str) -> dict:
-    if device != "cpu":
-        raise ValueError(f"JAX runs here on its CPU backend only (jax[cpu]): device 'cpu', not {device!r}")
+    """JAX on XLA's CPU backend ("cpu", what make bench runs) or, on a GPU machine whose JAX has CUDA's
+    plugin, its first GPU ("cuda" or "gpu": the GPU check's peer where Warp's wheel is too large to carry)."""
+    if device not in PLATFORMS:
+        raise ValueError(f"JAX's device is 'cpu' or 'cuda', not {device!r}")
+    _platform[0] = PLATFORMS[device]
     jax = _init()
     import jaxlib
-    dev = jax.devices("cpu")
+    dev = jax.devices(_platform[0])
+    name = "XLA CPU" if _platform[0] == "cpu" else dev[0].device_kind
     return {"version": jax.__version__,
-            "device": f"cpu: XLA CPU (jaxlib {jaxlib.__version__}), {len(dev)} device"}
+            "device": f"{_platform[0]}: {name} (jaxlib {jaxlib.__version__}), {len(dev)} device"}
 
 
 def nbody(p):

@@ -240,6 +240,7 @@ def main(argv=None) -> int:
                     help="gradkit devices: all (default), none, or a comma list such as cpu,opencl:1")
     ap.add_argument("--peers", default="all", help="all (default), none, or a comma list of warp,taichi,drjit,jax")
     ap.add_argument("--warp-device", default="cpu", help="Warp's device: cpu (default) or cuda[:N]")
+    ap.add_argument("--jax-device", default="cpu", help="JAX's device: cpu (default) or cuda (JAX with CUDA)")
     ap.add_argument("--taichi-arch", default="cpu", help="Taichi's arch: cpu (default), cuda, vulkan, gpu")
     ap.add_argument("--workloads", default=None,
                     help="comma-separated subset of W1..W7 and P (whole programs); default all (smoke: W1..W7)")
@@ -278,7 +279,7 @@ def main(argv=None) -> int:
 
     targets = gradkit_targets(args.devices) + \
         peer_targets(args.peers, {"warp": args.warp_device, "taichi": args.taichi_arch, "drjit": "cpu",
-                                  "jax": "cpu"})
+                                  "jax": args.jax_device})
     out = pathlib.Path(args.out)
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)

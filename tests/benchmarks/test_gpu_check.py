@@ -100,13 +100,15 @@ def test_real_programs_in_a_bench_run(tmp_path):
     assert table.returncode == 0 and "**Real programs**" in table.stdout
 
 
-def test_speedups_are_warps_time_over_gradkits():
-    doc = {"systems": [{"label": "gradkit opencl:0", "system": "gradkit"}, {"label": "Warp cuda", "system": "warp"}],
+def test_speedups_are_each_gpu_peers_time_over_gradkits():
+    doc = {"systems": [{"label": "gradkit opencl:0", "system": "gradkit"}, {"label": "Warp cuda", "system": "warp"},
+                       {"label": "JAX cuda", "system": "jax"}],
            "results": [{"system": "gradkit opencl:0", "case": "W1 forward", "min": 2.0},
                        {"system": "Warp cuda", "case": "W1 forward", "min": 3.0},
+                       {"system": "JAX cuda", "case": "W1 forward", "min": 1.0},
                        {"system": "gradkit opencl:0", "case": "W4 backward", "min": 1.0},
                        {"system": "Warp cuda", "case": "W4 backward", "error": "n/a"}]}
-    assert gpu_check.speedups(doc) == {"W1 forward": 1.5}
+    assert gpu_check.speedups(doc) == {"W1 forward vs Warp cuda": 1.5, "W1 forward vs JAX cuda": 0.5}
 
 
 def test_normalise_reads_each_sources_fields():
