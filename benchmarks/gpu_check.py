@@ -221,8 +221,10 @@ def install(wheelhouse: str | None, site: pathlib.Path, env: dict) -> Step:
 
 
 def _nvidia_icd(folder: pathlib.Path) -> str | None:
-    """A vendors folder naming NVIDIA's OpenCL library, when the driver has one and no ICD is registered."""
-    if glob.glob("/etc/OpenCL/vendors/*.icd") or os.environ.get("OCL_ICD_VENDORS"):
+    """A vendors folder naming NVIDIA's OpenCL library (beside the ICDs registered already), when the driver has
+    one and no registered ICD names it: the lent H100 image registers only PoCL's, whose library is absent."""
+    registered = glob.glob("/etc/OpenCL/vendors/*.icd")
+    if os.environ.get("OCL_ICD_VENDORS") or any("nvidia" in pathlib.Path(f).read_text() for f in registered):
         return None
     candidates = glob.glob("/usr/local/nvidia/lib*/libnvidia-opencl.so*") + \
         glob.glob("/usr/lib/x86_64-linux-gnu/libnvidia-opencl.so*")
@@ -230,6 +232,8 @@ def _nvidia_icd(folder: pathlib.Path) -> str | None:
         return None
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "nvidia.icd").write_text(sorted(candidates)[0] + "\n")
+    for icd in registered:                              # the others stay usable (only those whose library loads count)
+        shutil.copy(icd, folder / pathlib.Path(icd).name)
     return str(folder)
 
 
