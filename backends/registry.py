@@ -71,7 +71,10 @@ def _all_specs() -> dict[str, Any]:
     if _specs is None:
         with _lock:
             if _specs is None:
-                _specs = _entry_points()
+                specs = _entry_points()
+                for name, value in BUILTIN.items():     # gradkit's own, also when its metadata is absent (a
+                    specs.setdefault(name, _Builtin(value))     # source checkout on PYTHONPATH, not installed)
+                _specs = specs
     return _specs
 
 

@@ -246,3 +246,20 @@ def test_builtin_backend_loads_without_scanning_entry_points():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "False", "True", "True"]
+
+
+def test_builtins_are_listed_without_gradkits_metadata(monkeypatch):
+    """A checkout imported from PYTHONPATH has no entry points (no dist-info): cpu and opencl are still listed,
+    and a third-party plugin's entry point is kept beside them."""
+    import importlib.metadata
+
+    from gradkit.backends import registry
+
+    class FakeEntryPoint:
+        name, value = "thirdparty", "somewhere:Backend"
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **kwargs: [FakeEntryPoint()])
+    monkeypatch.setattr(registry, "_specs", None)
+    specs = registry._all_specs()
+    assert specs["cpu"].value == registry.BUILTIN["cpu"] and specs["opencl"].value == registry.BUILTIN["opencl"]
+    assert specs["thirdparty"].value == "somewhere:Backend"
