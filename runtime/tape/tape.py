@@ -20,7 +20,7 @@ from .tape_records import FuncRecord, LaunchRecord
 from .tape_consume import MemorySeen, consuming_after, mark, memory_before
 from .tape_rules import check_launch
 from . import grad_pool
-from ..arrays.grad_state import DROPPED, defer_zero, kept_grad, mark_zero
+from ..arrays.grad_state import DROPPED, GradientNotKeptError, defer_zero, kept_grad, mark_zero
 from .version_check import check_unchanged, copies_for_backward
 
 
@@ -603,6 +603,8 @@ class Tape:
             simplify_graph: draw launches repeated back to back once, with their count (default: on past 50
                 launches, where the full graph stops being readable or quick to lay out)."""
         from ...viz.tape_graph import tape_graph
+        if show_gradients:
+            self._require_kept("tape.visualize(show_gradients=True)")
         return tape_graph(self, filename=filename, array_labels=array_labels, graph_direction=graph_direction,
                           hide_readonly_arrays=hide_readonly_arrays, show_gradients=show_gradients,
                           simplify_graph=simplify_graph)
@@ -614,7 +616,18 @@ class Tape:
         Args:
             path: the bundle's folder (created)."""
         from ...viz.bundle import save_bundle
+        self._require_kept("tape.save()")
         save_bundle(self, path)
+
+    def _require_kept(self, what: str) -> None:
+        """GradientNotKeptError when the last backward pass pooled gradients that `what` would show."""
+        dropped = [a for a in self._released if a._gstate == DROPPED]
+        if dropped:
+            raise GradientNotKeptError(
+                f"{what}: the last backward pass did not keep the gradients of {len(dropped)} intermediate "
+                "arrays that no variable held (they were computed in reused buffers: runtime/tape/grad_pool.py), "
+                "so they cannot be shown. Record with gk.Tape(snapshots=True) (as `gradkit debug` does), or "
+                "call retain_grad() on those arrays or keep references to them, and run backward again.")
 
 
 # ScopedTimer moved to timer.py; importable from here as before

@@ -493,3 +493,31 @@ def test_gradient_over_adopted_memory_is_never_pooled_or_deferred(rng, pool_ever
     np.testing.assert_allclose(tensors[0].numpy(), want, rtol=1e-12, atol=1e-12)
     tape.zero()
     np.testing.assert_array_equal(tensors[0].numpy(), 0.0)      # zeroed at once, not on a later read
+
+
+def test_bundles_and_gradient_pictures_need_kept_gradients(device, tmp_path, pool_everything):
+    """tape.save() and visualize(show_gradients=True) after a pass that pooled gradients raise
+    GradientNotKeptError naming the way out (a bundle would show those arrays as cut off from the loss); a
+    snapshotting tape (what `gradkit debug` records) pools nothing and saves."""
+    tape, _, _, ids = _dropped_chain(device)
+    assert set(ids) <= _released_ids(tape)
+    tape.visualize()                                   # values only: fine
+    for call in (lambda: tape.save(tmp_path / "b"), lambda: tape.visualize(show_gradients=True)):
+        with pytest.raises(GradientNotKeptError, match="snapshots=True"):
+            call()
+    assert not (tmp_path / "b").exists()
+    u0 = gk.array(np.linspace(-1, 1, 48).reshape(6, 8), dtype=F64, device=device, requires_grad=True)
+    loss = gk.zeros(1, dtype=F64, device=device, requires_grad=True)
+    tape = gk.Tape(snapshots=True)
+    with tape:
+        u = u0
+        for _ in range(3):
+            s = gk.zeros((6, 8), dtype=F64, device=device, requires_grad=True)
+            gk.launch(squash, (6, 8), inputs=[u], outputs=[s], device=device)
+            u = s
+        gk.launch(sum_squares, (6, 8), inputs=[u], outputs=[loss], device=device)
+    del u, s
+    tape.backward(loss=loss)
+    assert not tape._released
+    tape.save(tmp_path / "kept")
+    assert (tmp_path / "kept").exists()
