@@ -86,6 +86,11 @@ def build_tree(lowers: np.ndarray, uppers: np.ndarray, leaf_size: int = LEAF_SIZ
     """A balanced median-split hierarchy over n boxes ((n, 3) arrays, float32 or float64)."""
     n = lowers.shape[0]
     centres = 0.5 * (lowers.astype(np.float64) + uppers)     # float64 whatever the items' precision
+    # each centre's rank along each axis, equal centres sharing one: a level's segmented sort by (node,
+    # centre) is then a stable radix sort of one int64, node * n + rank, in the order lexsort gave
+    # (lexsort was 60% of a 360k-item build)
+    ranks = np.stack([np.unique(centres[:, a], return_inverse=True)[1].reshape(-1) for a in range(3)], axis=1) \
+        if n else np.zeros((0, 3), np.int64)
     prims = np.arange(n, dtype=np.int64)
     info = np.zeros((max(2 * n - 1, 1), 4), np.int64)       # a binary tree over n >= 1 items per leaf
     info[0] = (-1, -1, 0, n)
@@ -105,7 +110,7 @@ def build_tree(lowers: np.ndarray, uppers: np.ndarray, leaf_size: int = LEAF_SIZ
         lo = np.minimum.reduceat(c, first, axis=0)           # (ufunc.at took 45% of a 360k-item build)
         hi = np.maximum.reduceat(c, first, axis=0)
         axis = np.argmax(hi - lo, axis=1)
-        order = np.lexsort((c[np.arange(seg.size), axis[seg]], seg))
+        order = _stable_order(seg * n + ranks[prims[pos], axis[seg]], ids.size * n)
         prims[pos] = prims[pos[order]]
         half = counts // 2
         left = next_id + 2 * np.arange(ids.size)
@@ -120,6 +125,19 @@ def build_tree(lowers: np.ndarray, uppers: np.ndarray, leaf_size: int = LEAF_SIZ
     leaves = np.concatenate(leaves)
     leaves = leaves[np.argsort(info[leaves, 2], kind="stable")]
     return Tree(info, prims, leaves, levels)
+
+
+def _stable_order(keys: np.ndarray, bound: int) -> np.ndarray:
+    """The permutation sorting non-negative int64 `keys` (all below `bound`) stably: an LSD radix sort over
+    16-bit digits, NumPy's stable argsort of uint16 being a radix sort (O(n) a digit; on int64 it is a
+    merge sort)."""
+    order = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
+    shift = 16
+    while bound >> shift:
+        digit = ((keys[order] >> shift) & 0xFFFF).astype(np.uint16)
+        order = order[np.argsort(digit, kind="stable")]
+        shift += 16
+    return order
 
 
 def outward_f32(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -9,7 +9,7 @@ import pytest
 
 import gradkit as gk
 import gradkit.warp as gwp
-from gradkit.geometry.bvh import build_tree
+from gradkit.geometry.bvh import _stable_order, build_tree
 
 try:
     import warp
@@ -98,6 +98,38 @@ def subtree_bounds_ref(tree, lo, hi):
         ids = items(node)
         out_lo[node], out_hi[node] = lo[ids].min(0), hi[ids].max(0)
     return out_lo, out_hi
+
+
+@pytest.mark.parametrize("n,ties", [(9, False), (300, True), (2000, False), (2000, True)])
+def test_each_split_is_at_the_median_of_the_widest_axis(rng, n, ties):
+    """Every inner node holds its items' range, split in halves (left: count // 2) along the axis where its
+    items' centres spread widest, every left centre <= every right one there; equal centres keep their
+    order from the level above (lexsort's rule, which the rank-and-radix sort reproduces)."""
+    lo, hi = boxes(rng, n)
+    if ties:
+        lo, hi = np.round(lo), np.round(lo) + 1.0
+    tree = build_tree(lo, hi)
+    centres = 0.5 * (lo.astype(np.float64) + hi)
+
+    def items(node):
+        left, right, start, count = tree.info[node]
+        return tree.prims[start:start + count] if count > 0 else np.concatenate([items(left), items(right)])
+
+    for level in tree.levels:
+        for node in level:
+            left, right = tree.info[node, :2]
+            a, b = items(left), items(right)
+            c = centres[np.concatenate([a, b])]
+            axis = np.argmax(c.max(0) - c.min(0))
+            assert len(a) == (len(a) + len(b)) // 2
+            assert centres[a, axis].max() <= centres[b, axis].min()
+
+
+@pytest.mark.parametrize("bound", [5, 2 ** 16, 2 ** 16 + 3, 2 ** 33, 2 ** 47 + 11])
+def test_radix_order_is_a_stable_argsort(rng, bound):
+    keys = rng.integers(0, bound, 5000, dtype=np.int64)
+    keys[::7] = keys[0]                                       # ties keep their order
+    np.testing.assert_array_equal(_stable_order(keys, bound), np.argsort(keys, kind="stable"))
 
 
 @pytest.mark.parametrize("n", [1, 5, 7, 300, 1001])
