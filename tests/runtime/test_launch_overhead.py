@@ -310,3 +310,32 @@ def test_bounds_proven_at_launch_never_involve_a_scalar_argument(device, rng):
         np.testing.assert_allclose(y.numpy(), host[t - 1, :8] + host[t, 1:9] + host[0, 2:10], rtol=1e-15)
     with pytest.raises(IndexError, match="'x'"):
         gk.launch(_stepped, 9, inputs=[x, y, 1, 0], device=device)      # x[0, i + 2] past 10 columns
+
+
+@gk.kernel
+def _reciprocal(y: gk.array(dtype=gk.float32), a: gk.float32, k: int):
+    i = gk.tid()
+    y[i] = 1.0 / a + gk.float32(k)
+
+
+def test_scalars_converted_once_keep_every_value_and_check(device, rng):
+    """Scalar arguments are converted once per value and kept (bind.py): a zero's sign still reaches the
+    kernel (0.0 == -0.0 but 1/x tells them apart), float32 rounding is NumPy's, an int parameter still
+    refuses an out-of-range or float value after many in-range ones."""
+    y = gk.zeros(3, dtype=gk.float32, device=device)
+    for a in (0.0, -0.0, 0.0, -0.0):
+        gk.launch(_reciprocal, 3, inputs=[y, a, 0], device=device)
+        assert np.all(y.numpy() == np.float32(1.0) / np.float32(a) if a else np.isinf(y.numpy()))
+        assert np.all(np.signbit(y.numpy()) == np.signbit(a))
+    values = rng.normal(size=20) * 1e3
+    for _ in range(2):
+        for k, a in enumerate(values):
+            gk.launch(_reciprocal, 3, inputs=[y, float(a), k], device=device)
+            want = np.float32(1.0) / np.float32(a) + np.float32(k)
+            np.testing.assert_array_equal(y.numpy(), np.full(3, want, np.float32))
+    with pytest.raises(ValueError, match="parameter 'k'"):
+        gk.launch(_reciprocal, 3, inputs=[y, 1.0, 2**40], device=device)
+    with pytest.raises(TypeError, match="parameter 'k'"):
+        gk.launch(_reciprocal, 3, inputs=[y, 1.0, 2.0], device=device)
+    with pytest.raises(ValueError, match="parameter 'a'"):
+        gk.launch(_reciprocal, 3, inputs=[y, 1e39, 2], device=device)
