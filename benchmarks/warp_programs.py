@@ -1,6 +1,7 @@
 """Warp's own example programs under `gradkit.warp` and under Warp, time per step (issue #40 item 4).
 
-    python benchmarks/warp_programs.py [--quick] [--steps N] [--programs sph,dem,diffray,mesh] [--cold] [--json out.json]
+    python benchmarks/warp_programs.py [--quick] [--steps N] [--programs sph,dem,diffray,mesh] [--cold]
+                                       [--device cpu|cuda] [--json out.json]
 
 The programs are example_sph, example_dem, optim/example_diffray and example_mesh from the installed `warp` package,
 loaded by `gradkit.warp.examples.load_example` as written (Warp) and with only their imports pointed at
@@ -11,8 +12,10 @@ from outside through the example's attributes (SIZES). example_diffray and examp
 through OpenUSD, which need not be installed: a stand-in `pxr` gives both systems the same sphere mesh
 (9,024 triangles).
 
-Both systems run in this process on the CPU, their steps alternating (Warp, gradkit, gradkit, Warp, ...)
-so that load on the machine slows them alike. The start is reported apart: `start_s` from loading the
+Both systems run in this process, their steps alternating (Warp, gradkit, gradkit, Warp, ...) so that
+load on the machine slows them alike, each under `wp.ScopedDevice(device)`: "cpu" (the default), or "cuda"
+for Warp's CUDA device and gradkit.warp's GPU (its first OpenCL device), each step followed by
+`wp.synchronize()`; every row names the device its system ran on. The start is reported apart: `start_s` from loading the
 example's source to the end of its first step (each system's kernel compilation, or loading from its disk
 cache, and first allocations; the constructors launch kernels too, diffray's a whole forward pass), and
 `first_step_s` the first step alone. Both systems keep compiled kernels in a disk cache (Warp's kernel
@@ -101,49 +104,61 @@ def _make(program: str, system: str, size: dict):
     raise ValueError(f"unknown program {program!r}: one of {', '.join(PROGRAMS)}")
 
 
-def _step(e) -> tuple[float, float]:
-    """Wall and process CPU seconds (all threads) of one step."""
+def _module(system: str):
+    """The `wp` of `system`: warp, or gradkit.warp."""
+    import importlib
+    return importlib.import_module("warp" if system == "warp" else "gradkit.warp")
+
+
+def _step(e, wp, device: str) -> tuple[float, float]:
+    """Wall and process CPU seconds (all threads) of one step on `device`, synchronized."""
     c0, t0 = time.process_time(), time.perf_counter()
-    with contextlib.redirect_stdout(io.StringIO()):          # the examples print timers and losses
+    with contextlib.redirect_stdout(io.StringIO()), wp.ScopedDevice(device):   # the examples print timers
         e.step()
+        wp.synchronize()
     return time.perf_counter() - t0, time.process_time() - c0
 
 
-def time_program(program: str, quick: bool = False, steps: int | None = None) -> list[dict]:
-    """Both systems' start, first step and median later step of `program`, steps alternating between them."""
+def time_program(program: str, quick: bool = False, steps: int | None = None, device: str = "cpu") -> list[dict]:
+    """Both systems' start, first step and median later step of `program` on `device` ("cpu" or "cuda"),
+    steps alternating between them."""
     import warp
     warp.config.quiet = True
     warp.init()
     size = SIZES[program][1 if quick else 0]
     steps = steps or (2 if quick else 5)
-    examples, sizes, made = {}, {}, {}
+    examples, sizes, made, wps, devices = {}, {}, {}, {}, {}
     for system in SYSTEMS:
+        wps[system] = wp = _module(system)
         t0 = time.perf_counter()
-        examples[system], sizes[system] = _make(program, system, size)
+        with wp.ScopedDevice(device) as d:
+            examples[system], sizes[system] = _make(program, system, size)
+            devices[system] = str(getattr(d, "alias", d))
         made[system] = time.perf_counter() - t0
-    first = {s: _step(examples[s]) for s in SYSTEMS}
+    first = {s: _step(examples[s], wps[s], device) for s in SYSTEMS}
     later: dict = {s: [] for s in SYSTEMS}
     for k in range(steps):
         for s in (SYSTEMS if k % 2 == 0 else SYSTEMS[::-1]):
-            later[s].append(_step(examples[s]))
+            later[s].append(_step(examples[s], wps[s], device))
     rows = []
     for s in SYSTEMS:
         wall, cpu = [w for w, _ in later[s]], [c for _, c in later[s]]
         rows.append({"program": program, "system": s, "start_s": made[s] + first[s][0],
                      "first_step_s": first[s][0], "per_step_s": statistics.median(wall),
                      "min_step_s": min(wall), "first_step_cpu_s": first[s][1], "per_step_cpu_s": statistics.median(cpu),
-                     "steps": steps, "size": sizes[s]})
+                     "steps": steps, "size": sizes[s], "device": devices[s]})
     return rows
 
 
-def run(quick: bool = False, programs=PROGRAMS, steps: int | None = None) -> list[dict]:
+def run(quick: bool = False, programs=PROGRAMS, steps: int | None = None, device: str = "cpu") -> list[dict]:
     """Rows {program, system, start_s, first_step_s, per_step_s, min_step_s, first_step_cpu_s, per_step_cpu_s,
-    steps, size} for every program (seconds; start_s: loading, constructing and the first step; *_cpu_s: the
-    process's CPU time, all threads: Warp's CPU backend runs a launch on one thread, gradkit's on up to one
-    per core), with the kernel caches as they are."""
+    steps, size, device} for every program (seconds; start_s: loading, constructing and the first step;
+    *_cpu_s: the process's CPU time, all threads: Warp's CPU backend runs a launch on one thread, gradkit's on
+    up to one per core), with the kernel caches as they are, on `device` ("cpu", or "cuda": Warp's CUDA
+    device and gradkit.warp's OpenCL GPU)."""
     rows = []
     for program in programs:
-        rows += time_program(program, quick, steps)
+        rows += time_program(program, quick, steps, device)
     return rows
 
 
@@ -174,6 +189,8 @@ def main(argv=None) -> None:
     ap.add_argument("--programs", default=",".join(PROGRAMS))
     ap.add_argument("--cold", action="store_true",
                     help="both systems' kernel caches in fresh, empty folders: every kernel compiles")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                    help="cpu for both, or cuda: Warp's CUDA device and gradkit.warp's GPU (OpenCL)")
     ap.add_argument("--json", default=os.path.join("bench-results", "warp_programs.json"))
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="warp_programs_") as tmp:
@@ -183,15 +200,17 @@ def main(argv=None) -> None:
             os.environ["WARP_CACHE_PATH"] = os.path.join(tmp, "warp")
             os.environ["GRADKIT_CACHE_DIR"] = os.path.join(tmp, "gradkit")
         load0 = os.getloadavg()
-        rows = run(args.quick, [p for p in args.programs.split(",") if p], args.steps)
+        rows = run(args.quick, [p for p in args.programs.split(",") if p], args.steps, args.device)
         load1 = os.getloadavg()
     print(markdown(rows))
-    print(f"caches: {'cold' if args.cold else 'as found'}; load average (1 min) {load0[0]:.2f} before, "
-          f"{load1[0]:.2f} after, on {os.cpu_count()} cores")
+    print(f"devices: {', '.join(sorted({r['system'] + ' ' + r['device'] for r in rows}))}; caches: "
+          f"{'cold' if args.cold else 'as found'}; load average (1 min) {load0[0]:.2f} before, {load1[0]:.2f} "
+          f"after, on {os.cpu_count()} cores")
     if args.json:
         os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
         with open(args.json, "w") as f:
-            json.dump({"rows": rows, "quick": args.quick, "cold": args.cold, "cpu_count": os.cpu_count(),
+            json.dump({"rows": rows, "quick": args.quick, "cold": args.cold, "device": args.device,
+                       "cpu_count": os.cpu_count(),
                        "load_before": load0, "load_after": load1}, f, indent=1)
 
 

@@ -32,13 +32,14 @@ def test_run_rows_and_command_line(tmp_path, monkeypatch, capsys):
         ("mesh", "warp"), ("mesh", "gradkit.warp")]
     for r in rows:
         assert r["first_step_s"] > 0 and r["per_step_s"] > 0 and r["per_step_cpu_s"] >= 0
-        assert r["start_s"] > r["first_step_s"]
+        assert r["start_s"] > r["first_step_s"] and r["device"] == "cpu"
         assert r["size"] == next(o["size"] for o in rows if o["program"] == r["program"])
     out = tmp_path / "w.json"
     wpp.main(["--quick", "--steps", "1", "--programs", "dem", "--json", str(out)])
     doc = json.loads(out.read_text())
     assert {r["system"] for r in doc["rows"]} == {"warp", "gradkit.warp"} and doc["quick"] is True
-    assert doc["cold"] is False and len(doc["load_before"]) == 3
-    assert "| dem |" in capsys.readouterr().out
+    assert doc["cold"] is False and len(doc["load_before"]) == 3 and doc["device"] == "cpu"
+    out = capsys.readouterr().out
+    assert "| dem |" in out and "devices: gradkit.warp cpu, warp cpu;" in out
     with pytest.raises(SystemExit, match="already imported"):
         wpp.main(["--quick", "--cold", "--programs", "dem", "--json", str(out)])
