@@ -308,10 +308,11 @@ class CPUBackend(HostMemory, Backend):
                     self._pool = Pool(max(self._nworkers - 1, 1))
         return self._pool
 
-    def launch(self, compiled: CompiledKernel, dim, args, again=None) -> None:
+    def launch(self, compiled: CompiledKernel, dim, args, again=None, changed=()) -> None:
         """Run `compiled` over `dim` with `args`. `again` (optional, runtime/launch/plan.py): a token the caller
-        passes only with the same `dim` and the same argument values as its last launch with that token;
-        the block packed then is reused when no other launch of `compiled` packed since (see `relaunch`)."""
+        passes only with the same `dim` and the same argument values as its last launch with that token,
+        except the scalars at positions `changed`; the block packed then is reused (those scalars' slots
+        rewritten) when no other launch of `compiled` packed since (see `relaunch`)."""
         lock = compiled.lock
         lock.acquire()      # not `with`: ~0.1 µs less a launch (W5)
         try:
@@ -330,13 +331,24 @@ class CPUBackend(HostMemory, Backend):
                 except struct.error:        # a value the packer's format does not take: the per-slot setters
                     compiled.pack_slots(dim, args)
                 compiled.packed = again
+            elif changed:
+                compiled.packed = compiled.rerun = None
+                setters = compiled.setters
+                for k in changed:
+                    setters[k](args[k])
+                compiled.packed = again
             if compiled.can_fault:
                 compiled.fault[:] = 0
             if n < compiled.direct_below:       # the common tiny launch
-                compiled.entry_all(compiled.ptr)
+                made = compiled.direct_for
+                if made is not None and made[0] is compiled.entry_all:
+                    compiled.direct()           # entry_all(block) without ctypes (dispatch.py)
+                else:
+                    compiled.entry_all(compiled.ptr)
                 if again is not None and not compiled.can_fault and compiled.steady(n):
-                    compiled.rerun = again      # `relaunch` may repeat exactly this
-                    if compiled.direct_for is None or compiled.direct_for[0] is not compiled.entry_all:
+                    if not changed:
+                        compiled.rerun = again      # `relaunch` may repeat exactly this
+                    if made is None or made[0] is not compiled.entry_all:
                         compiled.direct, keep = direct_caller(compiled.entry_all, compiled.ptr)
                         compiled.direct_for = (compiled.entry_all, keep)
             else:

@@ -120,6 +120,8 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
                                 if again is None:
                                     if plan.n:
                                         plan.launch(plan.compiled, plan.dims, args)
+                                elif plan.changed:
+                                    plan.launch(plan.compiled, plan.dims, args, again, plan.changed)
                                 elif not plan.relaunch(plan.compiled, again):
                                     plan.launch(plan.compiled, plan.dims, args, again)
                             finally:     # a launch stopped by a fault or Ctrl-C may have written part of its outputs
@@ -217,6 +219,8 @@ def _run_planned(plan, args) -> None:
         if again is None:
             if plan.n:
                 plan.launch(plan.compiled, plan.dims, args)
+        elif plan.changed:
+            plan.launch(plan.compiled, plan.dims, args, again, plan.changed)
         elif not plan.relaunch(plan.compiled, again):
             plan.launch(plan.compiled, plan.dims, args, again)
     finally:

@@ -22,7 +22,7 @@ class LaunchPlan:
     """The last forward launch of a kernel, bound (see the module docstring)."""
 
     __slots__ = ("dim", "device", "n_args", "refs", "scalars", "dev", "dims", "n", "spec", "settings",
-                 "again", "launch", "relaunch", "compiled", "written")
+                 "again", "changed", "launch", "relaunch", "compiled", "written")
 
     def __init__(self, dim, device, args, bound, dims, n, dev, spec, settings, converters):
         self.dim, self.device, self.n_args = dim, device, len(args)
@@ -34,10 +34,12 @@ class LaunchPlan:
         self.scalars = tuple((k, converters[k]) for k in range(len(bound)) if not hasattr(bound[k], "buffer"))
         # bounds proven against these arrays on this grid hold again, whatever the scalars: the accesses proven
         # at launch are affine in thread ids and constants only (bounds.Access), never in a scalar argument
-        # arrays only: every launch passes the same values, so a backend that keeps the arguments it packed
-        # last may run them again (the CPU backend's `relaunch`, and `launch(..., again=)`: -0.5 µs a launch)
-        self.relaunch = spec.relaunch if not self.scalars and n else None
+        # every launch passes the same arrays, and arrays only the same values: a backend that keeps the
+        # arguments it packed last runs them again (the CPU backend's `relaunch`: -0.5 µs a launch), or writes
+        # only the scalars' slots (`launch(..., again=token, changed=positions)`)
+        self.relaunch = spec.relaunch if n else None
         self.again = object() if self.relaunch is not None else None     # the backend's token (holds nothing)
+        self.changed = tuple(k for k, _ in self.scalars)
 
     def bind(self, args: list, dev) -> list | None:
         """`args` (a list of the caller's own) bound, when they match this plan (the same arrays; scalars

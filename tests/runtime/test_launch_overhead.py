@@ -339,3 +339,38 @@ def test_scalars_converted_once_keep_every_value_and_check(device, rng):
         gk.launch(_reciprocal, 3, inputs=[y, 1.0, 2.0], device=device)
     with pytest.raises(ValueError, match="parameter 'a'"):
         gk.launch(_reciprocal, 3, inputs=[y, 1e39, 2], device=device)
+
+
+def test_threads_repeating_launches_with_their_own_scalars(device):
+    """Four threads launching one kernel, each on its own arrays with a scalar that changes every launch (the
+    backend rewrites only the scalar slots while its block holds a plan's arrays): every result is the
+    thread's own, against NumPy."""
+
+    @gk.kernel
+    def axpb(x: gk.array(dtype=gk.float64), y: gk.array(dtype=gk.float64), a: gk.float64, b: int):
+        i = gk.tid()
+        y[i] = a * x[i] + gk.float64(b)
+
+    errors: list = []
+    gen = np.random.default_rng(11)
+    inputs = [gen.normal(size=3 + t) for t in range(4)]
+
+    def work(t):
+        try:
+            x = gk.array(inputs[t], dtype=gk.float64, device=device)
+            y = gk.zeros(3 + t, dtype=gk.float64, device=device)
+            for step in range(200):
+                a, b = 0.25 * step + t, step - 7 * t
+                gk.launch(axpb, 3 + t, inputs=[x], outputs=[y, a, b], device=device)
+                if not np.array_equal(y.numpy(), a * inputs[t] + b):
+                    errors.append((t, step))
+                    return
+        except BaseException as e:       # noqa: BLE001 - reported below
+            errors.append((t, e))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors[:3]
