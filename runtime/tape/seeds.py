@@ -103,6 +103,9 @@ class Folds:
             else:
                 return last[1]
         grads = self.grads
+        if grads.keys().isdisjoint(map(id, prepared.grads)):     # reads no seeded gradient (most records)
+            self._last = (prepared, None, ())
+            return None
         values, checks = [], []
         for m, g in enumerate(prepared.grads):
             entry = grads.get(id(g))
