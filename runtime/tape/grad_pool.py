@@ -26,6 +26,10 @@ from .tape_records import LaunchRecord
 
 POOL_MIN_BYTES = 1 << 16    # per array: smaller gradients are not worth their bookkeeping
 POOL_MIN_TOTAL = 1 << 23    # all candidates' gradients together: below 8 MiB they stay in cache anyway
+# The counting below is exact on CPython 3.10-3.13 with the GIL (tested); 3.14's borrowed stack references
+# and free-threaded builds' split reference counts make sys.getrefcount approximate: no pool there.
+COUNTED = (sys.implementation.name == "cpython" and sys.version_info[:2] < (3, 14)
+           and getattr(sys, "_is_gil_enabled", lambda: True)())
 
 
 class GradPool:
@@ -187,6 +191,8 @@ def plan_for(tape, seeds: set):
     """This pass's PoolPlan restricted to unheld arrays, or None when nothing is pooled (reusing the
     tape's plan while its records are the same); none while the candidates' gradients add up to less
     than POOL_MIN_TOTAL."""
+    if not COUNTED:
+        return None
     records = tape.records
     plan = tape.__dict__.get("_gradient_plan")
     if plan is None or not plan.fits(records):
@@ -210,6 +216,8 @@ def deferrable(tape) -> set:
     POOL_MIN_BYTES (and POOL_MIN_TOTAL together), no views, no NumPy view handed out, and nothing but its
     array and the tape's own structures refers to it, so nobody can read it before its array's `.grad`
     zeroes it."""
+    if not COUNTED:
+        return set()
     arrays = {}
     for k, a in tape._touched.items():
         if getattr(a, "_gstate", True) is None and a._family is None:

@@ -57,7 +57,8 @@ class Tape:
     shape and type, and not kept: reading its `.grad` afterwards (after finding it through `tape.launches`,
     say) raises `GradientNotKeptError`. Arrays you hold keep their gradients as before. Nothing is pooled
     while the tape snapshots, under `gradkit debug`, with NaN checks, in forward mode, or when the tape holds
-    Python records (`record_func`, host writes, checkpoints) or kernels whose adjoints may raise midway.
+    Python records (`record_func`, host writes, checkpoints) or kernels whose adjoints may raise midway, nor
+    where reference counts are not exact (grad_pool.COUNTED: CPython 3.10-3.13 with the GIL).
     `zero()` leaves such a large gradient that only its array refers to for its first read to zero."""
 
     def __init__(self, loss=None, clear_gradients: bool = True, check: bool | None = None,

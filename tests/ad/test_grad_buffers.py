@@ -18,6 +18,8 @@ from gradkit.runtime.arrays.grad_state import GradientNotKeptError
 from gradkit.runtime.tape import grad_pool
 
 F64 = gk.float64
+# the pool counts references with sys.getrefcount, exact on CPython 3.10-3.13 with the GIL (else it is off)
+pytestmark = pytest.mark.skipif(not grad_pool.COUNTED, reason="no exact reference counts: the pool is off")
 
 
 @gk.kernel
@@ -521,3 +523,14 @@ def test_bundles_and_gradient_pictures_need_kept_gradients(device, tmp_path, poo
     assert not tape._released
     tape.save(tmp_path / "kept")
     assert (tmp_path / "kept").exists()
+
+
+def test_without_exact_reference_counts_nothing_is_pooled(device, monkeypatch, pool_everything):
+    """Where sys.getrefcount is not exact (COUNTED false: CPython 3.14+, free-threaded builds) every gradient
+    is kept and zeroed eagerly, as before the pool."""
+    monkeypatch.setattr(grad_pool, "COUNTED", False)
+    tape, _, _, ids = _dropped_chain(device)
+    assert not tape._released
+    assert all(a.grad is not None for a in tape.gradients)
+    tape.zero()
+    assert all(a._gstate is None for a in tape.gradients)
