@@ -26,8 +26,9 @@ from .tape_records import LaunchRecord
 
 POOL_MIN_BYTES = 1 << 16    # per array: smaller gradients are not worth their bookkeeping
 POOL_MIN_TOTAL = 1 << 23    # all candidates' gradients together: below 8 MiB they stay in cache anyway
-# The counting below is exact on CPython 3.10-3.13 with the GIL (tested); 3.14's borrowed stack references
-# and free-threaded builds' split reference counts make sys.getrefcount approximate: no pool there.
+# The counting below is exact on CPython 3.10-3.13 with the GIL (the whole pool tested on 3.11, its counting
+# pattern on 3.10-3.13); 3.14's borrowed stack references and free-threaded builds' split reference counts
+# make sys.getrefcount approximate: no pool there.
 COUNTED = (sys.implementation.name == "cpython" and sys.version_info[:2] < (3, 14)
            and getattr(sys, "_is_gil_enabled", lambda: True)())
 
