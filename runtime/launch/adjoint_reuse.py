@@ -50,19 +50,30 @@ def _arg_key(x):
 
 
 class AdjointRecipe:
-    """A PreparedAdjoint without strong references to its arrays. Its revivals share the recipe's backend
-    token (the same arrays and values each time), so a run right after the same binding's last one, on a
-    later tape, runs what the backend packed then."""
+    """A PreparedAdjoint without strong references to its arrays. Its revivals share a backend token with
+    every recipe of the kernel on the same arrays, grid and specialisation (`tokens`: the step records of a
+    time-stepped tape differ only in a step number), so a run after one of them writes only the scalars
+    into what the backend packed then, or runs it as packed when nothing differs."""
 
-    __slots__ = ("key", "spec", "dims", "template", "refs", "sources", "again")
+    __slots__ = ("key", "spec", "dims", "template", "refs", "sources", "again", "changed")
 
-    def __init__(self, prepared: PreparedAdjoint):
+    def __init__(self, prepared: PreparedAdjoint, tokens: dict):
         self.key, self.spec, self.dims = prepared.key, prepared.spec, prepared.dims
         args = prepared.call_args
         self.template = [None if hasattr(x, "buffer") else x for x in args]
         self.refs = [(k, weakref.ref(x)) for k, x in enumerate(args) if hasattr(x, "buffer")]
         self.sources = [weakref.ref(a) for a in prepared.sources]
-        self.again = prepared.again
+        self.changed = prepared.changed
+        # the weak references themselves are one object per live array (CPython hands out the same one), kept
+        # alive by `tokens`' entry, so their ids name these arrays for as long as the entry exists
+        refs = tuple(r for _, r in self.refs)
+        key = (id(self.spec), self.dims, *map(id, refs))
+        entry = tokens.get(key)
+        if entry is None:
+            if len(tokens) >= MAX_RECIPES:
+                tokens.clear()
+            entry = tokens[key] = (refs, prepared.again)
+        self.again = entry[1]
 
     def revive(self) -> PreparedAdjoint | None:
         """The PreparedAdjoint again, or None when an array is gone or no longer valid for it."""
@@ -79,7 +90,7 @@ class AdjointRecipe:
                 return None
             sources.append(a)
         grads = call_args[len(call_args) - len(sources):] if sources else []   # prepare_adjoint appends them
-        prepared = PreparedAdjoint(self.key, self.spec, self.dims, call_args, grads, sources, self.again)
+        prepared = PreparedAdjoint(self.key, self.spec, self.dims, call_args, grads, sources, self.again, self.changed)
         return prepared if prepared.valid() else None
 
 
@@ -108,7 +119,10 @@ def adjoint_for(rec, ins, outs, shared: dict) -> PreparedAdjoint | None:
         prepared = prepare_adjoint(kernel, rec.dim, ins, outs, rec.device, rec.args, rec.consume)
         if prepared is not None and keep:
             try:
-                recipe = AdjointRecipe(prepared)
+                tokens = kernel.__dict__.get("_adjoint_tokens")
+                if tokens is None:
+                    tokens = kernel._adjoint_tokens = {}
+                recipe = AdjointRecipe(prepared, tokens)
             except TypeError:               # an array that takes no weak reference
                 recipe = None
             if recipe is not None:

@@ -272,16 +272,19 @@ class PreparedAdjoint:
     arrays stay the same objects and the settings it was compiled for hold (Tape.backward's fast path:
     no argument parsing, no specialisation lookup per launch)."""
 
-    __slots__ = ("key", "spec", "dims", "call_args", "grads", "sources", "folded", "threads", "again")
+    __slots__ = ("key", "spec", "dims", "call_args", "grads", "sources", "folded", "threads", "again", "changed")
 
-    def __init__(self, key, spec, dims, call_args, grads, sources, again=None):
+    def __init__(self, key, spec, dims, call_args, grads, sources, again=None, changed=None):
         self.key, self.spec, self.dims, self.call_args = key, spec, dims, call_args
         self.grads, self.sources = grads, sources
         self.threads = 0 not in dims
         self.folded = None        # (seeds, PreparedAdjoint | None): the last `seeded` answer
-        # the backend's token for these arguments (holds no array; a revived recipe passes its own, so the
-        # block its last run packed may be run again: Specialization.relaunch, runtime/launch/plan.py)
+        # the backend's token for these arrays (holds none; a revived recipe passes its own, shared with the
+        # recipes of the same arrays: Specialization.relaunch, runtime/launch/plan.py) and the positions of
+        # the scalars, which may differ between the runs with one token
         self.again = object() if again is None else again
+        self.changed = tuple(k for k, x in enumerate(call_args) if not hasattr(x, "buffer")) \
+            if changed is None else changed
 
     def valid(self) -> bool:
         c = config
@@ -324,6 +327,8 @@ class PreparedAdjoint:
         if self.threads:
             if spec.relaunch is None:
                 spec.launch(spec.compiled, self.dims, call_args)
+            elif self.changed:          # the arrays as packed for this token last, the scalars written anew
+                spec.launch(spec.compiled, self.dims, call_args, self.again, self.changed)
             elif not spec.relaunch(spec.compiled, self.again):
                 spec.launch(spec.compiled, self.dims, call_args, self.again)
         for k in spec.written:

@@ -374,3 +374,43 @@ def test_threads_repeating_launches_with_their_own_scalars(device):
     for th in threads:
         th.join()
     assert not errors, errors[:3]
+
+
+@gk.kernel
+def _step(x: gk.array(dtype=gk.float64), y: gk.array(dtype=gk.float64, ndim=2), t: int, c: gk.float64):
+    i = gk.tid()
+    y[t, i] = y[t - 1, i] + c * gk.float64(t) * gk.sin(x[i])
+
+
+def test_time_stepped_tapes_write_each_records_step_into_the_shared_binding(device, rng):
+    """A new tape per iteration of a time-stepped program (records of one kernel on the same arrays differing
+    in a step number and a coefficient: their revived adjoints share one backend token and write only the
+    scalars), with an explicit adjoint launch of the kernel on other arrays between iterations: the gradient
+    against NumPy each time."""
+    steps, n = 6, 5
+    x = gk.array(rng.normal(size=n), dtype=gk.float64, device=device, requires_grad=True)
+    y = gk.zeros((steps, n), dtype=gk.float64, device=device, requires_grad=True)
+    x2 = gk.array(rng.normal(size=n), dtype=gk.float64, device=device)
+    y2 = gk.zeros((steps, n), dtype=gk.float64, device=device)
+    gx2 = gk.zeros(n, dtype=gk.float64, device=device)
+    gy2 = gk.array(rng.normal(size=(steps, n)), dtype=gk.float64, device=device)
+    seed = rng.normal(size=(steps, n))
+    coef = [0.5 + 0.25 * t for t in range(steps)]
+    # y[T-1] = sum_t c_t * t * sin(x): d/dx of sum(seed * y) over every row
+    rows = np.cumsum([coef[t] * t for t in range(steps)])
+    want = (seed * rows[:, None]).sum(axis=0) * np.cos(x.numpy())
+    for it in range(4):
+        tape = gk.Tape()
+        with tape:
+            for t in range(1, steps):
+                gk.launch(_step, n, inputs=[x], outputs=[y, t, coef[t]], device=device)
+        x.grad.zero_()
+        tape.backward(grads={y: gk.array(seed, dtype=gk.float64, device=device)})
+        np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-12)
+        if it % 2:
+            gx2.zero_()
+            g3 = gy2.numpy()[3].copy()          # the adjoint of the store reads then resets y2's gradient row
+            gk.launch(_step, n, inputs=[x2], outputs=[y2, 3, 2.0], device=device, adjoint=True,
+                      adj_inputs=[gx2], adj_outputs=[gy2, None, None])
+            np.testing.assert_allclose(gx2.numpy(), g3 * 2.0 * 3 * np.cos(x2.numpy()), rtol=1e-12)
+            gy2.assign(rng.normal(size=(steps, n)))
