@@ -13,7 +13,8 @@ import weakref
 
 import numpy as np
 
-from ...backends.analysis import local_margin, local_scatters, reduction_sites, shared_writes, written_params
+from ...backends.analysis import (local_margin, local_scatters, loop_sum_chains, reduction_sites, shared_writes,
+                                  written_params)
 from ...backends.base import Backend, DeviceInfo, KernelFault, fault_error
 from ...backends.capabilities import CONTRACT_VERSION
 from ...core import types as T
@@ -58,13 +59,21 @@ VECTOR_FROM = 64
 
 
 def quick_tier_ok(fn, options) -> bool:
-    """Whether `fn` may start on the quick tier: it must compute bit-identical results at -O0 and -O3, so
-    nothing LLVM may reassociate (fast math, loop sums, per-range reduction accumulators) and no native
-    snippet (its IR is the user's); kernels with loops are worth optimising from the start."""
+    """Whether `fn` may start on the quick tier: it must compute bit-identical results at -O0 and -O3
+    (`scalar_tier_ok`); kernels with loops are worth optimising from the start."""
+    return scalar_tier_ok(fn, options) and not any(ins.op in LOOPS for ins in fn.walk())
+
+
+def scalar_tier_ok(fn, options) -> bool:
+    """Whether `fn`'s code computes bit-identical results on every tier (quick, scalar, vectorised): nothing
+    LLVM may reassociate (fast math, loop sums, per-range reduction accumulators) and no native snippet (its
+    IR is the user's). GRADKIT_CPU_QUICK_TIER=0 in the environment: vectorised code from the start."""
     if options.fast_math or os.environ.get("GRADKIT_CPU_QUICK_TIER", "1") == "0":
         return False
     for ins in fn.walk():
-        if ins.op in LOOPS or ins.op == Op.NATIVE:
+        if ins.op == Op.NATIVE:
+            return False
+        if ins.op == Op.FOR and loop_sum_chains(ins.regions[0], ins.regions[0].params[1:]):
             return False
     return options.debug or not reduction_sites(fn)
 
@@ -83,11 +92,12 @@ class CompiledKernel:
     holds `lock` from packing to gathering: launches of one kernel from several Python threads take turns,
     launches of different kernels run at the same time."""
 
-    def __init__(self, fn, options, addrs: tuple[int, int], text: str, upgrade=None, tier: str = jit.FULL):
+    def __init__(self, fn, options, addrs: tuple[int, int] | None, text: str, upgrade=None,
+                 tier: str | None = jit.FULL):
         self.fn, self.options, self.text = fn, options, text
         self._entries(addrs)
-        # Below the FULL tier: (module text function, symbol, cache key) to compile better code with; None
-        # once vectorised.
+        # Below the FULL tier (or before the first launch: tier None, addrs None): (module text function,
+        # symbol, cache key) to compile better code with; None once vectorised.
         self.upgrade = upgrade
         self.tier = tier
         self.quick_launches = self.quick_threads = 0
@@ -154,6 +164,8 @@ class CompiledKernel:
         the quick tier once it is busy (see QUICK_LAUNCHES), on the scalar tier at its first wide launch."""
         if n > self.widest:
             self.widest = n
+        if self.tier is None:               # not compiled yet (CPUBackend.compile): by this launch's size
+            return True
         if self.tier == jit.SCALAR:
             return n >= VECTOR_FROM
         self.quick_launches += 1
@@ -178,6 +190,9 @@ class CompiledKernel:
             self.upgrade = None
 
     def _entries(self, addrs) -> None:
+        if addrs is None:                           # compiled at the first launch (CPUBackend.compile)
+            self.entry = self.entry_all = self.entry_local = None
+            return
         self.entry = KERNEL_T(addrs[0])             # (start, end, args): a range of threads
         self.entry_all = WHOLE_T(addrs[1])          # (args): the whole grid, for inline launches
         # (start, end, args) with the shifted scatter-adds plain: the middle of a chunk (codegen.py LOCAL)
@@ -297,9 +312,17 @@ class CPUBackend(HostMemory, Backend):
             if small:
                 small_text.append((name, module))
             return module
-        tier = jit.QUICK if quick_tier_ok(fn, options) else jit.FULL
-        addrs, code, tier = jit.compile_cached(text, symbol, key, options.cache, tier)
-        return CompiledKernel(fn, options, addrs, code, (text, symbol, key) if tier != jit.FULL else None, tier)
+        upgrade = (text, symbol, key)
+        if quick_tier_ok(fn, options):
+            built = jit.compile_cached(text, symbol, key, options.cache, jit.QUICK)
+        elif scalar_tier_ok(fn, options):
+            # a kernel with loops whose scalar code computes what its vectorised code does: the disk cache's
+            # best, else compiled at its first launch, scalar below VECTOR_FROM threads (`optimise`)
+            built = jit.lookup(options.cache, key, symbol, jit.SCALAR) or (None, "", None)
+        else:
+            built = jit.compile_cached(text, symbol, key, options.cache, jit.FULL)
+        addrs, code, tier = built
+        return CompiledKernel(fn, options, addrs, code, upgrade if tier != jit.FULL else None, tier)
 
     def _executor(self) -> Pool:
         if self._pool is None:
