@@ -35,6 +35,21 @@ from .cache import default_cache
 from .device import get_device
 from .kernel_facts import KernelFacts
 
+
+def repeatable_launch(impl):
+    """The backend's `relaunch`, or None where a subclass overrides `launch` but not `relaunch` (a plugin
+    wrapping the CPU backend's launch, as the plugin tutorial's counting backend does): its `launch` takes only
+    (compiled, dims, args), and repeating the CPU backend's packed launch would bypass it."""
+    relaunch = getattr(impl, "relaunch", None)
+    if relaunch is None:
+        return None
+    mro = type(impl).__mro__
+    owner = {name: next((k for k in mro if name in vars(k)), None) for name in ("launch", "relaunch")}
+    if owner["launch"] is None or owner["relaunch"] is None or issubclass(owner["relaunch"], owner["launch"]):
+        return relaunch
+    return None
+
+
 class Specialization:
     """One compiled variant of a kernel on one device, with what a launch needs precomputed."""
 
@@ -48,7 +63,7 @@ class Specialization:
         self.launch = device.impl.launch
         # a backend that can repeat a launch as packed (the CPU backend): `relaunch(compiled, token)` -> ran?,
         # and `launch(..., again=token)` (runtime/launch/plan.py); None: every launch packs
-        self.relaunch = getattr(device.impl, "relaunch", None)
+        self.relaunch = repeatable_launch(device.impl)
         self.tid_ndim = fn.attrs.get("tid_ndim", 1)
         self.split = fn.attrs.get("param_split", [])
         self.has_split = any(n > 1 for _, n in self.split)

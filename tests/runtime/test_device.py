@@ -263,3 +263,24 @@ def test_builtins_are_listed_without_gradkits_metadata(monkeypatch):
     specs = registry._all_specs()
     assert specs["cpu"].value == registry.BUILTIN["cpu"] and specs["opencl"].value == registry.BUILTIN["opencl"]
     assert specs["thirdparty"].value == "somewhere:Backend"
+
+
+def test_a_plugin_wrapping_the_cpu_launch_is_not_relaunched_past_it():
+    """A subclass of the CPU backend that overrides launch(compiled, dims, args) but not relaunch gets every
+    launch through its own launch (repeating the CPU backend's packed launch would bypass it, and its launch
+    takes no token); the CPU backend itself keeps its relaunch."""
+    from gradkit.backends.cpu import CPUBackend
+    from gradkit.runtime.launch.kernel import repeatable_launch
+
+    class Wrapping(CPUBackend):
+        def launch(self, compiled, dims, args):
+            return super().launch(compiled, dims, args)
+
+    class Both(Wrapping):
+        def relaunch(self, compiled, again):
+            return False
+
+    assert repeatable_launch(CPUBackend()) is not None
+    assert repeatable_launch(Wrapping()) is None
+    assert repeatable_launch(Both()) is not None
+    assert repeatable_launch(object()) is None
