@@ -223,8 +223,9 @@ def launch(kernel, dim=None, inputs=(), outputs=(), adj_inputs=(), adj_outputs=(
 
 class ScopedCapture:
     """`with wp.ScopedCapture() as capture:` records the block's `wp.launch` and `wp.copy` calls without
-    running them (as Warp's capture does); `wp.capture_launch(capture.graph)` replays them with the same
-    arguments. Other work in the block (array methods, tape calls) runs at once."""
+    running them (as Warp's capture does), and a `wp.Tape`'s recording, backward, zero and reset (Tape
+    below); `wp.capture_launch(capture.graph)` replays them with the same arguments. Other work in the
+    block (array methods) runs at once."""
 
     def __init__(self, device=None, stream=None, force_module_load=None, external=False, apic=False,
                  capture_mode=None):
@@ -257,7 +258,49 @@ def capture_launch(graph: Graph, stream=None) -> None:
 # --------------------------------------------------------------------------- tape and timer
 
 class Tape(_WarpTape):
-    """`wp.Tape()`: Warp 1.19's tape semantics over gradkit's (tape.py), with `record_scope`."""
+    """`wp.Tape()`: Warp 1.19's tape semantics over gradkit's (tape.py), with `record_scope`.
+
+    Inside a capture (`wp.ScopedCapture`, `capture_begin`), `with tape:`, `backward`, `zero` and `reset` are
+    captured with the launches, in order, and run at each `wp.capture_launch`, as Warp's graph holds the
+    forward and the adjoint kernels (example_diffray captures its whole taped step on a CUDA device). Each
+    replay starts the records afresh and keeps the gradients, which Warp's replays add into as well."""
+
+    def __enter__(self) -> "Tape":
+        if _capturing():
+            _CAPTURE[-1].ops.append((self._replay_enter, (), {}))
+            self._captured_by = _CAPTURE[-1]
+            return self
+        return super().__enter__()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        graph = self.__dict__.pop("_captured_by", None)
+        if graph is None:
+            return super().__exit__(exc_type, exc, tb)
+        if exc_type is None:
+            graph.ops.append((super().__exit__, (None, None, None), {}))
+        return None
+
+    def _replay_enter(self) -> None:
+        self.forget_records()
+        super().__enter__()
+
+    def backward(self, loss=None, grads: dict | None = None) -> None:
+        if _capturing():
+            _CAPTURE[-1].ops.append((super().backward, (loss, grads), {}))
+            return
+        super().backward(loss, grads)
+
+    def zero(self) -> None:
+        if _capturing():
+            _CAPTURE[-1].ops.append((super().zero, (), {}))
+            return
+        super().zero()
+
+    def reset(self) -> None:
+        if _capturing():
+            _CAPTURE[-1].ops.append((super().reset, (), {}))
+            return
+        super().reset()
 
     @contextlib.contextmanager
     def record_scope(self, name: str, color=None):

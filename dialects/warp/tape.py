@@ -79,6 +79,7 @@ class Tape(_GkTape):
         self._warp_gradients: dict[int, tuple] = {}   # id -> (array, its grad): what zero() clears
         self._left: dict[int, tuple] = {}             # id -> (array, grad, version) the last pass deposited into
         self._rules_checked = 0                       # records whose launch rules are checked
+        self._keeping_gradients = False               # forget_records: reset() leaves the gradients
 
     # recording --------------------------------------------------------------------------------------------
     def record_func(self, backward, arrays) -> None:
@@ -167,8 +168,19 @@ class Tape(_GkTape):
     # housekeeping -----------------------------------------------------------------------------------------
     def zero(self) -> None:
         """Zero every gradient the tape has seen in a backward pass or a record_func (Warp's zero)."""
+        if self._keeping_gradients:
+            return
         for a, g in self._warp_gradients.values():
             g.zero_()
+
+    def forget_records(self) -> None:
+        """Drop the records and keep every gradient: `reset()` without its `zero()` (a captured graph's replay
+        starts the tape afresh while Warp's graph adds into the same gradients, runtime.py)."""
+        self._keeping_gradients = True
+        try:
+            self.reset()
+        finally:
+            self._keeping_gradients = False
 
     def reset(self) -> None:
         """Forget the records and zero the gradients (Warp keeps the list of gradients to zero: so does this)."""

@@ -332,3 +332,45 @@ def test_retain_grad_needs_requires_grad():
     for wp in (warp, gwp):
         with pytest.raises(ValueError, match="retain_grad=True requires requires_grad=True"):
             wp.zeros(3, dtype=float, retain_grad=True)
+
+
+def test_a_captured_tape_replays_forward_and_backward(device, rng):
+    """A taped forward pass and its backward captured in `wp.ScopedCapture` (example_diffray's pattern on a
+    CUDA device) run nothing while captured and run both at each `wp.capture_launch`: the loss and the
+    analytic gradient d/dx sum(3 x^2 + i x^2 / 2) after each replay, Warp's accumulation when two replays
+    have no zero() between them, zero() captured too; the same values as the tape run without capture."""
+    k = _kernels(gwp)
+    x0 = rng.uniform(-1.0, 1.0, N).astype(np.float32)
+    coef = 3.0 + 0.5 * np.arange(N)
+    want_loss, want_grad = float(np.sum(coef * x0.astype(np.float64) ** 2)), 2.0 * coef * x0
+    x = gwp.array(x0, dtype=float, device=device, requires_grad=True)
+    y = gwp.zeros(N, dtype=float, device=device, requires_grad=True)
+    loss = gwp.zeros(1, dtype=float, device=device, requires_grad=True)
+    with gwp.ScopedCapture() as capture:
+        tape = gwp.Tape()
+        with tape:
+            gwp.launch(k["square"], N, inputs=[x], outputs=[y], device=device)
+            gwp.launch(k["total"], N, inputs=[y], outputs=[loss], device=device)
+        tape.backward(loss)
+    assert loss.numpy()[0] == 0.0 and not x.grad.numpy().any() and not tape.records
+    for replay in range(2):
+        gwp.capture_launch(capture.graph)
+        np.testing.assert_allclose(loss.numpy()[0], want_loss, rtol=1e-5)
+        np.testing.assert_allclose(tape.gradients[x].numpy(), want_grad, rtol=1e-5, atol=1e-6)
+        tape.zero()
+        loss.zero_()
+    gwp.capture_launch(capture.graph)
+    gwp.capture_launch(capture.graph)                         # no zero() between: Warp's replays add up
+    np.testing.assert_allclose(x.grad.numpy(), 2 * want_grad, rtol=1e-5, atol=1e-6)
+    with gwp.ScopedCapture() as clear:
+        tape.zero()
+    assert x.grad.numpy().any()
+    gwp.capture_launch(clear.graph)
+    assert not x.grad.numpy().any()
+    plain = gwp.Tape()
+    loss.zero_()
+    with plain:
+        gwp.launch(k["square"], N, inputs=[x], outputs=[y], device=device)
+        gwp.launch(k["total"], N, inputs=[y], outputs=[loss], device=device)
+    plain.backward(loss)
+    np.testing.assert_allclose(x.grad.numpy(), want_grad, rtol=1e-5, atol=1e-6)
