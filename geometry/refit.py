@@ -1,11 +1,16 @@
 """Refits on the geometry's device, for float32 points and boxes (`gk.Mesh.refit`, run every step by Warp's
 example_mesh, and `gk.Bvh.refit`): kernels in the kernel language, so every backend runs them and no point
-travels to the host. The first takes each item's bounds in parallel (a triangle's, with its edge lengths; a
-box's, checked finite); the second, one thread, the node bounds bottom-up:
-build_tree numbers nodes breadth-first with the right child beside the left (left + 1), so walking the
-ids downwards meets children before their parent. NumPy's version (geometry/bvh.py: a gather per corner,
-a fold per leaf column and three operations per tree level) took 1.7 ms at 9k triangles against Warp's
-0.1 ms. The launches are not recorded on a tape (a refit is not differentiated, as in Warp)."""
+travels to the host. One takes each item's bounds in parallel (a triangle's, with its edge lengths; a
+box's, checked finite); then the node bounds, bottom-up, one of two ways:
+- on CPUs (the LLVM backend, the C plugin) one thread walks the node ids downwards: build_tree numbers
+  nodes breadth-first with the right child beside the left (left + 1), so it meets children before their
+  parent; one launch (0.13 ms at 9k triangles, 5.4 ms at 360k);
+- elsewhere (GPUs, the reference interpreter) each leaf's bounds in parallel, then each level's inner
+  nodes in parallel from the deepest, a launch per level (on CPUs 0.18 and 6.5-11 ms: the launches cost
+  more than the walk; on a lent H100 through OpenCL the walk took 2.6 ms, a GPU thread runs a serial loop
+  slowly, against the host refit's 1.4 ms).
+NumPy's version (geometry/bvh.py) took 1.7 ms at 9k triangles against Warp's 0.1 ms. The launches are not
+recorded on a tape (a refit is not differentiated, as in Warp)."""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ import numpy as np
 
 @functools.lru_cache(maxsize=None)
 def kernels():
-    """(triangle_bounds, box_bounds, node_bounds), compiled on first use."""
+    """(triangle_bounds, box_bounds, node_walk, leaf_bounds, inner_bounds), compiled on first use."""
     import gradkit as gk
 
     @gk.kernel
@@ -48,9 +53,9 @@ def kernels():
             gk.atomic_max(bad, 0, 1)
 
     @gk.kernel
-    def node_bounds(info: gk.array(dtype=gk.vector(4, gk.int32)), prims: gk.array(dtype=gk.int32),
-                    item_lowers: gk.array(dtype=gk.vec3), item_uppers: gk.array(dtype=gk.vec3),
-                    node_lowers: gk.array(dtype=gk.vec3), node_uppers: gk.array(dtype=gk.vec3), n_nodes: int):
+    def node_walk(info: gk.array(dtype=gk.vector(4, gk.int32)), prims: gk.array(dtype=gk.int32),
+                  item_lowers: gk.array(dtype=gk.vec3), item_uppers: gk.array(dtype=gk.vec3),
+                  node_lowers: gk.array(dtype=gk.vec3), node_uppers: gk.array(dtype=gk.vec3), n_nodes: int):
         for k in range(n_nodes):
             node = n_nodes - 1 - k
             row = info[node]
@@ -69,17 +74,52 @@ def kernels():
             node_lowers[node] = lo
             node_uppers[node] = hi
 
-    return triangle_bounds, box_bounds, node_bounds
+    @gk.kernel
+    def leaf_bounds(leaves: gk.array(dtype=gk.int32), info: gk.array(dtype=gk.vector(4, gk.int32)),
+                    prims: gk.array(dtype=gk.int32), item_lowers: gk.array(dtype=gk.vec3),
+                    item_uppers: gk.array(dtype=gk.vec3), node_lowers: gk.array(dtype=gk.vec3),
+                    node_uppers: gk.array(dtype=gk.vec3)):
+        node = leaves[gk.tid()]
+        row = info[node]
+        first = prims[row[2]]
+        lo = item_lowers[first]
+        hi = item_uppers[first]
+        for j in range(row[2] + 1, row[2] + row[3]):
+            lo = gk.min(lo, item_lowers[prims[j]])
+            hi = gk.max(hi, item_uppers[prims[j]])
+        node_lowers[node] = lo
+        node_uppers[node] = hi
+
+    @gk.kernel
+    def inner_bounds(nodes: gk.array(dtype=gk.int32), offset: int, info: gk.array(dtype=gk.vector(4, gk.int32)),
+                     node_lowers: gk.array(dtype=gk.vec3), node_uppers: gk.array(dtype=gk.vec3)):
+        node = nodes[offset + gk.tid()]
+        left = info[node][0]
+        node_lowers[node] = gk.min(node_lowers[left], node_lowers[left + 1])
+        node_uppers[node] = gk.max(node_uppers[left], node_uppers[left + 1])
+
+    return triangle_bounds, box_bounds, node_walk, leaf_bounds, inner_bounds
+
+
+SERIAL_BACKENDS = ("cpu", "c")       # where one thread walking the nodes beats a launch per level
 
 
 class DeviceRefit:
-    """The scratch arrays of one geometry object's device refits (edge lengths, the non-finite flag)."""
+    """The scratch arrays of one geometry object's device refits (edge lengths, the non-finite flag).
 
-    def __init__(self, num_items: int, device):
+    Args:
+        num_items: the triangles a mesh refit takes (0 for a BVH of boxes).
+        device: the geometry's device.
+        walk: the node bounds by one thread (True) or a launch per level (False); None: by the device's
+            backend (SERIAL_BACKENDS walk)."""
+
+    def __init__(self, num_items: int, device, walk: bool | None = None):
+        self.walk = getattr(device, "backend", None) in SERIAL_BACKENDS if walk is None else walk
         from ..core import types as T
         from ..runtime.arrays.array import array
         self.edges = array(np.zeros(max(num_items, 1), np.float32), dtype=T.float32, device=device)
         self.bad = array(np.zeros(1, np.int32), dtype=T.int32, device=device)
+        self._levels: dict = {}         # id(BvhArrays) -> (its tree, leaf ids, inner ids, level spans)
 
     def mesh(self, points, indices, num_tris: int, bvh) -> float:
         """Refit `bvh` (geometry/bvh.py's BvhArrays, built over these triangles) to `points`; the average edge
@@ -102,9 +142,36 @@ class DeviceRefit:
         if self.bad._read()[0]:
             raise ValueError(f"{what} must be finite")
 
-    @staticmethod
-    def _nodes(bvh) -> None:
+    def _nodes(self, bvh) -> None:
+        """The node bounds from the items': one thread's walk, or the leaves and then inner nodes level by level
+        from the deepest (their ids on the device, made once)."""
         from ..runtime.launch.launch import launch
-        launch(kernels()[2], 1, inputs=[bvh.node_info, bvh.prims, bvh.item_lowers, bvh.item_uppers, bvh.node_lowers,
-                                        bvh.node_uppers, bvh.node_info.shape[0]], device=bvh.device,
-               record_tape=False)
+        _, _, node_walk, leaf_bounds, inner_bounds = kernels()
+        if self.walk:
+            launch(node_walk, 1, inputs=[bvh.node_info, bvh.prims, bvh.item_lowers, bvh.item_uppers,
+                                         bvh.node_lowers, bvh.node_uppers, bvh.node_info.shape[0]],
+                   device=bvh.device, record_tape=False)
+            return
+        levels = self._levels.get(id(bvh))
+        if levels is None or levels[0] is not bvh.tree:
+            levels = self._levels[id(bvh)] = (bvh.tree, *_level_arrays(bvh.tree, bvh.device))
+        _, leaves, inner, spans = levels
+        dev = bvh.device
+        launch(leaf_bounds, leaves.shape[0], inputs=[leaves, bvh.node_info, bvh.prims, bvh.item_lowers,
+                                                     bvh.item_uppers, bvh.node_lowers, bvh.node_uppers],
+               device=dev, record_tape=False)
+        for offset, count in spans:
+            launch(inner_bounds, count, inputs=[inner, offset, bvh.node_info, bvh.node_lowers, bvh.node_uppers],
+                   device=dev, record_tape=False)
+
+
+def _level_arrays(tree, device) -> tuple:
+    """(leaf ids, inner ids deepest level first, [(offset, count)] of each level in them) on `device`."""
+    from ..core import types as T
+    from ..runtime.arrays.array import array
+    deepest_first = list(reversed(tree.levels))
+    inner = np.concatenate(deepest_first).astype(np.int32) if deepest_first else np.zeros(1, np.int32)
+    offsets = np.cumsum([0] + [lv.size for lv in deepest_first])
+    spans = [(int(o), int(lv.size)) for o, lv in zip(offsets, deepest_first)]
+    ints = dict(dtype=T.int32, device=device)
+    return array(tree.leaves.astype(np.int32), **ints), array(inner, **ints), spans

@@ -215,6 +215,23 @@ def test_refit_on_the_device_equals_the_host_build(device, rng, dtype):
     np.testing.assert_array_equal(mesh._bvh.node_lowers.numpy(), twin._bvh.node_lowers.numpy())
 
 
+@pytest.mark.parametrize("walk", [True, False], ids=["walk", "levels"])
+def test_both_node_passes_give_the_host_bounds(device, rng, walk):
+    """geometry/refit.py's two node passes (one thread walking the ids downwards, used on CPUs; a launch per
+    level, used elsewhere) each give the host refit's node bounds bit for bit, on every device."""
+    from gradkit.geometry.refit import DeviceRefit
+    mesh, pts, tris = make_mesh(device, rng, n=11)
+    moved = (pts * rng.uniform(0.5, 2.0, 3) + rng.uniform(-2, 2, 3)).astype(np.float32)
+    gk.copy(mesh.points, gk.array(moved, dtype=gk.vec3, device=device))
+    edge = DeviceRefit(mesh.num_tris, mesh.device, walk=walk).mesh(mesh.points, mesh.indices, mesh.num_tris,
+                                                                   mesh._bvh)
+    got = {name: getattr(mesh._bvh, name).numpy().copy() for name in ("node_lowers", "node_uppers")}
+    mesh._bvh.refit(*mesh._bounds())                         # the host's, over the same tree
+    for name, value in got.items():
+        np.testing.assert_array_equal(value, getattr(mesh._bvh, name).numpy())
+    assert edge == pytest.approx(mesh._edge, rel=1e-6)
+
+
 @gk.kernel
 def surface_loss(mesh: gk.Mesh[gk.float64], x: gk.array(dtype=gk.vec3d), s: gk.array(dtype=gk.vec3d),
                  d: gk.array(dtype=gk.vec3d), loss: gk.array(dtype=gk.float64)):
