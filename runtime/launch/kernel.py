@@ -147,6 +147,7 @@ class Kernel:
         self._last_spec: tuple | None = None   # (device, variant, codegen key, Specialization)
         self._binder = None
         self._plan = None               # the last forward launch, bound (runtime/launch/plan.py)
+        self._plan_other = None         # the plan before it (double-buffered arrays alternate between two)
         self._plan_misses = 0
         self._facts: KernelFacts | None = None
         self._array_args: tuple = ()    # indices of the array parameters (set with the binder)

@@ -142,6 +142,14 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
                     bound = call_args = args
                     dims, n, dev, spec, variant = plan.dims, plan.n, plan.dev, plan.spec, FORWARD
     if bound is None:
+        other = kernel._plan_other
+        if other is not None and not (adjoint or tangent):
+            # the plan before the last (state arrays swapped each step alternate between two plans)
+            args = [*inputs, *outputs]
+            if _matches(other, dim, device, args):
+                kernel._plan, kernel._plan_other = other, kernel._plan
+                _launch_planned(kernel, other, args, len(inputs), record_tape)
+                return None
         if dim.__class__ is int and 0 <= dim <= MAX_THREADS:
             dims, n = (dim,), dim
         else:
@@ -211,6 +219,37 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
     return None
 
 
+def _matches(plan, dim, device, args: list) -> bool:
+    """Whether a forward launch with these values takes `plan` (the pre-bound path's conditions, as `launch`
+    tests them inline for the kernel's last plan), with NaN checks off."""
+    if not (device is plan.device or device == plan.device) or len(args) != plan.n_args:
+        return False
+    if not (dim == plan.dim if dim.__class__ is int else _same_kind(dim, plan.dim)):
+        return False
+    for k, ref in plan.refs:
+        if ref() is not args[k]:
+            return False
+    c = config
+    return (c.debug, c.adjoint_stack_size, c.fast_math, _settings.rules_generation, c.default_fp,
+            c.check_nan) == plan.settings and not c.check_nan and state.forward_mode is None
+
+
+def _launch_planned(kernel, plan, args: list, n_inputs: int, record_tape: bool) -> None:
+    """A forward launch that `_matches` `plan`: its scalars converted, run, recorded on the tape (what the
+    pre-bound path in `launch` does inline)."""
+    for k, convert in plan.scalars:
+        args[k] = convert(args[k], plan.dev)
+    kernel._plan_misses = 0
+    tape = state.tape if record_tape and kernel.recorded else None
+    if tape is None:
+        _run_planned(plan, args)
+        return
+    prepared = tape.before_launch(kernel, args)
+    t0 = _now()
+    _run_planned(plan, args)
+    tape.record_launch(kernel, plan.dims, plan.dev, args, n_inputs, FORWARD, (_now() - t0) * 1e3, prepared)
+
+
 def _run_planned(plan, args) -> None:
     """Run a pre-bound launch (as packed when the plan has a backend token and the backend still holds it),
     then bump the versions of what it wrote (also when stopped midway: it may have written part)."""
@@ -254,7 +293,9 @@ def _plan_next(kernel, dim, device, args, bound, dims, n, dev, spec) -> None:
         return
     if dim.__class__ is not int and not (dim.__class__ is tuple and _same_kind(dim, dim)):
         return                       # a list or NumPy grid: compared by value it could change in place
-    kernel._plan = make_plan(kernel, dim, device, args, bound, dims, n, dev, spec, plain_launch_key())
+    plan = make_plan(kernel, dim, device, args, bound, dims, n, dev, spec, plain_launch_key())
+    if plan is not None:
+        kernel._plan_other, kernel._plan = kernel._plan, plan
 
 
 def _call_arguments(kernel, spec, variant, bound, given, adjoint: bool, dev) -> list:

@@ -414,3 +414,47 @@ def test_time_stepped_tapes_write_each_records_step_into_the_shared_binding(devi
                       adj_inputs=[gx2], adj_outputs=[gy2, None, None])
             np.testing.assert_allclose(gx2.numpy(), g3 * 2.0 * 3 * np.cos(x2.numpy()), rtol=1e-12)
             gy2.assign(rng.normal(size=(steps, n)))
+
+
+@gk.kernel
+def _relax(u: gk.array(dtype=gk.float64), v: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    v[i] = 0.5 * u[i] + 0.25 * gk.sin(u[i])
+
+
+def test_double_buffered_launches_alternate_between_two_plans(device, rng):
+    """A kernel launched on two arrays swapped every step (state ping-pong) takes the plan before the last:
+    each step's values against NumPy, each write bumps its output's version, a taped run of it gives the
+    gradient against NumPy, and neither plan keeps an array alive."""
+    host = rng.normal(size=7)
+    a = gk.array(host, dtype=gk.float64, device=device, requires_grad=True)
+    b = gk.zeros(7, dtype=gk.float64, device=device, requires_grad=True)
+    pair = [a, b]
+    for s in range(12):
+        src, dst = pair[s % 2], pair[1 - s % 2]
+        v = dst.version
+        gk.launch(_relax, 7, inputs=[src], outputs=[dst], device=device)
+        assert dst.version == v + 1
+        host = 0.5 * host + 0.25 * np.sin(host)
+        np.testing.assert_allclose(dst.numpy(), host, rtol=1e-13)
+    assert {id(_relax._plan.refs[0][1]()), id(_relax._plan_other.refs[0][1]())} == {id(a), id(b)}
+    c = gk.array(rng.normal(size=7), dtype=gk.float64, device=device)       # a third pair: neither plan's
+    d = gk.zeros(7, dtype=gk.float64, device=device)
+    for src, dst in ((c, d), (a, b), (b, a), (c, d), (b, a)):
+        gk.launch(_relax, 7, inputs=[src], outputs=[dst], device=device)
+        np.testing.assert_allclose(dst.numpy(), 0.5 * src.numpy() + 0.25 * np.sin(src.numpy()), rtol=1e-13)
+    x = gk.array(rng.normal(size=7), dtype=gk.float64, device=device, requires_grad=True)
+    y = gk.zeros(7, dtype=gk.float64, device=device, requires_grad=True)
+    z = gk.zeros(7, dtype=gk.float64, device=device, requires_grad=True)
+    tape = gk.Tape()
+    with tape:
+        gk.launch(_relax, 7, inputs=[x], outputs=[y], device=device)
+        gk.launch(_relax, 7, inputs=[y], outputs=[z], device=device)
+    tape.backward(grads={z: gk.ones(7, dtype=gk.float64, device=device)})
+    xs = x.numpy()
+    ys = 0.5 * xs + 0.25 * np.sin(xs)
+    np.testing.assert_allclose(x.grad.numpy(), (0.5 + 0.25 * np.cos(ys)) * (0.5 + 0.25 * np.cos(xs)), rtol=1e-13)
+    refs = [weakref.ref(t) for t in (a, b, x, y, z)]
+    del a, b, pair, src, dst, x, y, z, tape
+    gc.collect()
+    assert all(r() is None for r in refs)
