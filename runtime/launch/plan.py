@@ -1,16 +1,18 @@
 """Pre-bound forward launches: a kernel launched again on the same grid, device and arrays (issue 43, W5).
 
 Time-stepped programs launch one kernel thousands of times with the same arguments, or the same arrays
-and a new step number. `gk.launch` keeps, per kernel, the plan of its last forward launch: the grid, the
-device, the arrays (weak references, compared by identity), the specialisation and the bound argument
-list. A launch that matches it skips binding, device lookup, grid normalisation, variant choice and the
-specialisation lookup; every check those did still holds, because an array's dtype, shape and device
-never change, the grid and device are the same values and the code-generation settings are compared.
-A backend with `relaunch` (the CPU backend) then runs the arguments it packed for the plan's last launch
-again, unless another launch of the kernel packed since.
-Scalars are converted (checked) again by their parameter's converter on every launch; the bounds proven at
-launch (runtime/launch/bounds.py) involve thread ids and constants only, so a new scalar value needs no new
-proof. Plans are immutable once made, so threads may share them.
+and a new step number, or two sets of arrays swapped every step. `gk.launch` keeps, per kernel, the plans
+of its last two forward launches (Kernel._plan, _plan_other): the grid, the device, the arrays (weak
+references, compared by identity; the plan holds no array), the specialisation and the code-generation
+settings. A launch that matches one (launch.py tests the last inline, the other on the general path's
+entry) skips binding, device lookup, grid normalisation, variant choice and the specialisation lookup;
+every check those did still holds, because an array's dtype, shape and device never change, the grid and
+device are the same values and the settings are compared. A backend with `relaunch` (the CPU backend)
+then runs the arguments it packed for the plan's last launch again, or rewrites only the scalars' slots,
+unless another launch of the kernel packed since. Scalars are converted (checked) again by their
+parameter's converter on every launch; the bounds proven at launch (runtime/launch/bounds.py) involve
+thread ids and constants only, so a new scalar value needs no new proof. Plans are immutable once made, so
+threads may share them.
 """
 
 from __future__ import annotations
@@ -33,25 +35,13 @@ class LaunchPlan:
         self.refs = tuple((k, weakref.ref(a)) for k, a in enumerate(bound) if hasattr(a, "buffer"))
         self.scalars = tuple((k, converters[k]) for k in range(len(bound)) if not hasattr(bound[k], "buffer"))
         # bounds proven against these arrays on this grid hold again, whatever the scalars: the accesses proven
-        # at launch are affine in thread ids and constants only (bounds.Access), never in a scalar argument
-        # every launch passes the same arrays, and arrays only the same values: a backend that keeps the
+        # at launch are affine in thread ids and constants only (bounds.Access), never in a scalar argument.
+        # Every launch passes the same arrays, and arrays only the same values: a backend that keeps the
         # arguments it packed last runs them again (the CPU backend's `relaunch`: -0.5 µs a launch), or writes
         # only the scalars' slots (`launch(..., again=token, changed=positions)`)
         self.relaunch = spec.relaunch if n else None
         self.again = object() if self.relaunch is not None else None     # the backend's token (holds nothing)
         self.changed = tuple(k for k, _ in self.scalars)
-
-    def bind(self, args: list, dev) -> list | None:
-        """`args` (a list of the caller's own) bound, when they match this plan (the same arrays; scalars
-        are converted now, in place), else None. The plan holds no array: it keeps none alive."""
-        if len(args) != self.n_args:
-            return None
-        for k, ref in self.refs:
-            if ref() is not args[k]:
-                return None
-        for k, convert in self.scalars:
-            args[k] = convert(args[k], dev)
-        return args
 
 
 def make_plan(kernel, dim, device, args, bound, dims, n, dev, spec, settings) -> LaunchPlan | None:
