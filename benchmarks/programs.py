@@ -4,7 +4,8 @@ Each source is a benchmark module of its own exposing `run(quick: bool = False) 
 
     dialect   dialect_programs.py   Taichi-syntax programs (DiffTaichi's mass_spring, diffmpm, ...) under
                                     Taichi and gradkit.taichi
-    warp      warp_programs.py      Warp's example_sph, example_dem, example_diffray under Warp and gradkit.warp
+    warp      warp_programs.py      Warp's example_sph, example_dem, example_diffray, example_mesh under Warp
+                                    and gradkit.warp
     sparse    sparse_bench.py       sparse matrix-vector products and CG, taped and its adjoint
 
 Each source runs in a process of its own (`python programs.py --one NAME`), imported lazily there, so a
