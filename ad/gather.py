@@ -117,6 +117,9 @@ def gather_adjoint(fn: Function) -> Function:
         lowered = fn.attrs["adj_of"][k - n_fwd] if k >= n_fwd else k
         sources.append(user[lowered])
     out.attrs["gather_sources"] = sorted(set(sources))
+    # the gathered arrays' parameter positions (ad/fresh_store.py turns their adds into stores)
+    out.attrs["gathered"] = tuple(sorted(next(i for i, p in enumerate(fn.params) if p.value.id == arr)
+                                         for arr in plan))
     last = [sh[-1] for sh in shifts]       # threads this close to the last axis's ends replay past the edge
     out.attrs["gather_margin"] = (max(0, *last), max(0, *(-x for x in last)))
     return out

@@ -5,6 +5,8 @@
     forward          forward_ad → inline_kept → simplify          (only when calls were kept)
     adjoint          forward_ad → reverse                         (ad/reverse.py)
     adjoint_gather   adjoint → gather → simplify                  (ad/gather.py; only for stencil adjoints)
+    adjoint_gather_store  adjoint_gather → store: the gathered sums stored, not added, for gradients the
+                     tape knows are zero and first written by this launch (ad/fresh_store.py)
     adjoint_shared   adjoint → shared: its own-element adds atomic again, for launches where two written
                      arrays share memory (runtime/launch/launch.py; only when it has such adds)
     adjoint_consume  forward_ad → consume: reverse mode where every overwriting store resets the gradient
@@ -35,6 +37,7 @@ from ..core.passes.expand import expand, needs_expansion
 from ..core.passes.shifts import has_exclusive_adds, without_exclusive_adds
 from .consume import consuming_adjoint
 from .forward import tangent_function
+from .fresh_store import store_gathered, store_plan
 from .gather import gather_adjoint, gather_plan
 from .reverse import adjoint_function
 from .uniform import uniform_adjoint
@@ -45,6 +48,7 @@ GATHER = Pass("gather", gather_adjoint)
 TANGENT = Pass("tangent", tangent_function)
 SHARED = Pass("shared", without_exclusive_adds)
 CONSUME = Pass("consume", consuming_adjoint)
+STORE = Pass("store", store_gathered)
 
 
 def _keeps_calls(fn: Function) -> bool:
@@ -68,6 +72,7 @@ VARIANTS: dict[str, Variant] = {
     # the adjoint with shifted atomic adds (stencils) as gathers; launched only where the gathered arrays'
     # shape is the launch grid (fn.attrs["gather_sources"]; runtime/launch/launch.py adjoint_variant)
     "adjoint_gather": Variant("adjoint", (GATHER, SIMPLIFY), when=lambda fn: gather_plan(fn) is not None),
+    "adjoint_gather_store": Variant("adjoint_gather", (STORE,), when=lambda fn: store_plan(fn) is not None),
     "adjoint_shared": Variant("adjoint", (SHARED,), when=has_exclusive_adds),
     "forward_tangent": Variant("forward", (TANGENT,)),
     "adjoint_tangent": Variant("adjoint", (TANGENT,)),

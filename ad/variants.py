@@ -1,7 +1,8 @@
 """`VariantKey`: which variant of a kernel a launch runs, as one frozen value instead of a spelled string.
 
 A variant is the forward kernel or its adjoint, with traits the passes of ad/pipeline.py add: `tangent`
-(forward mode over it), `gather` (a stencil adjoint gathering instead of scattering), `shared` (own-element
+(forward mode over it), `gather` (a stencil adjoint gathering instead of scattering), `store` (a gathering
+adjoint storing its gathered sums into gradients known to be zero: ad/fresh_store.py), `shared` (own-element
 adds atomic again), `consume` (every overwriting store resets the gradient it read) and `seeds` (adjoint
 parameters whose gradient is one number, ad/uniform.py). Keys are interned: equal keys are the same object,
 so the launch path compares them with `is`. `.name` is the declared pipeline's name for logs, bundles and
@@ -26,10 +27,13 @@ class VariantKey:
     shared: bool = False
     consume: bool = False
     seeds: tuple[int, ...] = ()
+    store: bool = False
 
     def __post_init__(self) -> None:
         if not self.adjoint and (self.gather or self.shared or self.consume or self.seeds):
             raise ValueError(f"{self!r}: gather, shared, consume and seeds are traits of an adjoint")
+        if self.store and not self.gather:
+            raise ValueError(f"{self!r}: only a gathering adjoint stores its sums")
         if self.gather and (self.consume or self.shared or self.tangent):
             # a consuming adjoint's resets would race with the neighbours' gathers of the same gradient
             raise ValueError(f"{self!r}: a gathering adjoint is neither consuming, shared nor differentiated")
@@ -42,7 +46,7 @@ class VariantKey:
         if not self.adjoint:
             base = "forward_tangent" if self.tangent else "forward"
         elif self.gather:
-            base = "adjoint_gather"
+            base = "adjoint_gather" + "_store" * self.store
         else:
             base = "adjoint" + "_consume" * self.consume + "_shared" * self.shared + "_tangent" * self.tangent
         return base + (SEEDED + ",".join(map(str, self.seeds)) if self.seeds else "")
@@ -51,15 +55,22 @@ class VariantKey:
         """The one key equal to this one (keys made by calling VariantKey directly are copies)."""
         if id(self) in _INTERNED_IDS:
             return self
-        return variant_key(self.adjoint, self.tangent, self.gather, self.shared, self.consume, self.seeds)
+        return variant_key(self.adjoint, self.tangent, self.gather, self.shared, self.consume, self.seeds,
+                           self.store)
 
     @property
     def unseeded(self) -> VariantKey:
         """This variant with every gradient an array (the variant a seeded one is folded from)."""
-        return variant_key(self.adjoint, self.tangent, self.gather, self.shared, self.consume)
+        return variant_key(self.adjoint, self.tangent, self.gather, self.shared, self.consume, (), self.store)
 
     def seeded(self, positions: tuple[int, ...]) -> VariantKey:
-        return variant_key(self.adjoint, self.tangent, self.gather, self.shared, self.consume, tuple(positions))
+        return variant_key(self.adjoint, self.tangent, self.gather, self.shared, self.consume, tuple(positions),
+                           self.store)
+
+    @property
+    def storing(self) -> VariantKey:
+        """This gathering adjoint (seeded or not) storing its gathered sums (ad/fresh_store.py)."""
+        return variant_key(self.adjoint, self.tangent, self.gather, self.shared, self.consume, self.seeds, True)
 
     @staticmethod
     def parse(name: str) -> VariantKey:
@@ -75,9 +86,9 @@ _INTERNED_IDS: set[int] = set()          # the interned keys live as long as the
 
 
 def variant_key(adjoint: bool = False, tangent: bool = False, gather: bool = False, shared: bool = False,
-                consume: bool = False, seeds: tuple[int, ...] = ()) -> VariantKey:
+                consume: bool = False, seeds: tuple[int, ...] = (), store: bool = False) -> VariantKey:
     """The one VariantKey with these traits (however they are passed: equal keys are one object)."""
-    traits = (bool(adjoint), bool(tangent), bool(gather), bool(shared), bool(consume), tuple(seeds))
+    traits = (bool(adjoint), bool(tangent), bool(gather), bool(shared), bool(consume), tuple(seeds), bool(store))
     key = _INTERNED.get(traits)
     if key is None:
         key = VariantKey(*traits)
@@ -92,16 +103,17 @@ def _parse(name: str) -> VariantKey:
     base, _, positions = name.partition(SEEDED)
     parts = base.split("_")
     if parts[0] not in ("forward", "adjoint") or len(set(parts[1:])) != len(parts) - 1 or \
-            not set(parts[1:]) <= {"tangent", "gather", "shared", "consume"}:
+            not set(parts[1:]) <= {"tangent", "gather", "shared", "consume", "store"}:
         raise ValueError(f"unknown kernel variant {name!r}: 'forward' or 'adjoint', then any of _consume, "
-                         f"_shared, _tangent (or adjoint_gather), and for an adjoint '{SEEDED}<k>,<k>'")
+                         f"_shared, _tangent (or adjoint_gather, adjoint_gather_store), and for an adjoint "
+                         f"'{SEEDED}<k>,<k>'")
     traits = set(parts[1:])
     try:
         seeds = tuple(int(k) for k in positions.split(",")) if positions else ()
     except ValueError:
         raise ValueError(f"unknown kernel variant {name!r}: seeded positions are integers") from None
     key = variant_key(parts[0] == "adjoint", "tangent" in traits, "gather" in traits, "shared" in traits,
-                      "consume" in traits, seeds)
+                      "consume" in traits, seeds, "store" in traits)
     if key.name != name:        # traits spelled in another order than the declared name
         raise ValueError(f"unknown kernel variant {name!r}; did you mean {key.name!r}?")
     return key

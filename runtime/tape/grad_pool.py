@@ -59,6 +59,21 @@ class GradPool:
         entry[1] = False          # an adjoint writes it from now on
         return g
 
+    def take_unzeroed(self, key: tuple, slot: int, like) -> tuple:
+        """(slot `slot`'s array for `key`, whether it still needs zeroing): the caller zeroes it or has an
+        adjoint store every element first (runtime/tape/fresh.py)."""
+        from ..arrays.array import array
+        slots = self.slots.setdefault(key, [])
+        while len(slots) <= slot:
+            slots.append([None, True])
+        entry = slots[slot]
+        g = entry[0]
+        if g is None:
+            g = entry[0] = array._alloc(like.shape, like.dtype, like.device)
+        dirty = not entry[1]
+        entry[1] = False
+        return g, dirty
+
     def clear(self) -> None:
         self.slots.clear()
 

@@ -19,6 +19,7 @@ from .seeds import Folds, check_seed_arguments, constant_value
 from .tape_records import FuncRecord, LaunchRecord
 from .tape_consume import MemorySeen, consuming_after, mark, memory_before
 from .tape_rules import check_launch
+from . import fresh as fresh_mod
 from . import grad_pool
 from ..arrays.grad_state import DROPPED, GradientNotKeptError, defer_zero, kept_grad, mark_zero
 from .version_check import check_unchanged, copies_for_backward
@@ -92,6 +93,8 @@ class Tape:
         self._adjoints_running = 0            # _run_adjoints in progress (reset() refuses meanwhile)
         self._pool = grad_pool.GradPool()     # gradient buffers of intermediates nobody holds (grad_pool.py)
         self._released: list = []            # arrays whose gradient the last pass did not keep
+        self._deferred = False                # zero() left gradients to zero lazily (runtime/tape/fresh.py)
+        self._storing = fresh_mod.Storing()   # storing forms of the bound adjoints (runtime/tape/fresh.py)
 
     # Recording -----------------------------------------------------------------
     def __enter__(self) -> "Tape":
@@ -473,21 +476,41 @@ class Tape:
 
     def _walk(self, fast: bool, folds: Folds | None, plan) -> None:
         """The reverse walk over the records (`plan`: the pooled gradients to hand out and take back)."""
+        take = give = None
+        if plan is not None:
+            take, give = plan.take, plan.give
+        # gradients known zero but not written yet, settled at their first record: stored by a gathering
+        # adjoint or zeroed right before it (runtime/tape/fresh.py)
+        deferred = fast and self._deferred and not self.snapshotting
+        storing = self._storing
+        fresh: list = []
+        records = self.records
+        try:
+            self._walk_records(records, fast, folds, take, give, deferred, storing, fresh)
+        except BaseException:
+            storing.settle(None, None, fresh)    # no gradient left fresh (unzeroed) by a pass that raised
+            raise
+
+    def _walk_records(self, records, fast, folds, take, give, deferred, storing, fresh) -> None:
+        """`_walk`'s loop (`fresh` holds the gradients not yet settled, for `_walk` if this raises)."""
         from ..launch.adjoint_reuse import adjoint_for
         from ..launch.launch import launch
         shared: dict = {}
-        take = give = None
-        if plan is not None:
-            take, give, pool = plan.take, plan.give, self._pool
+        pool = self._pool
         # the binding the previous record ran: still valid for the next record sharing it, as only Python
         # code (a FuncRecord) can change settings or which array is a .grad in the middle of a pass
         last = None
-        records = self.records
         for index in range(len(records) - 1, -1, -1):
             rec = records[index]
             if take is not None and index in take:
                 for a, key, slot in take[index]:
-                    a._grad, a._gstate = pool.take(key, slot, a), None
+                    g, dirty = pool.take_unzeroed(key, slot, a)
+                    a._grad, a._gstate = g, None
+                    fresh.append((g, dirty))
+            if deferred and rec.__class__ is LaunchRecord and rec.prepared is not None:
+                fresh_mod.deferred_sources(rec.prepared, fresh)
+            if fresh and (rec.__class__ is not LaunchRecord or self.snapshotting):
+                storing.settle(None, None, fresh)
             if rec.__class__ is not LaunchRecord and isinstance(rec, FuncRecord):
                 with consuming_after(rec.seen_before):
                     rec.backward()
@@ -512,9 +535,14 @@ class Tape:
                         prepared = folds.fold(prepared, rec.kernel_obj) or prepared
                     else:
                         folds = None        # every seeded gradient was written since: nothing folds
+                if fresh:
+                    prepared = storing.settle(prepared, rec.kernel_obj, fresh)
                 prepared.run()
+                fresh.clear()       # the gradients it stored are written now
                 rec.adjoint_variant = prepared.spec.variant.name
             else:       # scratch adjoints or NaN checks: the full launch path
+                if fresh:
+                    storing.settle(None, None, fresh)
                 self._launch_adjoint(rec, launch)
             if give is not None and index in give:
                 for a, _key, _slot in give[index]:
@@ -536,6 +564,7 @@ class Tape:
         its array refers to is zeroed when next read (by the backward pass: right before the adjoint that
         first accumulates into it, while it is in cache; runtime/arrays/grad_state.py)."""
         lazy = grad_pool.deferrable(self)
+        self._deferred = bool(lazy)
         for k, a in self._touched.items():
             if mark_zero(a):                # a gradient not kept becomes a zero unwritten
                 continue
