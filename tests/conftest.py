@@ -89,6 +89,42 @@ def pytest_collection_modifyitems(config, items) -> None:
                 item.add_marker(skip)
 
 
+def _fenv_saver():
+    """(save, restore) of the calling thread's floating-point environment through libc's fegetenv /
+    fesetenv, or None where libc has none. Taichi's ti.init turns on flush-to-zero and denormals-are-zero in the
+    thread that calls it and leaves them on; a later test in the same xdist worker then measured float32 ULP
+    errors against np.spacing == 0 (and gradkit kernels run inline inherit the flags): an order-dependent failure."""
+    import ctypes
+    try:
+        libc = ctypes.CDLL(None)
+        get, put = libc.fegetenv, libc.fesetenv
+    except (OSError, AttributeError):
+        return None
+
+    def save():
+        buf = ctypes.create_string_buffer(64)        # fenv_t is 32 bytes on x86-64, 8 on aarch64
+        return buf if get(buf) == 0 else None
+
+    def restore(buf):
+        if buf is not None:
+            put(buf)
+    return save, restore
+
+
+_FENV = _fenv_saver()
+
+
+@pytest.fixture(autouse=True)
+def _keep_float_environment():
+    """Every test starts with the floating-point environment the one before it found (see _fenv_saver)."""
+    if _FENV is None:
+        yield
+        return
+    saved = _FENV[0]()
+    yield
+    _FENV[1](saved)
+
+
 @pytest.fixture(params=DEVICES, ids=DEVICES)
 def device(request) -> str:
     """The name of one available device ("cpu", "opencl:0", ...); tests run once per device."""
