@@ -17,7 +17,9 @@ import weakref
 import numpy as np
 
 from ..arrays.array import array as _array
-from .launch import PreparedAdjoint, prepare_adjoint
+from ...core.config import config
+from .device import get_device
+from .launch import PreparedAdjoint, _flatten, prepare_adjoint as _prepare_afresh
 
 MAX_RECIPES = 8192      # per kernel: a bound on what launches on since-freed arrays leave behind
 
@@ -75,6 +77,25 @@ class AdjointRecipe:
             entry = tokens[key] = (refs, prepared.again)
         self.again = entry[1]
 
+    @classmethod
+    def like(cls, sibling: AdjointRecipe, prepared: PreparedAdjoint, tokens: dict) -> AdjointRecipe:
+        """The recipe of `prepared`, a binding of `sibling`'s arrays with other scalars (`_sibling_binding`): its
+        weak references and token taken from `sibling` instead of made again."""
+        self = cls.__new__(cls)
+        self.key, self.spec, self.dims = prepared.key, prepared.spec, prepared.dims
+        args, template = prepared.call_args, sibling.template.copy()
+        for k in prepared.changed:
+            template[k] = args[k]
+        self.template, self.refs, self.sources, self.changed = template, sibling.refs, sibling.sources, prepared.changed
+        key = (id(self.spec), self.dims, *[id(r) for _, r in self.refs])
+        entry = tokens.get(key)
+        if entry is None:
+            if len(tokens) >= MAX_RECIPES:
+                tokens.clear()
+            entry = tokens[key] = (tuple(r for _, r in self.refs), prepared.again)
+        self.again = entry[1]
+        return self
+
     def revive(self) -> PreparedAdjoint | None:
         """The PreparedAdjoint again, or None when an array is gone or no longer valid for it."""
         call_args = self.template.copy()
@@ -116,15 +137,28 @@ def adjoint_for(rec, ins, outs, shared: dict) -> PreparedAdjoint | None:
     recipe = recipes.get(key) if recipes is not None else None
     prepared = recipe.revive() if recipe is not None else None
     if prepared is None:
-        prepared = prepare_adjoint(kernel, rec.dim, ins, outs, rec.device, rec.args, rec.consume)
+        near_key = near = None
+        if keep and len(kernel._array_args) != len(rec.args):
+            # a step record: one of this pass on the same arrays (other step numbers) gives all but the scalars
+            args = rec.args
+            near_key = (_NEAR, *head, *[id(args[i]) for i in kernel._array_args])
+            near = shared.get(near_key)
+        prepared = prepare_adjoint(kernel, rec.dim, ins, outs, rec.device, rec.args, rec.consume, near)
+        if near is not None and (prepared is None or prepared.again is not near[0].again):
+            near = None                     # bound afresh: this binding becomes the records' sibling
         if prepared is not None and keep:
             try:
                 tokens = kernel.__dict__.get("_adjoint_tokens")
                 if tokens is None:
                     tokens = kernel._adjoint_tokens = {}
-                recipe = AdjointRecipe(prepared, tokens)
+                recipe = AdjointRecipe(prepared, tokens) if near is None or near[2] is None else \
+                    AdjointRecipe.like(near[2], prepared, tokens)
             except TypeError:               # an array that takes no weak reference
                 recipe = None
+            if near_key is not None and near is None:
+                changed = prepared.changed
+                arrays = tuple(k for k in range(len(prepared.call_args)) if k not in changed)
+                shared[near_key] = (prepared, arrays, recipe)
             if recipe is not None:
                 if recipes is None:
                     recipes = kernel._adjoint_recipes = {}
@@ -133,3 +167,36 @@ def adjoint_for(rec, ins, outs, shared: dict) -> PreparedAdjoint | None:
                 recipes[key] = recipe
     shared[key] = prepared
     return prepared
+
+
+_NEAR = object()        # heads the `shared` keys of step records' siblings (same arrays, any scalars)
+
+
+def prepare_adjoint(kernel, dim, ins, outs, device, originals, consume, near=None) -> PreparedAdjoint | None:
+    """launch.prepare_adjoint, or the binding `_sibling_binding` makes from `near` where it can."""
+    if near is not None:
+        prepared = _sibling_binding(kernel, device, ins, outs, near)
+        if prepared is not None:
+            return prepared
+    return _prepare_afresh(kernel, dim, ins, outs, device, originals, consume)
+
+
+def _sibling_binding(kernel, device, ins, outs, near) -> PreparedAdjoint | None:
+    """A record's prepared adjoint made from `near` = (a record's prepared adjoint of this pass on the same arrays
+    (by identity), grid, device and consume, its array positions, its recipe): the arguments bound afresh,
+    the rest — variant, specialisation, gradients, the shared-writes check, the backend token — is what
+    `prepare_adjoint` finds for the same arrays, as none of it depends on scalar values. None when `near` is
+    no longer valid or the binding's arrays are not its arrays (then `prepare_adjoint`)."""
+    sib, arrays = near[0], near[1]
+    if not sib.valid():
+        return None
+    spec = sib.spec
+    call_args = [*_flatten(spec, kernel.binder()([*ins, *outs], get_device(device))), *sib.grads]
+    sib_args = sib.call_args
+    if len(call_args) != len(sib_args):
+        return None
+    for k in arrays:
+        if call_args[k] is not sib_args[k]:
+            return None
+    return PreparedAdjoint(config.codegen_key(), spec, sib.dims, call_args, sib.grads, sib.sources, sib.again,
+                           sib.changed)
