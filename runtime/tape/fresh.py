@@ -40,15 +40,31 @@ def deferred_sources(prepared, fresh: list) -> None:
 
 
 class Storing:
-    """A tape's storing forms of its bound adjoints: id(prepared) -> (prepared, (storing prepared, the
-    gradients it stores) or None). Bounded: cleared when it outgrows the records."""
+    """A tape's storing forms of its bound adjoints: id(prepared) -> (prepared, (storing prepared, positions
+    in its arguments of the gradients it stores) or None). A storing form shares its adjoint's argument
+    lists, so it holds no array the tape's reference count (runtime/tape/grad_pool.py) does not see;
+    `prune` drops the forms of adjoints no record runs any more, which would."""
 
     def __init__(self) -> None:
         self.cache: dict[int, tuple] = {}
 
+    def prune(self, records) -> None:
+        """Keep only the forms of adjoints bound to `records` (or folded from one)."""
+        if not self.cache:
+            return
+        live = set()
+        for rec in records:
+            p = getattr(rec, "prepared", None)
+            while p is not None:
+                live.add(id(p))
+                folded = p.folded
+                p = folded[1] if folded is not None else None
+        self.cache = {k: v for k, v in self.cache.items() if k in live}
+
     def form(self, prepared, kernel):
-        """(the storing PreparedAdjoint, the gradient arrays it stores) for `prepared`, or None where its
-        adjoint is no gathering one, the store pass refused, or a stored gradient is passed more than once."""
+        """(the storing PreparedAdjoint, positions in its arguments of the gradients it stores) for
+        `prepared`, or None where its adjoint is no gathering one, the store pass refused, or a stored
+        gradient is passed more than once."""
         entry = self.cache.get(id(prepared))
         if entry is not None and entry[0] is prepared:
             return entry[1]
@@ -66,9 +82,7 @@ class Storing:
                     all(sum(x is args[p] for x in args) == 1 for p in stored):
                 from ..launch.launch import PreparedAdjoint
                 out = (PreparedAdjoint(prepared.key, stored_spec, prepared.dims, args, prepared.grads,
-                                       prepared.sources), tuple(args[p] for p in stored))
-        if len(self.cache) > 4096:
-            self.cache.clear()
+                                       prepared.sources), tuple(stored))
         self.cache[id(prepared)] = (prepared, out)
         return out
 
@@ -80,9 +94,12 @@ class Storing:
         `prepared` None: zero them all."""
         form = self.form(prepared, kernel) if prepared is not None else None
         keep = []
-        if form is not None and all(any(t is g for g, _ in fresh) for t in form[1]):
-            prepared = form[0]
-            keep = [(t, True) for t in form[1]]
+        if form is not None:
+            args = prepared.call_args
+            targets = [args[p] for p in form[1]]
+            if all(any(t is g for g, _ in fresh) for t in targets):
+                prepared = form[0]
+                keep = [(t, True) for t in targets]
         for g, dirty in fresh:
             if dirty and not any(t is g for t, _ in keep):
                 zero_now(g)

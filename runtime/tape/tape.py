@@ -21,6 +21,7 @@ from .tape_consume import MemorySeen, consuming_after, mark, memory_before
 from .tape_rules import check_launch
 from . import fresh as fresh_mod
 from . import grad_pool
+from . import gc_relax
 from ..arrays.grad_state import DROPPED, GradientNotKeptError, defer_zero, kept_grad, mark_zero
 from .version_check import check_unchanged, copies_for_backward
 
@@ -95,6 +96,7 @@ class Tape:
         self._released: list = []            # arrays whose gradient the last pass did not keep
         self._deferred = False                # zero() left gradients to zero lazily (runtime/tape/fresh.py)
         self._storing = fresh_mod.Storing()   # storing forms of the bound adjoints (runtime/tape/fresh.py)
+        self._relaxed = False                 # this tape raised the collector's threshold (gc_relax.py)
 
     # Recording -----------------------------------------------------------------
     def __enter__(self) -> "Tape":
@@ -106,14 +108,22 @@ class Tape:
             if self.loss.grad is not None:
                 self.loss.grad.zero_()
         state.tape = self
+        if not self._relaxed:
+            gc_relax.start()          # rarer collector passes while recording (runtime/tape/gc_relax.py)
+            self._relaxed = True
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         state.tape = None
-        if exc_type is None and self.loss is not None:
-            self.backward(loss=self.loss)
-            if self.grad_check is not None:
-                self.grad_check.run(self, self.loss)
+        try:
+            if exc_type is None and self.loss is not None:
+                self.backward(loss=self.loss)
+                if self.grad_check is not None:
+                    self.grad_check.run(self, self.loss)
+        finally:
+            if self._relaxed:
+                self._relaxed = False
+                gc_relax.stop()
 
     def _touch(self, a) -> None:
         if id(a) not in self._touched:
@@ -463,6 +473,7 @@ class Tape:
             self._check_records()
         self.backward_records.clear()
         fast = not config.check_nan and state.forward_mode is None   # else every adjoint takes `launch`
+        self._storing.prune(self.records)    # stale storing forms would hold arrays the pool counts
         plan = self._pool_plan(fast, seeds)
         if plan is None:
             self._walk(fast, folds, None)
@@ -563,6 +574,7 @@ class Tape:
         """Zero the gradients of every array the tape touched (the record is kept). A large gradient that only
         its array refers to is zeroed when next read (by the backward pass: right before the adjoint that
         first accumulates into it, while it is in cache; runtime/arrays/grad_state.py)."""
+        self._storing.prune(self.records)    # before counting references (runtime/tape/fresh.py)
         lazy = grad_pool.deferrable(self)
         self._deferred = bool(lazy)
         for k, a in self._touched.items():
@@ -587,6 +599,7 @@ class Tape:
                                "called tape.reset()); reset it after backward() returns")
         self.zero()
         self.records.clear()
+        self._storing.cache.clear()
         self.__dict__.pop("_later_cache", None)        # runtime/tape/version_check.py's index of the records
         self.__dict__.pop("_written_cache", None)
         self._last_pass, self._released = {}, []
