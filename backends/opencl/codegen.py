@@ -18,10 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...core import types as T
-from ...core.ir import Function
+from ...core.ir import Function, Region
 from ..cstyle import ArrayInfo, CStyleKernel, ident
-from . import access
+from . import access, aggregate
 from .ops import ARGTYPE, MEMTYPE, OPENCL, op_table
+from .uniform import aggregable_atomics
 
 __all__ = ["ArrayInfo", "Codegen", "Generated"]
 
@@ -45,11 +46,12 @@ class Codegen(CStyleKernel):
     extension names, for 64-bit atomics), workgroup (the work-group size launches use; a power of two),
     tree_reduction (sum work-group partials as a tree: GPUs; else serially after one barrier: CPUs),
     ptx_atomics (float atomic adds as inline PTX `atom.global.add`: NVIDIA devices that pass the probe),
+    uniform_atomics (sum atomic adds onto a work-group-uniform element across the group first: uniform.py),
     ops (the prim table, ops.op_table(...) for the device; default ops.CODE_FOR_OP)."""
 
     def __init__(self, fn: Function, name: str, *, debug: bool, stack_size: int, fp64: bool,
                  device_extensions: frozenset, workgroup: int, tree_reduction: bool = True,
-                 ptx_atomics: bool = False,
+                 ptx_atomics: bool = False, uniform_atomics: bool = True,
                  ops: dict | None = None, proven: frozenset = frozenset()):
         super().__init__(fn, name, lang=OPENCL, backend="opencl", debug=debug, stack_size=stack_size,
                          ops=ops if ops is not None else op_table(False), proven=proven)
@@ -58,10 +60,37 @@ class Codegen(CStyleKernel):
         self.ptx_atomics = ptx_atomics
         self.extensions: set[str] = set()     # OpenCL extensions the emitted code needs
         self.split = False                    # thread body in its own function (see build)
+        # atomics summed across the work-group before one global atomic (not under debug bounds checks, whose
+        # faults are per work-item, nor with a value stack, whose private array would live across barriers)
+        self.aggregated: set[int] = set()
+        if uniform_atomics and not debug and not self.uses_stack:
+            self.aggregated = aggregable_atomics(fn) - set(self.reductions)
+        self.aggregating = False              # emitting the full groups' copy of the body (see build)
+        self.agg_width: dict[str, int] = {}   # C element type -> most components one aggregation sums
 
     # ------------------------------------------------------------------ dialect hooks
     def atomic(self, kind: str, ptr: str, v: str, st: T.ScalarType) -> str:
         return access.atomic(self, kind, ptr, v, st)
+
+    def region(self, region: Region, depth: int) -> list[str]:
+        """As CStyleKernel.region, but a run of consecutive aggregated atomics (uniform.py) of one element
+        type is summed across the work-group together: one set of barriers for all of them."""
+        body = region.body
+        k = 0
+        while k < len(body):
+            ins = body[k]
+            if not self.aggregating or id(ins) not in self.aggregated:
+                self.instr(ins, depth)
+                k += 1
+                continue
+            run = [ins]
+            st = ins.args[0].type.scalar
+            while (k + len(run) < len(body) and id(body[k + len(run)]) in self.aggregated
+                   and body[k + len(run)].args[0].type.scalar is st):
+                run.append(body[k + len(run)])
+            aggregate.emit(self, run, depth)
+            k += len(run)
+        return [self.var(y) for y in region.yields]
 
     def accumulator_ref(self, acc: str) -> str:
         return f"*{acc}" if self.split else acc      # a separate thread function receives it by pointer
@@ -96,6 +125,22 @@ class Codegen(CStyleKernel):
                 plan.append(("scalar", k, p.type.np_dtype if not p.type.is_bool else "uint8"))
         return decls, plan
 
+    def thread_body(self, depth: int, aggregating: bool) -> str:
+        """One work-item's code; with `aggregating`, uniform atomics are summed over the group (uniform.py)."""
+        self.aggregating = aggregating
+        self.lines = []
+        for p in self.fn.params:
+            if p.type is T.bool_ and p.value.id in self.used:
+                self.emit(depth, f"const bool {self.var(p.value)} = {self.var(p.value)}_arg != 0;")
+        self.coordinates(depth)
+        if self.uses_stack:
+            self.emit(depth, f"ulong gk_stack[{self.stack_size}];   /* reverse-pass value stack */")
+            self.emit(depth, "int gk_sp = 0;")
+        self.region(self.fn.body, depth)
+        text = "\n".join(self.lines)
+        self.lines = []
+        return text
+
     def build(self) -> Generated:
         if self.uses_float64() and not self.fp64:
             raise self.error("this OpenCL device lacks float64 support (no cl_khr_fp64 extension); "
@@ -109,21 +154,15 @@ class Codegen(CStyleKernel):
         # body stays inline, where PoCL vectorises it (W2: 20 ms inline against 30-47 ms as a call).
         split = self.split = bool(self.accs) and self.uses_stack
         depth = 1 if split else 2
-        self.lines = []
-        for p in self.fn.params:
-            if p.type is T.bool_ and p.value.id in self.used:
-                self.emit(depth, f"const bool {self.var(p.value)} = {self.var(p.value)}_arg != 0;")
-        self.coordinates(depth)
-        if self.uses_stack:
-            self.emit(depth, f"ulong gk_stack[{self.stack_size}];   /* reverse-pass value stack */")
-            self.emit(depth, "int gk_sp = 0;")
-        self.region(self.fn.body, depth)
-        thread = "\n".join(self.lines)
-        self.lines = []
+        thread = self.thread_body(depth, aggregating=False)
+        plain = thread
+        if self.aggregated:     # full groups sum uniform atomics (barriers); the partial last group does not
+            thread = self.thread_body(depth, aggregating=True)
         access.reduction_epilogue(self)
         epilogue = self.lines
         accs = list(self.accs.values())
         kernel = ["    const long gk_gid = get_global_id(0);"]
+        kernel += aggregate.prologue(self)
         kernel += [f"    {acc_t} {name} = 0;" for name, _, acc_t in accs]
         if split:
             params = ", ".join(["long gk_gid", *decls] + [f"{acc_t}* {name}" for name, _, acc_t in accs])
@@ -134,11 +173,11 @@ class Codegen(CStyleKernel):
             kernel.append(f"    if (gk_gid < gk_n) {self.name}_thread({call_args});")
         else:
             pre = ""
-            kernel += ["    if (gk_gid < gk_n) {", thread, "    }"]
+            kernel += aggregate.branches(self, thread, plain)
         body = "\n".join(kernel + epilogue)
         head = [f"/* gradkit kernel '{self.kernel_name}': OpenCL C generated from lowered IR */",
                 "#pragma OPENCL FP_CONTRACT OFF"]
-        if self.uses_float64() or "double" in body or "double" in thread:
+        if self.uses_float64() or "double" in body or "double" in thread or "double" in plain:
             head.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
         for ext in sorted(self.extensions):
             head.append(f"#pragma OPENCL EXTENSION {ext} : enable")
