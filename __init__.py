@@ -29,6 +29,7 @@ from .core.struct import struct
 from .core.native import func_native
 from .runtime.launch.launch import launch
 from .runtime.tape.tape import LaunchRecord, ScopedTimer, Tape
+from .runtime.arrays.grad_state import GradientNotKeptError
 from .runtime.tape.forward_mode import ForwardMode
 from .runtime.tape.checkpoint import checkpoint, grad_for, grad_replaced, no_grad
 from .runtime.arrays.interop import from_jax, from_torch, jax_function, to_jax, to_torch, torch_function
@@ -41,7 +42,7 @@ from . import sparse  # noqa: E402  (gk.sparse: BSR matrices, kernels over the l
 from . import linalg  # noqa: E402  (gk.linalg: cg, bicgstab, gmres, differentiable through the solve)
 
 __all__ = [
-    "config", "CacheTrustWarning", "CompileError", "DeviceError", "DeviceMemoryError", "GradientCheckError", "GradientRuleError", "GradientRuleWarning", "GradientHazardWarning",
+    "config", "CacheTrustWarning", "CompileError", "DeviceError", "DeviceMemoryError", "GradientCheckError", "GradientNotKeptError", "GradientRuleError", "GradientRuleWarning", "GradientHazardWarning",
     "GradkitError", "NaNError", "StackOverflowError", "float32", "float64", "int32", "int64", "uint32", "bool",
     "quat", "quatd", "quaternion", "vec2", "vec3", "vec4", "vec2d", "vec3d", "vec4d", "vec2i", "vec3i", "vec4i", "mat22", "mat33", "mat44",
     "mat22d", "mat33d", "mat44d", "vector", "matrix", "array", "array1d", "array2d", "array3d", "array4d",
