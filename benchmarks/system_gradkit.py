@@ -178,7 +178,34 @@ def workloads(device: str, size: dict, data: dict) -> dict:
         bwd()
         e_b = check("W4 backward", states[0].grad.numpy(), g_ref)
         return [Case("W4 forward", fwd, errors={"W4 forward": e_f}),
-                Case("W4 backward", bwd, errors={"W4 backward": e_b}), *w4_floors(k, steps)]
+                Case("W4 backward", bwd, errors={"W4 backward": e_b}), w4_dropped(k, steps, u0_np, g_ref),
+                *w4_floors(k, steps)]
+
+    def w4_dropped(k, steps, u0_np, g_ref):
+        """W4 backward as a time loop is usually written (issue 43): each step's state made while recording
+        and dropped, so only the tape refers to it. The backward pass then carries the intermediates'
+        gradients in two pooled buffers, as JAX's loop carry does (runtime/tape/grad_pool.py), and its
+        stencil adjoints store into them (ad/fresh_store.py); u0's gradient is kept. It is checked through a
+        copy: a NumPy view of u0.grad left out would make every tape.zero() zero it at once."""
+        u0 = gk.array(u0_np, device=device, requires_grad=True)
+        loss = gk.zeros(1, device=device, requires_grad=True)
+        tape = gk.Tape()
+        u = u0
+        with tape:
+            for _ in range(steps):
+                v = gk.zeros((k, k), device=device, requires_grad=True)
+                gk.launch(W.w4_heat, (k, k), inputs=[u], outputs=[v], device=device)
+                u = v
+            gk.launch(W.w4_loss, (k, k), inputs=[u], outputs=[loss], device=device)
+        del u, v
+
+        def bwd():
+            tape.zero()
+            tape.backward(loss=loss)
+            sync()
+        bwd()
+        name = "W4 backward: intermediates dropped"
+        return Case(name, bwd, errors={name: check("W4 backward", u0.grad.copy().numpy(), g_ref)})
 
     def w4_floors(k, steps):
         """W4 backward's bytes alone: zero 17 gradients and add each into the one before (every gradient
