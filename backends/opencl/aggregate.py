@@ -1,13 +1,19 @@
-"""Atomic adds onto a work-group-uniform element (uniform.py) as one work-group sum and one global atomic.
+"""Atomic adds onto a work-group-uniform element (uniform.py) as work-group sums and one global atomic each.
 
-Every work-item writes its value into local memory, the group sums them (a tree of log2(wg) barrier
-rounds on GPUs; on CPU devices work-item 0 adds them up between two barriers, as access.py's reduction
-epilogue does), and work-item 0 does the atomic. A run of consecutive such atomics shares the barriers.
+The adds are queued, not summed one by one: every work-item writes its value into row `q` of a local
+buffer (one row per queued add, one column per work-item) and work-item 0 the element's address; when
+the queue is full, and once at the end of the thread body, the group flushes it: each row is summed in
+two stages (WG / Q work-items per row, Q columns each, then one work-item per row adds the partials and
+does the global atomic). That is four barriers per Q adds, where summing each add as a tree takes
+log2(WG) barriers (W3's adjoint queues two adds per iteration of its loop over j). Rows are WG + 1 long
+so that the first stage's work-items read distinct local-memory banks.
 
 Barriers need the whole group: the kernel holds two copies of the thread body (`branches`), one for groups
-without padded work-items (`gk_full`, uniform across the group) that aggregates, and one with the plain
-atomics for the last, partial group of a launch, whose padded work-items thus never meet a barrier. Float sums change order (a tree instead of the atomics' arrival
-order), which atomics leave unspecified anyway; the tree is usually closer to the exact sum.
+without padded work-items (`gk_full`, uniform across the group) that queues, and one with the plain atomics
+for the last, partial group of a launch, whose padded work-items thus never meet a barrier. Deferring an
+add to the flush is invisible: uniform.py admits only arrays the kernel never reads. Float sums change
+order (pairwise partial sums in the accumulator type, float64 where the device has it, instead of the
+atomics' arrival order, which is unspecified anyway).
 
 Portable OpenCL C 1.2: NVIDIA's OpenCL 3.0 reports neither work_group_reduce_add (OpenCL C 2.0
 collectives) nor cl_khr_subgroups, so local memory and barriers are the path every device takes.
@@ -23,67 +29,95 @@ from .ops import ctype
 if TYPE_CHECKING:
     from .codegen import Codegen
 
+QUEUE = 16          # queued adds per flush (fewer when the work-group is smaller); 16 KiB of float32 rows at 256
+
+
+def queue_length(cg: Codegen) -> int:
+    """Q: rows of the local queue; a power of two dividing the work-group size."""
+    return min(QUEUE, cg.workgroup)
+
 
 def prologue(cg: Codegen) -> list[str]:
-    """Kernel-scope declarations the aggregated atomics need: local id, whether the group is full, and one
-    local buffer per element type (OpenCL C declares `__local` variables at kernel scope only)."""
-    if not cg.agg_width:
+    """Kernel-scope declarations: local id, whether the group is full, and per element type the local queue
+    and its addresses (OpenCL C declares `__local` variables at kernel scope only)."""
+    if not cg.agg_types:
         return []
-    wg = cg.workgroup
+    wg, q = cg.workgroup, queue_length(cg)
     lines = ["    const int gk_lid = (int)get_local_id(0);",
              "    /* no padded work-items in this group: it may sum uniform atomics across itself (barriers) */",
              f"    const bool gk_full = gk_gid - gk_lid + {wg} <= gk_n;"]
-    lines += [f"    __local {t} gk_agg_{t}[{wg * c}];" for t, c in sorted(cg.agg_width.items())]
+    for t in sorted(cg.agg_types):
+        lines += [f"    __local {t} gk_agg_{t}[{q * (wg + 1)}];      /* queued adds: a row per add */",
+                  f"    __global {t}* __local gk_agg_{t}_at[{q}];      /* the element each row adds onto */"]
     return lines
 
 
 def branches(cg: Codegen, full: str, plain: str) -> list[str]:
-    """The kernel's thread body: `plain` alone, or, with aggregated atomics, `full` (the copy that sums them
-    across the group) for full groups and `plain` for the partial last group. Two copies, because a CPU
+    """The kernel's thread body: `plain` alone, or, with aggregated atomics, `full` (the copy that queues
+    them, then flushes) for full groups and `plain` for the partial last group. Two copies, because a CPU
     runtime like PoCL runs a region containing a barrier for every work-item once work-item 0 enters it:
     padded work-items must not sit inside any branch that holds a barrier, not even one they skip."""
-    if not cg.agg_width:
+    if not cg.agg_types:
         return ["    if (gk_gid < gk_n) {", plain, "    }"]
-    return ["    if (gk_full) {", full, "    } else if (gk_gid < gk_n) {", plain, "    }"]
+    tail = []
+    for t in sorted(cg.agg_types):
+        tail += ["        /* the adds still queued */", *_flush(cg, t, 2)]
+    decls = [f"        int gk_q_{t} = 0;      /* queued rows: the same in every work-item */"
+             for t in sorted(cg.agg_types)]
+    return ["    if (gk_full) {", *decls, full, *tail, "    } else if (gk_gid < gk_n) {", plain, "    }"]
 
 
 def emit(cg: Codegen, run: list[Instr], d: int) -> None:
-    """A run of aggregated atomics of one element type, in a full group: every work-item's value into local
-    memory, the group's sum, work-item 0's atomic."""
+    """Queue a run of aggregated atomics of one element type (flushing first if they do not fit)."""
     st = run[0].args[0].type.scalar
-    t, wg = ctype(st), cg.workgroup
-    cg.agg_width[t] = max(cg.agg_width.get(t, 0), len(run))
-    buf = f"gk_agg_{t}"
-    sites = []
-    for ins in run:
+    t, wg, q = ctype(st), cg.workgroup, queue_length(cg)
+    if len(run) > q:
+        emit(cg, run[:q], d)
+        emit(cg, run[q:], d)
+        return
+    cg.agg_types[t] = st
+    buf, at, n = f"gk_agg_{t}", f"gk_agg_{t}_at", f"gk_q_{t}"
+    cg.emit(d, f"/* {len(run)} atomic add(s) onto a work-group-uniform element: queued, summed over the group "
+               "at the flush (backends/opencl/aggregate.py) */")
+    cg.emit(d, f"if ({n} + {len(run)} > {q}) {{")
+    for line in _flush(cg, t, 0):
+        cg.emit(d + 1, line)
+    cg.emit(d, "}")
+    for c, ins in enumerate(run):
         info = cg.arrays[ins.args[0].id]
         idx = [cg.var(a) for a in ins.args[1:1 + info.type.ndim]]
         ptr = f"{info.name}[{cg.linear_index(info, idx, ins.attrs.get('comp'))}]"
         v = cg.var(ins.args[-1])
-        sites.append((ptr, v if ins.attrs["kind"] == "add" else f"(-{v})"))
-    cg.emit(d, f"/* {len(run)} atomic add(s) onto a work-group-uniform element: summed over the group, one "
-               "atomic each (backends/opencl/aggregate.py) */")
-    for c, (_, v) in enumerate(sites):
-        cg.emit(d, f"{buf}[{c * wg} + gk_lid] = {v};")
-    cg.emit(d, "barrier(CLK_LOCAL_MEM_FENCE);")
-    if cg.tree_reduction:
-        cg.emit(d, f"for (int gk_s = {wg // 2}; gk_s > 0; gk_s >>= 1) {{")
-        cg.emit(d + 1, "if (gk_lid < gk_s) {")
-        for c in range(len(sites)):
-            cg.emit(d + 2, f"{buf}[{c * wg} + gk_lid] += {buf}[{c * wg} + gk_lid + gk_s];")
-        cg.emit(d + 1, "}")
-        cg.emit(d + 1, "barrier(CLK_LOCAL_MEM_FENCE);")
-        cg.emit(d, "}")
-        cg.emit(d, "if (gk_lid == 0) {")
-        for c, (ptr, _) in enumerate(sites):
-            cg.emit(d + 1, f"{cg.atomic('add', ptr, f'{buf}[{c * wg}]', st)};")
-        cg.emit(d, "}")
-    else:
-        acc_t = cg.accumulator_type(st)
-        cg.emit(d, "if (gk_lid == 0) {")
-        for c, (ptr, _) in enumerate(sites):
-            cg.emit(d + 1, f"{{ {acc_t} gk_sum = 0;")
-            cg.emit(d + 1, f"  for (int gk_s = 0; gk_s < {wg}; gk_s++) gk_sum += {buf}[{c * wg} + gk_s];")
-            cg.emit(d + 1, f"  {cg.atomic('add', ptr, f'({t})gk_sum', st)}; }}")
-        cg.emit(d, "}")
-        cg.emit(d, "barrier(CLK_LOCAL_MEM_FENCE);    /* the buffer is free again */")
+        value = v if ins.attrs["kind"] == "add" else f"-{v}"
+        cg.emit(d, f"{buf}[({n} + {c}) * {wg + 1} + gk_lid] = {value};")
+        cg.emit(d, f"if (gk_lid == 0) {at}[{n} + {c}] = &{ptr};")
+    cg.emit(d, f"{n} += {len(run)};")
+
+
+def _flush(cg: Codegen, t: str, depth: int) -> list[str]:
+    """Lines summing the queued rows of type `t` over the group and adding each onto its element."""
+    wg, q = cg.workgroup, queue_length(cg)
+    parts = wg // q
+    st = cg.agg_types[t]
+    acc_t = cg.accumulator_type(st)
+    buf, at, n = f"gk_agg_{t}", f"gk_agg_{t}_at", f"gk_q_{t}"
+    pad = "    " * depth
+    row = f"(gk_lid % {q}) * {wg + 1}"
+    update = cg.atomic("add", f"*{at}[gk_lid]", f"({t})gk_sum", st).replace("&*", "")
+    return [pad + line for line in [
+        "barrier(CLK_LOCAL_MEM_FENCE);",
+        "{",
+        f"    {acc_t} gk_part = 0;      /* work-item lid sums columns [lid / {q} * {q}, +{q}) of row lid % {q} */",
+        f"    if (gk_lid % {q} < {n})",
+        f"        for (int gk_k = 0; gk_k < {q}; gk_k++) gk_part += {buf}[{row} + gk_lid / {q} * {q} + gk_k];",
+        "    barrier(CLK_LOCAL_MEM_FENCE);",
+        f"    if (gk_lid % {q} < {n}) {buf}[{row} + gk_lid / {q}] = ({t})gk_part;",
+        "    barrier(CLK_LOCAL_MEM_FENCE);",
+        f"    if (gk_lid < {n}) {{",
+        f"        {acc_t} gk_sum = 0;",
+        f"        for (int gk_k = 0; gk_k < {parts}; gk_k++) gk_sum += {buf}[gk_lid * {wg + 1} + gk_k];",
+        f"        {update};",
+        "    }",
+        "    barrier(CLK_LOCAL_MEM_FENCE);    /* the queue is free again */",
+        "}",
+        f"{n} = 0;"]]

@@ -66,7 +66,7 @@ class Codegen(CStyleKernel):
         if uniform_atomics and not debug and not self.uses_stack:
             self.aggregated = aggregable_atomics(fn) - set(self.reductions)
         self.aggregating = False              # emitting the full groups' copy of the body (see build)
-        self.agg_width: dict[str, int] = {}   # C element type -> most components one aggregation sums
+        self.agg_types: dict[str, T.ScalarType] = {}   # C element type -> scalar type, of the queued adds
 
     # ------------------------------------------------------------------ dialect hooks
     def atomic(self, kind: str, ptr: str, v: str, st: T.ScalarType) -> str:

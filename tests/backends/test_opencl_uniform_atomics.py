@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 import gradkit as gk
-from gradkit.backends.opencl import devices as cl_devices
 
 OPENCL = [d.name for d in gk.get_devices() if d.backend == "opencl"]
 MARK = "work-group-uniform element"      # the comment aggregate.py writes above each aggregated run
@@ -227,18 +226,23 @@ def test_divergent_and_per_thread_sites_keep_atomics(cl_device):
     assert aggregated_runs(pair_energy, cl_device, adjoint=False) == 0
 
 
+@pytest.mark.parametrize("wg", [16, 256])
 @pytest.mark.parametrize("cl_device", OPENCL)
-def test_gpu_tree_path(cl_device, rng, monkeypatch):
-    """The GPU form (a tree of barrier rounds) on this device, by telling the backend it is a GPU."""
-    monkeypatch.setattr(cl_devices, "is_gpu", lambda dev: True)
+def test_queue_shapes(cl_device, wg, rng, monkeypatch):
+    """The queue at other work-group sizes: 16 (one column block per row, as many rows as work-items) and
+    256 (a GPU's: sixteen column blocks per row), with a launch size that leaves a partial last group."""
+    from gradkit.backends.registry import get_backend
+    backend = get_backend("opencl")
+    info = next(d for d in backend.devices() if d.name == cl_device)
+    monkeypatch.setattr(backend._state(info), "workgroup", wg)
     monkeypatch.setattr(gk.config, "cache", False)
-    kernel = gk.kernel(pair_energy.pyfunc)           # fresh: compiled under the patched device kind
-    n = 300
+    kernel = gk.kernel(pair_energy.pyfunc)           # fresh: compiled at the patched work-group size
+    n = 3 * wg + 45
     xs = rng.uniform(-1.0, 1.0, (n, 2)).astype(np.float32)
     x = gk.array(xs, dtype=gk.vec2, device=cl_device)
     gx = gk.zeros(n, dtype=gk.vec2, device=cl_device)
     gk.launch(kernel, n, inputs=[x], outputs=[gk.zeros(1, device=cl_device)], adjoint=True,
               adj_inputs=[gx], adj_outputs=[gk.array(np.ones(1, np.float32), device=cl_device)])
-    assert "gk_s >>= 1" in kernel.source(cl_device, adjoint=True)
+    assert f"reqd_work_group_size({wg}, 1, 1)" in kernel.source(cl_device, adjoint=True)
     ref, sum_abs = pair_energy_grad(xs, 1.0)
     within_sum_bound(gx.numpy(), ref, sum_abs, 2 * n)
