@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import ast
-import copy
 import inspect
 import io
 import linecache
 import textwrap
 
 from ..errors import CompileError, SourceLoc, compile_error
+from .ast_copy import copy_tree
 
 
 _extents: dict[str, tuple[list[str], dict[int, tuple[int, int, str]]]] = {}
@@ -94,7 +94,7 @@ class SourceInfo:
         stored = getattr(pyfunc, "__gk_source__", None)     # a stand-in for stored source text (from_text)
         if isinstance(stored, SourceInfo):
             self.__dict__.update(stored.__dict__)
-            self.tree = copy.deepcopy(stored.tree)          # each lowering gets its own tree
+            self.tree = copy_tree(stored.tree)          # each lowering gets its own tree
             return
         self.name = pyfunc.__name__
         captured = getattr(pyfunc, "__gk_lines__", None)        # capture_source, at decoration

@@ -91,6 +91,36 @@ def _contains(stmts, kinds, stop_at_loops: bool) -> bool:
     return False
 
 
+_LOOPS = (ast.For, ast.While)
+
+
+def _exits(node, memo: dict) -> tuple[bool, bool]:
+    """(has a break / continue outside nested loops, has a return) of `node`'s subtree, as
+    `_contains([node], (Break, Continue), True)` and `_contains([node], (Return,), False)` say; filled in
+    `memo` (node -> flags; the nodes themselves as keys, kept alive) for every node walked, bottom-up and
+    without recursion."""
+    stack = [(node, False)]
+    while stack:
+        n, ready = stack.pop()
+        if n in memo:
+            continue
+        children = list(ast.iter_child_nodes(n))
+        if not ready:
+            stack.append((n, True))
+            stack.extend((c, False) for c in children if c not in memo)
+            continue
+        brk = isinstance(n, (ast.Break, ast.Continue))
+        ret = isinstance(n, ast.Return)
+        orelse = {id(c) for c in n.orelse} if isinstance(n, _LOOPS) else None
+        for c in children:
+            b, r = memo[c]
+            ret = ret or r
+            if b and (orelse is None or id(c) in orelse):
+                brk = True
+        memo[n] = (brk, ret)
+    return memo[node]
+
+
 class StmtLowering:
     """Mixin: `block(stmts)` lowers a statement list into the current region."""
 
@@ -110,7 +140,15 @@ class StmtLowering:
                     return
 
     def may_exit(self, st) -> bool:
-        return _contains([st], (ast.Break, ast.Continue), True) or _contains([st], (ast.Return,), False)
+        """Whether `st` holds a break / continue of the enclosing loop or a return: what `_contains` says,
+        from one walk of each node per lowering (`_exits`) instead of one per enclosing block."""
+        memo = self.__dict__.get("_exit_memo")
+        if memo is None:
+            memo = self._exit_memo = {}
+        got = memo.get(st)
+        if got is None:
+            got = _exits(st, memo)
+        return got[0] or got[1]
 
     def keep_going(self):
         """False/True when statically known, else a bool Value: no break/continue/return has fired."""

@@ -4,8 +4,8 @@ and lowered in place of each call by a macro, as Taichi inlines its functions.""
 from __future__ import annotations
 
 import ast
-import copy
 
+from gradkit.core.frontend.ast_copy import copy_tree
 from gradkit.core.frontend.source import SourceInfo
 from gradkit.core.lang import LangFunction
 
@@ -58,14 +58,14 @@ class Inline:
             if p not in bound:
                 if p not in self.defaults:
                     E.fail(f"missing argument '{p}'")
-                bound[p] = lw.expr(copy.deepcopy(self.defaults[p]))
+                bound[p] = lw.expr(copy_tree(self.defaults[p]))
         env = {k: v for k, v in lw.env.items() if k.startswith("__ti_")}
         env.update(bound)
         saved = (lw.env, lw.src, lw.static_ns, lw.maybe_undefined)
         lw.env, lw.src, lw.static_ns, lw.maybe_undefined = env, self.src, self.ns, set()
         ret = None
         try:
-            body = copy.deepcopy(self.body)
+            body = copy_tree(self.body)
             if body and isinstance(body[-1], ast.Return):
                 lw.block(body[:-1])
                 ret = lw.expr(body[-1].value) if body[-1].value is not None else None
