@@ -78,16 +78,15 @@ class AdjointRecipe:
         self.again = entry[1]
 
     @classmethod
-    def like(cls, sibling: AdjointRecipe, prepared: PreparedAdjoint, tokens: dict) -> AdjointRecipe:
+    def like(cls, sibling: AdjointRecipe, prepared: PreparedAdjoint, tokens: dict, key: tuple) -> AdjointRecipe:
         """The recipe of `prepared`, a binding of `sibling`'s arrays with other scalars (`_sibling_binding`): its
-        weak references and token taken from `sibling` instead of made again."""
+        weak references and token taken from `sibling` instead of made again (`key`: `sibling`'s in `tokens`)."""
         self = cls.__new__(cls)
         self.key, self.spec, self.dims = prepared.key, prepared.spec, prepared.dims
         args, template = prepared.call_args, sibling.template.copy()
         for k in prepared.changed:
             template[k] = args[k]
         self.template, self.refs, self.sources, self.changed = template, sibling.refs, sibling.sources, prepared.changed
-        key = (id(self.spec), self.dims, *[id(r) for _, r in self.refs])
         entry = tokens.get(key)
         if entry is None:
             if len(tokens) >= MAX_RECIPES:
@@ -152,13 +151,15 @@ def adjoint_for(rec, ins, outs, shared: dict) -> PreparedAdjoint | None:
                 if tokens is None:
                     tokens = kernel._adjoint_tokens = {}
                 recipe = AdjointRecipe(prepared, tokens) if near is None or near[2] is None else \
-                    AdjointRecipe.like(near[2], prepared, tokens)
+                    AdjointRecipe.like(near[2], prepared, tokens, near[3])
             except TypeError:               # an array that takes no weak reference
                 recipe = None
             if near_key is not None and near is None:
                 changed = prepared.changed
                 arrays = tuple(k for k in range(len(prepared.call_args)) if k not in changed)
-                shared[near_key] = (prepared, arrays, recipe)
+                token_key = None if recipe is None else \
+                    (id(recipe.spec), recipe.dims, *[id(r) for _, r in recipe.refs])
+                shared[near_key] = (prepared, arrays, recipe, token_key)
             if recipe is not None:
                 if recipes is None:
                     recipes = kernel._adjoint_recipes = {}
@@ -183,7 +184,8 @@ def prepare_adjoint(kernel, dim, ins, outs, device, originals, consume, near=Non
 
 def _sibling_binding(kernel, device, ins, outs, near) -> PreparedAdjoint | None:
     """A record's prepared adjoint made from `near` = (a record's prepared adjoint of this pass on the same arrays
-    (by identity), grid, device and consume, its array positions, its recipe): the arguments bound afresh,
+    (by identity), grid, device and consume, its array positions, its recipe and that recipe's key in the kernel's
+    tokens): the arguments bound afresh,
     the rest — variant, specialisation, gradients, the shared-writes check, the backend token — is what
     `prepare_adjoint` finds for the same arrays, as none of it depends on scalar values. None when `near` is
     no longer valid or the binding's arrays are not its arrays (then `prepare_adjoint`)."""
