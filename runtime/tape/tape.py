@@ -139,12 +139,16 @@ class Tape:
         """The recording hook `gk.launch` calls before a launch it will record: checks the gradient rules (with
         checks on; nothing is overwritten when they fail), copies the arrays the backward pass needs from
         before the launch and snapshots the arguments (when snapshotting). Returns what `record_launch` needs:
-        the snapshots, the copies and the parameters whose recorded values the adjoint reads."""
+        the snapshots, the copies and the parameters whose recorded values the adjoint reads; or, when there
+        is nothing to copy, check or snapshot (the common case: no tuple to build), the kernel's facts."""
+        facts = kernel.facts()
+        if not (facts.copies or self.snapshotting or self.grad_check is not None or
+                (config.check_ad if self.check is None else self.check)):
+            return facts
         if config.check_ad if self.check is None else self.check:
             check_launch(self.launches, kernel, bound)
         if self.grad_check is not None:
             self.grad_check.before_launch(bound)
-        facts = kernel.facts()
         saved = copies_for_backward(kernel, bound, facts.copies) if facts.copies else None
         snaps = snapshot.before_launch(kernel, bound) if self.snapshotting else None
         return snaps, saved, facts.adjoint_reads
@@ -152,10 +156,43 @@ class Tape:
     def record_launch(self, kernel, dims, device, bound, n_inputs, variant, ms, prepared) -> None:
         """The recording hook `gk.launch` calls after the launch: one LaunchRecord (`prepared` is what
         `before_launch` returned)."""
+        if prepared.__class__ is not tuple:          # before_launch had nothing to copy, check or snapshot
+            if variant is FORWARD and not self._scopes and process.capture is None and kernel.rules_warned:
+                # The common case (W5, every step of a time-stepped program after the first): arrays this tape
+                # recorded before (touched, `_held` set) with no NumPy view out: only their versions to read.
+                touched = self._touched
+                arrays = kernel._array_args
+                if len(arrays) == len(bound):
+                    versions = []
+                    for a in bound:
+                        if a._exposed or not a._held or id(a) not in touched:
+                            break
+                        versions.append(a.version)
+                    else:
+                        self.records.append(LaunchRecord(kernel.key, dims, device.name, bound, n_inputs, (), ms,
+                                                         kernel, tuple(versions)))
+                        return
+                else:
+                    for j in arrays:
+                        a = bound[j]
+                        if a._exposed or not a._held or id(a) not in touched:
+                            break
+                    else:
+                        versions = tuple([a.version if hasattr(a, "buffer") else None for a in bound])  # scalars: None
+                        self.records.append(LaunchRecord(kernel.key, dims, device.name, bound, n_inputs, (), ms,
+                                                         kernel, versions))
+                        return
+            prepared = (None, None, prepared.adjoint_reads)
         snaps, saved, reads = prepared
         touched = self._touched
         exposed = fresh = False
         arrays = kernel._array_args              # the array parameters' positions (the rest are scalars)
+        for j in arrays:
+            a = bound[j]
+            if a._exposed and a._crc is not None and a.modified_since(a.version):
+                # written through a NumPy view since it was handed out at this version: a write, so earlier
+                # records whose adjoints read it see a new version (the checksum taken below would hide it)
+                a._bump()
         if len(arrays) == len(bound):            # arrays only: their versions in the same walk
             versions = []
             for a in bound:
