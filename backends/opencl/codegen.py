@@ -72,6 +72,21 @@ class Codegen(CStyleKernel):
     def atomic(self, kind: str, ptr: str, v: str, st: T.ScalarType) -> str:
         return access.atomic(self, kind, ptr, v, st)
 
+    def coordinates(self, d: int) -> None:
+        """Row-major coordinates of `gk_gid` as CStyleKernel.coordinates, in 32-bit unsigned arithmetic when the
+        launch has under 2^32 threads (the usual case; a uniform branch): GPUs emulate 64-bit integer division
+        in dozens of instructions, which a memory-bound 2-D stencil pays per thread."""
+        for nd in sorted(n for n in self.tid_ndims if n > 1):
+            names = ", ".join(f"gk_c{nd}_{axis}" for axis in range(nd))
+            self.emit(d, f"int {names};")
+            for wide, t in ((False, "uint"), (True, "long")):
+                self.emit(d, "if (gk_n <= 0xffffffffL) {" if not wide else "} else {")
+                self.emit(d + 1, f"{t} gk_rest = ({t})gk_gid;")
+                for axis in range(nd - 1, 0, -1):
+                    self.emit(d + 1, f"gk_c{nd}_{axis} = (int)(gk_rest % ({t})gk_d{axis}); gk_rest /= ({t})gk_d{axis};")
+                self.emit(d + 1, f"gk_c{nd}_0 = (int)gk_rest;")
+            self.emit(d, "}")
+
     def region(self, region: Region, depth: int) -> list[str]:
         """As CStyleKernel.region, but a run of consecutive aggregated atomics (uniform.py) of one element
         type is summed across the work-group together: one set of barriers for all of them."""
