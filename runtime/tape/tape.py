@@ -173,14 +173,15 @@ class Tape:
                                                          kernel, tuple(versions)))
                         return
                 else:
+                    versions = [None] * len(bound)          # scalars (every other parameter) have none
                     for j in arrays:
                         a = bound[j]
                         if a._exposed or not a._held or id(a) not in touched:
                             break
+                        versions[j] = a.version
                     else:
-                        versions = tuple([a.version if hasattr(a, "buffer") else None for a in bound])  # scalars: None
                         self.records.append(LaunchRecord(kernel.key, dims, device.name, bound, n_inputs, (), ms,
-                                                         kernel, versions))
+                                                         kernel, tuple(versions)))
                         return
             prepared = (None, None, prepared.adjoint_reads)
         snaps, saved, reads = prepared
