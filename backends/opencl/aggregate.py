@@ -29,12 +29,16 @@ from .ops import ctype
 if TYPE_CHECKING:
     from .codegen import Codegen
 
-QUEUE = 16          # queued adds per flush (fewer when the work-group is smaller); 16 KiB of float32 rows at 256
+QUEUE = 16               # queued adds per flush at most
+QUEUE_BYTES = 20 << 10   # local memory per element type's queue at most (and half the device's, shared by types)
 
 
-def queue_length(cg: Codegen) -> int:
-    """Q: rows of the local queue; a power of two dividing the work-group size."""
-    return min(QUEUE, cg.workgroup)
+def queue_length(workgroup: int, itemsize: int, local_mem: int, types: int) -> int:
+    """Q: rows of the local queue, a power of two dividing the work-group size, within the local-memory
+    budget (wg 256: 16 rows of float32, 8 of float64); 0 when not even one row fits."""
+    budget = min(QUEUE_BYTES, local_mem // (2 * max(types, 1)))
+    rows = min(QUEUE, workgroup, budget // ((workgroup + 1) * itemsize + 8))
+    return 1 << (rows.bit_length() - 1) if rows > 0 else 0
 
 
 def prologue(cg: Codegen) -> list[str]:
@@ -42,11 +46,12 @@ def prologue(cg: Codegen) -> list[str]:
     and its addresses (OpenCL C declares `__local` variables at kernel scope only)."""
     if not cg.agg_types:
         return []
-    wg, q = cg.workgroup, queue_length(cg)
+    wg = cg.workgroup
     lines = ["    const int gk_lid = (int)get_local_id(0);",
              "    /* no padded work-items in this group: it may sum uniform atomics across itself (barriers) */",
              f"    const bool gk_full = gk_gid - gk_lid + {wg} <= gk_n;"]
     for t in sorted(cg.agg_types):
+        q = cg.agg_rows[t]
         lines += [f"    __local {t} gk_agg_{t}[{q * (wg + 1)}];      /* queued adds: a row per add */",
                   f"    __global {t}* __local gk_agg_{t}_at[{q}];      /* the element each row adds onto */"]
     return lines
@@ -70,7 +75,7 @@ def branches(cg: Codegen, full: str, plain: str) -> list[str]:
 def emit(cg: Codegen, run: list[Instr], d: int) -> None:
     """Queue a run of aggregated atomics of one element type (flushing first if they do not fit)."""
     st = run[0].args[0].type.scalar
-    t, wg, q = ctype(st), cg.workgroup, queue_length(cg)
+    t, wg, q = ctype(st), cg.workgroup, cg.agg_rows[ctype(st)]
     if len(run) > q:
         emit(cg, run[:q], d)
         emit(cg, run[q:], d)
@@ -96,7 +101,7 @@ def emit(cg: Codegen, run: list[Instr], d: int) -> None:
 
 def _flush(cg: Codegen, t: str, depth: int) -> list[str]:
     """Lines summing the queued rows of type `t` over the group and adding each onto its element."""
-    wg, q = cg.workgroup, queue_length(cg)
+    wg, q = cg.workgroup, cg.agg_rows[t]
     parts = wg // q
     st = cg.agg_types[t]
     acc_t = cg.accumulator_type(st)

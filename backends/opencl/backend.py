@@ -183,6 +183,7 @@ class OpenCLBackend(Backend):
             gen = Codegen(fn, name, debug=options.debug, stack_size=options.stack_size, fp64=fp64,
                           device_extensions=st.extensions, workgroup=wg,
                           tree_reduction=D.is_gpu(st.dev), ptx_atomics=st.ptx_atomics,
+                          local_mem=st.dev.local_mem_size,
                           ops=op_table(fp64 and not D.is_gpu(st.dev)), proven=options.proven).build()
             program = get_program(st, gen.source, kernel_name, options.cache, options.fast_math)
             kernel = cl.Kernel(program, name)

@@ -5,7 +5,10 @@ One work-item per thread over a 1-D NDRange: the linear thread id is `get_global
 decomposes it row-major using the launch extents passed as kernel arguments. Every SSA value is a C
 variable; structured regions become C blocks; loop-carried values and region results are variables
 assigned before the loop and at the end of each iteration (no gotos). Memory access, atomics and the
-work-group reductions are emitted by access.py; scalar ops come from the table in ops.py.
+work-group reductions are emitted by access.py; scalar ops come from the table in ops.py. Atomic adds
+onto an element every work-item of a group adds to together (uniform.py) are queued and summed over the
+group by aggregate.py; such a kernel holds its thread body twice, the queueing copy for full work-groups
+and a plain-atomic copy for the partial last one (`gk_full`).
 
 Kernel arguments, in order: the fault record (only when the kernel can fault: debug bounds checks or
 a value stack), the thread count `gk_n`, the launch extents `gk_d0..` (only for multi-dimensional
@@ -21,7 +24,7 @@ from ...core import types as T
 from ...core.ir import Function, Region
 from ..cstyle import ArrayInfo, CStyleKernel, ident
 from . import access, aggregate
-from .ops import ARGTYPE, MEMTYPE, OPENCL, op_table
+from .ops import ARGTYPE, MEMTYPE, OPENCL, ctype, op_table
 from .uniform import aggregable_atomics
 
 __all__ = ["ArrayInfo", "Codegen", "Generated"]
@@ -46,12 +49,13 @@ class Codegen(CStyleKernel):
     extension names, for 64-bit atomics), workgroup (the work-group size launches use; a power of two),
     tree_reduction (sum work-group partials as a tree: GPUs; else serially after one barrier: CPUs),
     ptx_atomics (float atomic adds as inline PTX `atom.global.add`: NVIDIA devices that pass the probe),
-    uniform_atomics (sum atomic adds onto a work-group-uniform element across the group first: uniform.py),
+    uniform_atomics (sum atomic adds onto a work-group-uniform element across the group first: uniform.py,
+    aggregate.py), local_mem (the device's local memory in bytes, which bounds aggregate.py's queues),
     ops (the prim table, ops.op_table(...) for the device; default ops.CODE_FOR_OP)."""
 
     def __init__(self, fn: Function, name: str, *, debug: bool, stack_size: int, fp64: bool,
                  device_extensions: frozenset, workgroup: int, tree_reduction: bool = True,
-                 ptx_atomics: bool = False, uniform_atomics: bool = True,
+                 ptx_atomics: bool = False, uniform_atomics: bool = True, local_mem: int = 32 << 10,
                  ops: dict | None = None, proven: frozenset = frozenset()):
         super().__init__(fn, name, lang=OPENCL, backend="opencl", debug=debug, stack_size=stack_size,
                          ops=ops if ops is not None else op_table(False), proven=proven)
@@ -65,6 +69,12 @@ class Codegen(CStyleKernel):
         self.aggregated: set[int] = set()
         if uniform_atomics and not debug and not self.uses_stack:
             self.aggregated = aggregable_atomics(fn) - set(self.reductions)
+        sites = [ins for ins in fn.walk() if id(ins) in self.aggregated]
+        types = {ins.args[0].type.scalar for ins in sites}
+        self.agg_rows = {ctype(st): aggregate.queue_length(workgroup, st.bits // 8, local_mem, len(types))
+                         for st in types}             # C element type -> rows of its local queue
+        if not all(self.agg_rows.values()):           # local memory too small for a queue: plain atomics
+            self.aggregated, self.agg_rows = set(), {}
         self.aggregating = False              # emitting the full groups' copy of the body (see build)
         self.agg_types: dict[str, T.ScalarType] = {}   # C element type -> scalar type, of the queued adds
 

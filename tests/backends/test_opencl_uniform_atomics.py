@@ -42,6 +42,17 @@ def project(x: gk.array(dtype=float), w: gk.array(dtype=float), y: gk.array(dtyp
 
 
 @gk.kernel
+def project_mixed(x: gk.array(dtype=gk.float64), w: gk.array(dtype=float), w64: gk.array(dtype=gk.float64),
+                  y: gk.array(dtype=gk.float64)):
+    """float64 and float32 adds onto uniform elements in one kernel (a queue per element type)."""
+    i = gk.tid()
+    acc = gk.float64(0.0)
+    for j in range(w.shape[0]):
+        acc += gk.sin(gk.float64(w[j]) * x[i]) + w64[j] * x[i]
+    y[i] = acc
+
+
+@gk.kernel
 def project_masked(x: gk.array(dtype=float), w: gk.array(dtype=float), y: gk.array(dtype=float)):
     """Divergent: only threads with x[i] > 0 run the loop."""
     i = gk.tid()
@@ -206,6 +217,38 @@ def test_read_target_keeps_atomics(device, rng):
     np.testing.assert_array_equal(seen.numpy(), 0.0)     # out[2]: nobody adds there
 
 
+def test_mixed_float64_float32_gradients(device, rng):
+    n, m = 531, 23
+    xs = rng.uniform(-2.0, 2.0, n)
+    ws = rng.uniform(-2.0, 2.0, m).astype(np.float32)
+    w64s = rng.uniform(-2.0, 2.0, m)
+    gys = rng.uniform(-1.0, 1.0, n)
+    x, w, w64 = gk.array(xs, device=device), gk.array(ws, device=device), gk.array(w64s, device=device)
+    y, gy = gk.zeros(n, dtype=gk.float64, device=device), gk.array(gys, device=device)
+    gx, gw, gw64 = (gk.zeros(n, dtype=gk.float64, device=device), gk.zeros(m, device=device),
+                    gk.zeros(m, dtype=gk.float64, device=device))
+    gk.launch(project_mixed, n, inputs=[x, w, w64], outputs=[y], adjoint=True, adj_inputs=[gx, gw, gw64],
+              adj_outputs=[gy])
+    c = np.cos(ws.astype(np.float64)[None, :] * xs[:, None]) * gys[:, None]
+    tw, tw64 = c * xs[:, None], gys[:, None] * xs[:, None] * np.ones((1, m))
+    within_sum_bound(gw.numpy(), tw.sum(0), np.abs(tw).sum(0), n)
+    eps64 = float(np.finfo(np.float64).eps)
+    assert np.all(np.abs(gw64.numpy() - tw64.sum(0)) <= (n + 10) * eps64 * np.abs(tw64).sum(0))
+
+
+def test_queue_length_within_local_memory():
+    from gradkit.backends.opencl.aggregate import queue_length
+    assert queue_length(256, 4, 48 << 10, 1) == 16          # a GPU's float32 queue: 16 rows of 257
+    assert queue_length(256, 8, 48 << 10, 1) == 8
+    assert queue_length(256, 8, 48 << 10, 2) == 4           # two types share half the local memory
+    assert queue_length(16, 4, 48 << 10, 1) == 16
+    assert queue_length(1024, 8, 16 << 10, 2) == 0          # not one row fits: plain atomics
+    for wg in (16, 64, 256, 1024):
+        for size in (4, 8):
+            q = queue_length(wg, size, 32 << 10, 2)
+            assert q == 0 or (wg % q == 0 and q & (q - 1) == 0 and q * ((wg + 1) * size + 8) <= 8 << 10)
+
+
 # --------------------------------------------------------------------------- which sites aggregate (OpenCL)
 
 @pytest.mark.parametrize("cl_device", OPENCL)
@@ -213,6 +256,8 @@ def test_uniform_sites_aggregate(cl_device):
     assert aggregated_runs(pair_energy, cl_device, adjoint=True) == 1     # adj_x[j]: both components, one run
     assert aggregated_runs(project, cl_device, adjoint=True) == 1         # adj_w[j]
     assert aggregated_runs(add_to_slot, cl_device, adjoint=False) == 2    # out[k], and out[k - 1] under k > 0
+    src = project_mixed.source(cl_device, adjoint=True)
+    assert src.count(MARK) == 2 and "gk_agg_float[" in src and "gk_agg_double[" in src
     src = pair_energy.source(cl_device, adjoint=True)
     assert "gk_full" in src and "barrier(CLK_LOCAL_MEM_FENCE)" in src
 
@@ -224,6 +269,23 @@ def test_divergent_and_per_thread_sites_keep_atomics(cl_device):
     assert aggregated_runs(add_and_read, cl_device, adjoint=False) == 0
     # the forward reduction onto a constant element keeps its epilogue, not a per-site aggregation
     assert aggregated_runs(pair_energy, cl_device, adjoint=False) == 0
+
+
+@pytest.mark.parametrize("cl_device", OPENCL)
+def test_no_room_for_a_queue_keeps_atomics(cl_device, rng, monkeypatch):
+    from gradkit.backends.opencl import aggregate
+    monkeypatch.setattr(aggregate, "queue_length", lambda *a: 0)
+    monkeypatch.setattr(gk.config, "cache", False)
+    kernel = gk.kernel(pair_energy.pyfunc)
+    n = 150
+    xs = rng.uniform(-1.0, 1.0, (n, 2)).astype(np.float32)
+    gx = gk.zeros(n, dtype=gk.vec2, device=cl_device)
+    gk.launch(kernel, n, inputs=[gk.array(xs, dtype=gk.vec2, device=cl_device)],
+              outputs=[gk.zeros(1, device=cl_device)], adjoint=True, adj_inputs=[gx],
+              adj_outputs=[gk.array(np.ones(1, np.float32), device=cl_device)])
+    assert MARK not in kernel.source(cl_device, adjoint=True)
+    ref, sum_abs = pair_energy_grad(xs, 1.0)
+    within_sum_bound(gx.numpy(), ref, sum_abs, 2 * n)
 
 
 @pytest.mark.parametrize("wg", [16, 256])
