@@ -159,7 +159,12 @@ def adjoint_for(rec, ins, outs, shared: dict) -> PreparedAdjoint | None:
                 arrays = tuple(k for k in range(len(prepared.call_args)) if k not in changed)
                 token_key = None if recipe is None else \
                     (id(recipe.spec), recipe.dims, *[id(r) for _, r in recipe.refs])
-                shared[near_key] = (prepared, arrays, recipe, token_key)
+                # binding the recorded (already bound) arguments again gives them back unchanged, by type and
+                # bits: the step records' adjoints skip the binder
+                given = [*ins, *outs]
+                again = kernel.binder()(given, get_device(rec.device))
+                same = all(_arg_key(a) == _arg_key(b) for a, b in zip(given, again, strict=True))
+                shared[near_key] = (prepared, arrays, recipe, token_key, same)
             if recipe is not None:
                 if recipes is None:
                     recipes = kernel._adjoint_recipes = {}
@@ -184,16 +189,17 @@ def prepare_adjoint(kernel, dim, ins, outs, device, originals, consume, near=Non
 
 def _sibling_binding(kernel, device, ins, outs, near) -> PreparedAdjoint | None:
     """A record's prepared adjoint made from `near` = (a record's prepared adjoint of this pass on the same arrays
-    (by identity), grid, device and consume, its array positions, its recipe and that recipe's key in the kernel's
-    tokens): the arguments bound afresh,
-    the rest — variant, specialisation, gradients, the shared-writes check, the backend token — is what
+    (by identity), grid, device and consume, its array positions, its recipe, that recipe's key in the kernel's
+    tokens, whether binding gave the recorded arguments back unchanged): the arguments bound afresh (or taken
+    as recorded), the rest — variant, specialisation, gradients, the shared-writes check, the backend token — is what
     `prepare_adjoint` finds for the same arrays, as none of it depends on scalar values. None when `near` is
     no longer valid or the binding's arrays are not its arrays (then `prepare_adjoint`)."""
     sib, arrays = near[0], near[1]
     if not sib.valid():
         return None
     spec = sib.spec
-    call_args = [*_flatten(spec, kernel.binder()([*ins, *outs], get_device(device))), *sib.grads]
+    bound = [*ins, *outs] if near[4] else kernel.binder()([*ins, *outs], get_device(device))
+    call_args = [*_flatten(spec, bound), *sib.grads]
     sib_args = sib.call_args
     if len(call_args) != len(sib_args):
         return None
