@@ -7,6 +7,7 @@
     adjoint_gather   adjoint → gather → simplify                  (ad/gather.py; only for stencil adjoints)
     adjoint_gather_store  adjoint_gather → store: the gathered sums stored, not added, for gradients the
                      tape knows are zero and first written by this launch (ad/fresh_store.py)
+    adjoint_store    adjoint → store: the same for a plain adjoint's own-element adds (a reduction's input)
     adjoint_shared   adjoint → shared: its own-element adds atomic again, for launches where two written
                      arrays share memory (runtime/launch/launch.py; only when it has such adds)
     adjoint_consume  forward_ad → consume: reverse mode where every overwriting store resets the gradient
@@ -73,6 +74,7 @@ VARIANTS: dict[str, Variant] = {
     # shape is the launch grid (fn.attrs["gather_sources"]; runtime/launch/launch.py adjoint_variant)
     "adjoint_gather": Variant("adjoint", (GATHER, SIMPLIFY), when=lambda fn: gather_plan(fn) is not None),
     "adjoint_gather_store": Variant("adjoint_gather", (STORE,), when=lambda fn: store_plan(fn) is not None),
+    "adjoint_store": Variant("adjoint", (STORE,), when=lambda fn: store_plan(fn) is not None),
     "adjoint_shared": Variant("adjoint", (SHARED,), when=has_exclusive_adds),
     "forward_tangent": Variant("forward", (TANGENT,)),
     "adjoint_tangent": Variant("adjoint", (TANGENT,)),

@@ -2,7 +2,7 @@
 
 A variant is the forward kernel or its adjoint, with traits the passes of ad/pipeline.py add: `tangent`
 (forward mode over it), `gather` (a stencil adjoint gathering instead of scattering), `store` (a gathering
-adjoint storing its gathered sums into gradients known to be zero: ad/fresh_store.py), `shared` (own-element
+or plain adjoint storing its own-element adds into gradients known to be zero: ad/fresh_store.py), `shared` (own-element
 adds atomic again), `consume` (every overwriting store resets the gradient it read) and `seeds` (adjoint
 parameters whose gradient is one number, ad/uniform.py). Keys are interned: equal keys are the same object,
 so the launch path compares them with `is`. `.name` is the declared pipeline's name for logs, bundles and
@@ -32,8 +32,8 @@ class VariantKey:
     def __post_init__(self) -> None:
         if not self.adjoint and (self.gather or self.shared or self.consume or self.seeds):
             raise ValueError(f"{self!r}: gather, shared, consume and seeds are traits of an adjoint")
-        if self.store and not self.gather:
-            raise ValueError(f"{self!r}: only a gathering adjoint stores its sums")
+        if self.store and (not self.adjoint or self.shared or self.consume or self.tangent):
+            raise ValueError(f"{self!r}: only a plain or gathering adjoint stores its own-element adds")
         if self.gather and (self.consume or self.shared or self.tangent):
             # a consuming adjoint's resets would race with the neighbours' gathers of the same gradient
             raise ValueError(f"{self!r}: a gathering adjoint is neither consuming, shared nor differentiated")
@@ -48,7 +48,8 @@ class VariantKey:
         elif self.gather:
             base = "adjoint_gather" + "_store" * self.store
         else:
-            base = "adjoint" + "_consume" * self.consume + "_shared" * self.shared + "_tangent" * self.tangent
+            base = "adjoint" + "_consume" * self.consume + "_shared" * self.shared + "_tangent" * self.tangent + \
+                "_store" * self.store
         return base + (SEEDED + ",".join(map(str, self.seeds)) if self.seeds else "")
 
     def interned(self) -> VariantKey:
@@ -69,7 +70,7 @@ class VariantKey:
 
     @property
     def storing(self) -> VariantKey:
-        """This gathering adjoint (seeded or not) storing its gathered sums (ad/fresh_store.py)."""
+        """This adjoint (seeded or not) storing its own-element adds (ad/fresh_store.py)."""
         return variant_key(self.adjoint, self.tangent, self.gather, self.shared, self.consume, self.seeds, True)
 
     @staticmethod
@@ -105,7 +106,7 @@ def _parse(name: str) -> VariantKey:
     if parts[0] not in ("forward", "adjoint") or len(set(parts[1:])) != len(parts) - 1 or \
             not set(parts[1:]) <= {"tangent", "gather", "shared", "consume", "store"}:
         raise ValueError(f"unknown kernel variant {name!r}: 'forward' or 'adjoint', then any of _consume, "
-                         f"_shared, _tangent (or adjoint_gather, adjoint_gather_store), and for an adjoint "
+                         f"_shared, _tangent, _store (or adjoint_gather, adjoint_gather_store), and for an adjoint "
                          f"'{SEEDED}<k>,<k>'")
     traits = set(parts[1:])
     try:

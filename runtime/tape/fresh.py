@@ -5,9 +5,11 @@ again (runtime/tape/grad_pool.py), or a gradient `tape.zero()` left to zero lazi
 (runtime/arrays/grad_state.py `defer_zero`). Such a gradient is "fresh" at the record where the reverse
 walk first reaches it: no adjoint before that one (in reverse order) has read or added into it — reading
 it through `.grad` would have zeroed it, and a pool buffer is handed out right before its array's first
-record in reverse order. If that record's adjoint is a gathering stencil adjoint whose gathered gradients
-are all fresh and each passed once, it runs as `adjoint_gather_store` (ad/fresh_store.py): every element
-is stored once, so neither the zero fill nor the adjoint's read of the gradient happens. Every other fresh
+record in reverse order. If that record's adjoint has a storing form (ad/fresh_store.py: a gathering
+stencil adjoint's gathered gradients, a plain adjoint's own-element adds) whose stored gradients are all
+fresh, each passed once and of the launch grid's shape, it runs as `adjoint_gather_store` or
+`adjoint_store`: every element is stored once, so neither the zero fill nor the adjoint's read of the
+gradient happens. Every other fresh
 gradient is zeroed right before the record runs. Nothing stays fresh past its record.
 """
 
@@ -63,8 +65,8 @@ class Storing:
 
     def form(self, prepared, kernel):
         """(the storing PreparedAdjoint, positions in its arguments of the gradients it stores) for
-        `prepared`, or None where its adjoint is no gathering one, the store pass refused, or a stored
-        gradient is passed more than once."""
+        `prepared`, or None where its adjoint is not a plain or gathering one, the store pass found nothing
+        to store, or a stored gradient is passed more than once or is not of the launch grid's shape."""
         entry = self.cache.get(id(prepared))
         if entry is not None and entry[0] is prepared:
             return entry[1]
@@ -72,14 +74,17 @@ class Storing:
         spec = prepared.spec
         variant = spec.variant
         args = prepared.call_args
-        if variant.gather and not variant.store and len(spec.fn.params) == len(args):
+        plain = variant.adjoint and not (variant.store or variant.shared or variant.consume or variant.tangent)
+        if plain and len(spec.fn.params) == len(args):
             try:
                 stored_spec = kernel.specialization(spec.device, variant.storing)
             except NotUniform:        # a seeded form that does not fold: keep adding
                 stored_spec = None
             stored = stored_spec.fn.attrs.get("stored") if stored_spec is not None else None
+            # each stored gradient passed once, and of the launch grid's shape (every element has its thread)
             if stored and len(stored_spec.fn.params) == len(args) and \
-                    all(sum(x is args[p] for x in args) == 1 for p in stored):
+                    all(sum(x is args[p] for x in args) == 1 and tuple(args[p].shape) == tuple(prepared.dims)
+                        for p in stored):
                 from ..launch.launch import PreparedAdjoint
                 out = (PreparedAdjoint(prepared.key, stored_spec, prepared.dims, args, prepared.grads,
                                        prepared.sources), tuple(stored))
