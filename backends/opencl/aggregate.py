@@ -1,7 +1,8 @@
 """Atomic adds onto a work-group-uniform element (uniform.py) as work-group sums and one global atomic each.
 
 The adds are queued, not summed one by one: every work-item writes its value into row `q` of a local
-buffer (one row per queued add, one column per work-item) and work-item 0 the element's address; when
+buffer (one row per queued add, one column per work-item) and work-item 0 the element (its offset, and
+which array when the queue serves several); when
 the queue is full, and once at the end of the thread body, the group flushes it: each row is summed in
 two stages (WG / Q work-items per row, Q columns each, then one work-item per row adds the partials and
 does the global atomic). That is four barriers per Q adds, where summing each add as a tree takes
@@ -53,7 +54,9 @@ def prologue(cg: Codegen) -> list[str]:
     for t in sorted(cg.agg_types):
         q = cg.agg_rows[t]
         lines += [f"    __local {t} gk_agg_{t}[{q * (wg + 1)}];      /* queued adds: a row per add */",
-                  f"    __global {t}* __local gk_agg_{t}_at[{q}];      /* the element each row adds onto */"]
+                  f"    __local long gk_agg_{t}_at[{q}];      /* the element each row adds onto: offset, */"]
+        if len(cg.agg_arrays[t]) > 1:
+            lines.append(f"    __local int gk_agg_{t}_of[{q}];       /* and which array (agg_arrays) */")
     return lines
 
 
@@ -91,11 +94,13 @@ def emit(cg: Codegen, run: list[Instr], d: int) -> None:
     for c, ins in enumerate(run):
         info = cg.arrays[ins.args[0].id]
         idx = [cg.var(a) for a in ins.args[1:1 + info.type.ndim]]
-        ptr = f"{info.name}[{cg.linear_index(info, idx, ins.attrs.get('comp'))}]"
+        offset = cg.linear_index(info, idx, ins.attrs.get("comp"))
         v = cg.var(ins.args[-1])
         value = v if ins.attrs["kind"] == "add" else f"-{v}"
         cg.emit(d, f"{buf}[({n} + {c}) * {wg + 1} + gk_lid] = {value};")
-        cg.emit(d, f"if (gk_lid == 0) {at}[{n} + {c}] = &{ptr};")
+        arrays = cg.agg_arrays[t]
+        which = f" {at[:-3]}_of[{n} + {c}] = {arrays.index(ins.args[0].id)};" if len(arrays) > 1 else ""
+        cg.emit(d, f"if (gk_lid == 0) {{ {at}[{n} + {c}] = {offset};{which} }}")
     cg.emit(d, f"{n} += {len(run)};")
 
 
@@ -108,7 +113,11 @@ def _flush(cg: Codegen, t: str, depth: int) -> list[str]:
     buf, at, n = f"gk_agg_{t}", f"gk_agg_{t}_at", f"gk_q_{t}"
     pad = "    " * depth
     row = f"(gk_lid % {q}) * {wg + 1}"
-    update = cg.atomic("add", f"*{at}[gk_lid]", f"({t})gk_sum", st).replace("&*", "")
+    arrays = [cg.arrays[a].name for a in cg.agg_arrays[t]]
+    adds = [cg.atomic("add", f"{name}[{at}[gk_lid]]", f"({t})gk_sum", st) + ";" for name in arrays]
+    if len(arrays) > 1:     # which array: a switch (local memory holding pointers to global memory is legal
+        adds = [f"switch ({buf}_of[gk_lid]) {{"] + [       # OpenCL C 1.2, but not every compiler takes it)
+            f"    case {k}: {a} break;" for k, a in enumerate(adds)] + ["}"]
     return [pad + line for line in [
         "barrier(CLK_LOCAL_MEM_FENCE);",
         "{",
@@ -121,7 +130,7 @@ def _flush(cg: Codegen, t: str, depth: int) -> list[str]:
         f"    if (gk_lid < {n}) {{",
         f"        {acc_t} gk_sum = 0;",
         f"        for (int gk_k = 0; gk_k < {parts}; gk_k++) gk_sum += {buf}[gk_lid * {wg + 1} + gk_k];",
-        f"        {update};",
+        *(f"        {a}" for a in adds),
         "    }",
         "    barrier(CLK_LOCAL_MEM_FENCE);    /* the queue is free again */",
         "}",

@@ -75,6 +75,11 @@ class Codegen(CStyleKernel):
                          for st in types}             # C element type -> rows of its local queue
         if not all(self.agg_rows.values()):           # local memory too small for a queue: plain atomics
             self.aggregated, self.agg_rows = set(), {}
+        self.agg_arrays: dict[str, list[int]] = {}   # C element type -> the arrays its queue adds onto
+        for ins in sites:
+            if self.agg_rows:
+                arrays = self.agg_arrays.setdefault(ctype(ins.args[0].type.scalar), [])
+                arrays += [] if ins.args[0].id in arrays else [ins.args[0].id]
         self.aggregating = False              # emitting the full groups' copy of the body (see build)
         self.agg_types: dict[str, T.ScalarType] = {}   # C element type -> scalar type, of the queued adds
 

@@ -42,13 +42,14 @@ def project(x: gk.array(dtype=float), w: gk.array(dtype=float), y: gk.array(dtyp
 
 
 @gk.kernel
-def project_mixed(x: gk.array(dtype=gk.float64), w: gk.array(dtype=float), w64: gk.array(dtype=gk.float64),
-                  y: gk.array(dtype=gk.float64)):
-    """float64 and float32 adds onto uniform elements in one kernel (a queue per element type)."""
+def project_mixed(x: gk.array(dtype=gk.float64), w: gk.array(dtype=float), v: gk.array(dtype=float),
+                  w64: gk.array(dtype=gk.float64), y: gk.array(dtype=gk.float64)):
+    """float64 and float32 adds onto uniform elements in one kernel (a queue per element type), the float32
+    queue serving two arrays."""
     i = gk.tid()
     acc = gk.float64(0.0)
     for j in range(w.shape[0]):
-        acc += gk.sin(gk.float64(w[j]) * x[i]) + w64[j] * x[i]
+        acc += gk.sin(gk.float64(w[j]) * x[i]) + w64[j] * x[i] + gk.float64(v[j] * v[j])
     y[i] = acc
 
 
@@ -223,15 +224,19 @@ def test_mixed_float64_float32_gradients(device, rng):
     ws = rng.uniform(-2.0, 2.0, m).astype(np.float32)
     w64s = rng.uniform(-2.0, 2.0, m)
     gys = rng.uniform(-1.0, 1.0, n)
+    vs = rng.uniform(-2.0, 2.0, m).astype(np.float32)
     x, w, w64 = gk.array(xs, device=device), gk.array(ws, device=device), gk.array(w64s, device=device)
+    v = gk.array(vs, device=device)
     y, gy = gk.zeros(n, dtype=gk.float64, device=device), gk.array(gys, device=device)
-    gx, gw, gw64 = (gk.zeros(n, dtype=gk.float64, device=device), gk.zeros(m, device=device),
-                    gk.zeros(m, dtype=gk.float64, device=device))
-    gk.launch(project_mixed, n, inputs=[x, w, w64], outputs=[y], adjoint=True, adj_inputs=[gx, gw, gw64],
-              adj_outputs=[gy])
+    gx, gw, gv, gw64 = (gk.zeros(n, dtype=gk.float64, device=device), gk.zeros(m, device=device),
+                        gk.zeros(m, device=device), gk.zeros(m, dtype=gk.float64, device=device))
+    gk.launch(project_mixed, n, inputs=[x, w, v, w64], outputs=[y], adjoint=True,
+              adj_inputs=[gx, gw, gv, gw64], adj_outputs=[gy])
     c = np.cos(ws.astype(np.float64)[None, :] * xs[:, None]) * gys[:, None]
     tw, tw64 = c * xs[:, None], gys[:, None] * xs[:, None] * np.ones((1, m))
     within_sum_bound(gw.numpy(), tw.sum(0), np.abs(tw).sum(0), n)
+    tv = gys[:, None] * 2.0 * vs.astype(np.float64)[None, :]
+    within_sum_bound(gv.numpy(), tv.sum(0), np.abs(tv).sum(0), n)
     eps64 = float(np.finfo(np.float64).eps)
     assert np.all(np.abs(gw64.numpy() - tw64.sum(0)) <= (n + 10) * eps64 * np.abs(tw64).sum(0))
 
@@ -257,7 +262,8 @@ def test_uniform_sites_aggregate(cl_device):
     assert aggregated_runs(project, cl_device, adjoint=True) == 1         # adj_w[j]
     assert aggregated_runs(add_to_slot, cl_device, adjoint=False) == 2    # out[k], and out[k - 1] under k > 0
     src = project_mixed.source(cl_device, adjoint=True)
-    assert src.count(MARK) == 2 and "gk_agg_float[" in src and "gk_agg_double[" in src
+    assert src.count(MARK) == 3 and "gk_agg_float[" in src and "gk_agg_double[" in src
+    assert "switch (gk_agg_float_of[gk_lid])" in src           # one float32 queue for adj_w and adj_v
     src = pair_energy.source(cl_device, adjoint=True)
     assert "gk_full" in src and "barrier(CLK_LOCAL_MEM_FENCE)" in src
 
