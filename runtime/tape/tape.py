@@ -94,7 +94,7 @@ class Tape:
         self._adjoints_running = 0            # _run_adjoints in progress (reset() refuses meanwhile)
         self._pool = grad_pool.GradPool()     # gradient buffers of intermediates nobody holds (grad_pool.py)
         self._released: list = []            # arrays whose gradient the last pass did not keep
-        self._deferred = False                # zero() left gradients to zero lazily (runtime/tape/fresh.py)
+        self._deferred = False                # zero() has left gradients to zero lazily (runtime/tape/fresh.py)
         self._storing = fresh_mod.Storing()   # storing forms of the bound adjoints (runtime/tape/fresh.py)
         self._relaxed = False                 # this tape raised the collector's threshold (gc_relax.py)
 
@@ -614,7 +614,8 @@ class Tape:
         first accumulates into it, while it is in cache; runtime/arrays/grad_state.py)."""
         self._storing.prune(self.records)    # before counting references (runtime/tape/fresh.py)
         lazy = grad_pool.deferrable(self)
-        self._deferred = bool(lazy)
+        if lazy:        # a hint for the backward walk, kept: gradients deferred before may still be
+            self._deferred = True
         for k, a in self._touched.items():
             if mark_zero(a):                # a gradient not kept becomes a zero unwritten
                 continue
