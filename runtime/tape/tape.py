@@ -393,6 +393,7 @@ class Tape:
             mark(records, self._marked, self._seen)
             self._marked = len(records)
         aliasing: dict = {}
+        laters: dict = {}        # the version check's per-array summaries, for this pass (version_check.py)
         checked: dict = {}       # id(kernel) -> whether its adjoint reads recorded values (else nothing to check)
         for index, rec in enumerate(records):
             if rec.kind == "launch":
@@ -402,7 +403,7 @@ class Tape:
                     f = kernel.facts()
                     reads = checked[id(kernel)] = bool(f.adjoint_reads or f.read_write_pairs or f.lost)
                 if reads:
-                    check_unchanged(self, index, rec, aliasing)
+                    check_unchanged(self, index, rec, aliasing, laters)
         return self._may_raise or bool(config.check_nan or state.forward_mode is not None or self.snapshotting)
 
     def _with_python_records(self, arrays: dict) -> dict:

@@ -61,12 +61,13 @@ def _describe(rows: set[int] | None) -> str:
         ", ".join(map(str, sorted(rows)))
 
 
-def check_unchanged(tape, index: int, rec, aliasing: dict | None = None) -> None:
+def check_unchanged(tape, index: int, rec, aliasing: dict | None = None, laters: dict | None = None) -> None:
     """Before record `index`'s adjoint runs: the arrays whose recorded values it reads are unchanged, or
     changed only where it does not read (off with gk.Tape(check_versions=False)). Untouched arrays, the
     common case, cost one version compare each. `aliasing`: one backward pass's memo of the argument
     lists already found free of aliasing (by kernel and array identities: valid while the records hold
-    the arrays)."""
+    the arrays); `laters`: its memo of each array's `_Later` (id -> (array, _Later); the records and
+    versions do not change while the pass checks them)."""
     if not tape.check_versions:
         return
     facts = rec.kernel_obj.facts()
@@ -87,7 +88,7 @@ def check_unchanged(tape, index: int, rec, aliasing: dict | None = None) -> None
     for j in reads:
         a = args[j]
         if a.version != versions[j] or a._crc is not None or rec.crcs:
-            check_record(tape, index, rec, reads)
+            check_record(tape, index, rec, reads, laters)
             return
 
 
@@ -138,11 +139,25 @@ class _Later:
         self.none_after = none_after
 
     def fine(self, index: int, recorded: int, needed) -> bool:
+        """Record `index` (which recorded version `recorded`) reads rows `needed`, and every later change is
+        a tape launch writing other rows."""
+        return self.chained(index, recorded) and self.clear(index, needed)
+
+    def chained(self, index: int, recorded: int) -> bool:
+        """Everything after record `index` is a consistent chain of tape launches, not all writing every row
+        (what `fine` asks before the rows: no rows to work out when it fails)."""
         p = self.pos.get(index)
-        if p is None or self.after[p] != recorded or not self.ok[p] or needed is None or p < self.none_after:
+        return p is not None and self.after[p] == recorded and self.ok[p] and p >= self.none_after
+
+    def clear(self, index: int, needed) -> bool:
+        """No launch after record `index` writes a row in `needed` (after `chained` said yes)."""
+        if needed is None:
             return False
-        last = self.last
-        return not any(last.get(row, -1) > p for row in needed)
+        p, last = self.pos[index], self.last
+        for row in needed:
+            if last.get(row, -1) > p:
+                return False
+        return True
 
 
 class _Index:
@@ -156,8 +171,17 @@ class _Index:
         self.n = len(tape.records)
         by_buffer: dict[int, tuple] = {}     # id(buffer) -> (an array over it, [record index], [position(s)])
         for i, rec in enumerate(tape.records):
-            xs = rec.args if getattr(rec, "kind", "") == "launch" else getattr(rec, "writes", ())
-            for k, x in enumerate(xs):
+            if getattr(rec, "kind", "") == "launch":
+                xs = rec.args
+                # the array parameters' positions: no hasattr on the scalars (each raises and catches inside)
+                at = getattr(rec.kernel_obj, "_array_args", None)
+                if at is None or len(at) == len(xs):
+                    at = range(len(xs))
+            else:
+                xs = getattr(rec, "writes", ())
+                at = range(len(xs))
+            for k in at:
+                x = xs[k]
                 if not hasattr(x, "buffer"):
                     continue
                 entry = by_buffer.get(id(x.buffer))
@@ -212,8 +236,9 @@ def _later(tape, a) -> _Later:
     return got[1]
 
 
-def check_record(tape, index: int, rec, reads: list[int]) -> None:
-    """Raise if an array whose recorded values `rec`'s adjoint reads was changed where it matters."""
+def check_record(tape, index: int, rec, reads: list[int], laters: dict | None = None) -> None:
+    """Raise if an array whose recorded values `rec`'s adjoint reads was changed where it matters
+    (`laters`: see `check_unchanged`)."""
     for j in reads:
         if rec.saved is not None and j in rec.saved:
             continue                                  # the adjoint reads the copy taken before the launch
@@ -222,9 +247,19 @@ def check_record(tape, index: int, rec, reads: list[int]) -> None:
         crc = rec.crcs.get(id(a)) if rec.crcs else None
         if not a.modified_since(recorded, crc):
             continue
+        if crc is None:
+            if laters is None:
+                later = _later(tape, a)
+            else:
+                got = laters.get(id(a))
+                if got is None or got[0] is not a:
+                    got = laters[id(a)] = (a, _later(tape, a))
+                later = got[1]
+            if later.chained(index, recorded):
+                facts = rec.kernel_obj.facts()
+                if later.clear(index, facts.rows(facts.adjoint_load_rows, j, rec.args, None)):
+                    continue                          # only later tape launches wrote it, other rows
         needed = needed_rows(rec.kernel_obj, rec.args, j)
-        if crc is None and _later(tape, a).fine(index, recorded, needed):
-            continue                                  # only later tape launches wrote it, other rows
         names = [n for n, _ in rec.kernel_obj.params]
         label = getattr(a, "label", None) or names[j]
         where = f"array '{label}' (parameter '{names[j]}' of kernel '{rec.kernel}')"
