@@ -97,3 +97,50 @@ def test_a_sibling_whose_gradient_changed_is_not_used(device, rng, monkeypatch):
     g, gwr = _reference(x0, wn, 0.75, steps)
     np.testing.assert_allclose(gx[0], g, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(gw, gwr, rtol=1e-12, atol=1e-14)
+
+
+@gk.kernel
+def drift(p: gk.array(dtype=gk.vec3d, ndim=2), t: int, v: gk.vec3d, c: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    p[t, i] = p[t - 1, i] * c[i] + v * gk.float64(t)
+
+
+@gk.kernel
+def drift_loss(p: gk.array(dtype=gk.vec3d, ndim=2), t: int, l: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    q = p[t, i]
+    l[0] += gk.dot(q, q)
+
+
+def test_step_records_with_vector_scalars(device, rng):
+    """A vector scalar parameter (split into components in the call's arguments) that differs per step."""
+    steps, n = 7, 4
+    p0, cn = rng.normal(size=(n, 3)), rng.uniform(0.5, 1.5, size=n)
+    vs = rng.normal(size=(steps, 3))
+    p = gk.array(np.concatenate([p0[None], np.zeros((steps - 1, n, 3))]), dtype=gk.vec3d, device=device,
+                 requires_grad=True)
+    c = gk.array(cn, dtype=gk.float64, device=device, requires_grad=True)
+    l = gk.zeros(1, dtype=gk.float64, device=device, requires_grad=True)
+    grads = []
+    for _ in range(2):
+        for a in (p, c, l):
+            a.grad.zero_()
+        l.zero_()
+        with gk.Tape() as tape:
+            for t in range(1, steps):
+                gk.launch(drift, n, inputs=[p, t, gk.vec3d(*vs[t]), c], device=device)
+            gk.launch(drift_loss, n, inputs=[p, steps - 1, l], device=device)
+        tape.backward(loss=l)
+        grads.append((p.grad.numpy().copy(), c.grad.numpy().copy()))
+    # NumPy float64: q_t = q_{t-1} * c + v_t * t, loss = sum |q_{T-1}|^2
+    qs = [p0]
+    for t in range(1, steps):
+        qs.append(qs[-1] * cn[:, None] + vs[t] * t)
+    g, gc = 2 * qs[-1], np.zeros(n)
+    for t in range(steps - 1, 0, -1):
+        gc += (g * qs[t - 1]).sum(axis=1)
+        g = g * cn[:, None]
+    np.testing.assert_allclose(grads[0][0][0], g, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(grads[0][1], gc, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(grads[1][0], grads[0][0])
+    np.testing.assert_array_equal(grads[1][1], grads[0][1])
