@@ -118,19 +118,24 @@ class _Later:
         if n == 0 or after[-1] is None:
             return
         ok, none_after, last = not a.modified_since(after[-1]), -1, self.last
+        facts_of: dict = {}         # id(kernel) -> its facts, once per kernel (not per record)
         for p in range(n - 1, -1, -1):
             self.ok[p] = ok
-            if p == 0:
-                break
+            if p == 0 or not ok or none_after >= p:
+                break               # no position before p is a clean chain: nothing more to learn
             v, prev = after[p], after[p - 1]
             if v is None or prev is None:
                 ok = False
                 continue
             later, hit = records[recs[p]], poss[p]
-            wrote = [w for w in later.kernel_obj.facts().written if (w == hit if hit.__class__ is int else w in hit)]
+            kernel = later.kernel_obj
+            facts = facts_of.get(id(kernel))
+            if facts is None:
+                facts = facts_of[id(kernel)] = kernel.facts()
+            wrote = [w for w in facts.written if (w == hit if hit.__class__ is int else w in hit)]
             ok = ok and v - len(wrote) == prev
             for w in wrote:
-                r = written_rows(later.kernel_obj, later.args, w) if later.args[w] is a else None
+                r = facts.rows(facts.written_rows, w, later.args, set()) if later.args[w] is a else None
                 if r is None:
                     none_after = max(none_after, p)
                 else:
