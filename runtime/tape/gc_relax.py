@@ -15,9 +15,11 @@ from __future__ import annotations
 import gc
 import threading
 
+from ...core.locks import fork_safe
+
 RECORDING_THRESHOLD = 100_000    # net allocations of tracked objects between young-generation passes
 
-_lock = threading.Lock()
+_lock = fork_safe(threading.Lock())   # released in a child forked while another thread held it
 _active = 0                      # tapes recording now (several threads may each have one)
 _saved: tuple | None = None      # the thresholds found when the first of them started
 
