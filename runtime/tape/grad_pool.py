@@ -8,7 +8,8 @@ written by a recorded launch) gets a buffer from the pool when the first adjoint
 its gradient, and gives it back after the last one (the adjoint of the launch that wrote it first), so
 the next intermediate of the same shape and type reuses it while it is still in cache. Two gradients live
 at the same time never share a buffer: buffers are assigned by live range, once per plan. A returned
-buffer is zeroed only when it is taken again (lazy zeroing). Afterwards the array's gradient is marked
+buffer is zeroed only when it is taken again (lazy zeroing), and not at all when the adjoint that takes it
+stores every element (runtime/tape/fresh.py). Afterwards the array's gradient is marked
 not kept (runtime/arrays/grad_state.py): reading it raises `GradientNotKeptError`, never a reused buffer.
 
 "Held" is counted, not guessed: `sys.getrefcount` of the array and of its gradient, less the references
@@ -39,25 +40,6 @@ class GradPool:
 
     def __init__(self) -> None:
         self.slots: dict[tuple, list] = {}
-
-    def take(self, key: tuple, slot: int, like):
-        """Slot `slot`'s array for `key`, zeroed (made on first use: zero-filled already)."""
-        from ..arrays.array import array
-        slots = self.slots.setdefault(key, [])
-        while len(slots) <= slot:
-            slots.append([None, True])
-        entry = slots[slot]           # [array, known to be zero]
-        g = entry[0]
-        if g is None:
-            g = entry[0] = array._alloc(like.shape, like.dtype, like.device)
-        elif not entry[1]:
-            if g._host is not None:
-                g._host.fill(0)
-            elif g.nbytes:
-                g.device.impl.fill_zero(g.device.info, g.buffer, g.nbytes)
-            g._bump()
-        entry[1] = False          # an adjoint writes it from now on
-        return g
 
     def take_unzeroed(self, key: tuple, slot: int, like) -> tuple:
         """(slot `slot`'s array for `key`, whether it still needs zeroing): the caller zeroes it or has an
