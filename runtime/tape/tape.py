@@ -188,12 +188,6 @@ class Tape:
         touched = self._touched
         exposed = fresh = False
         arrays = kernel._array_args              # the array parameters' positions (the rest are scalars)
-        for j in arrays:
-            a = bound[j]
-            if a._exposed and a._crc is not None and a.modified_since(a.version):
-                # written through a NumPy view since it was handed out at this version: a write, so earlier
-                # records whose adjoints read it see a new version (the checksum taken below would hide it)
-                a._bump()
         if len(arrays) == len(bound):            # arrays only: their versions in the same walk
             versions = []
             for a in bound:
@@ -217,9 +211,20 @@ class Tape:
         crcs = None
         if exposed:       # a NumPy view of an input is out: checksum the values recorded now, not at handout
             crcs = {}
+            moved = False
             for j in reads:
-                if bound[j]._exposed:
-                    crcs[id(bound[j])] = bound[j]._fingerprint(now=True)
+                a = bound[j]
+                if a._exposed:
+                    held = a._crc
+                    crcs[id(a)] = crc = a._fingerprint(now=True)
+                    if held is not None and held[0] == a.version and held[1] != crc:
+                        # written through the view since it was handed out at this version: a write, so
+                        # earlier records whose adjoints read it see a new version (this checksum would hide it)
+                        a._bump()
+                        a._crc = (a.version, crc)
+                        moved = True
+            if moved:
+                versions = tuple([a.version if hasattr(a, "buffer") else None for a in bound])
         if snaps is not None:
             snapshot.after_launch(snaps, kernel, bound)
         if not kernel.rules_warned:
