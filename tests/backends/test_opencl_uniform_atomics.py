@@ -170,6 +170,22 @@ def test_project_gradients(device, rng, name):
     within_sum_bound(gw.numpy(), rw, aw, n)
 
 
+def test_chunked_launch_gradient(device, rng):
+    """A launch the OpenCL backend enqueues in chunks at growing global offsets (over 2^14 threads with a
+    loop): each chunk's groups are full except the very last one."""
+    n, m = (1 << 15) + 101, 5
+    xs = rng.uniform(-2.0, 2.0, n).astype(np.float32)
+    ws = rng.uniform(-2.0, 2.0, m).astype(np.float32)
+    gys = rng.uniform(-1.0, 1.0, n).astype(np.float32)
+    x, w = gk.array(xs, device=device), gk.array(ws, device=device)
+    y, gy = gk.zeros(n, device=device), gk.array(gys, device=device)
+    gx, gw = gk.zeros(n, device=device), gk.zeros(m, device=device)
+    gk.launch(project, n, inputs=[x, w], outputs=[y], adjoint=True, adj_inputs=[gx, gw], adj_outputs=[gy])
+    rx, ax, rw, aw = project_grads(xs, ws, gys, np.ones((n, m)))
+    within_sum_bound(gx.numpy(), rx, ax, m)
+    within_sum_bound(gw.numpy(), rw, aw, n)
+
+
 def test_rotated_index_gradient(device, rng):
     n, m = 777, 19
     xs = rng.uniform(-2.0, 2.0, n).astype(np.float32)
