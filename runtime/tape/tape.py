@@ -159,30 +159,39 @@ class Tape:
         if prepared.__class__ is not tuple:          # before_launch had nothing to copy, check or snapshot
             if variant is FORWARD and not self._scopes and process.capture is None and kernel.rules_warned:
                 # The common case (W5, every step of a time-stepped program after the first): arrays this tape
-                # recorded before (touched, `_held` set) with no NumPy view out: only their versions to read.
+                # recorded before (touched, `_held` set), none whose recorded values the adjoint reads with a
+                # NumPy view out (a view of any other, e.g. an output printed once, changes nothing here):
+                # only their versions to read.
                 touched = self._touched
                 arrays = kernel._array_args
+                exposed = False
                 if len(arrays) == len(bound):
                     versions = []
                     for a in bound:
-                        if a._exposed or not a._held or id(a) not in touched:
+                        if not a._held or id(a) not in touched:
                             break
+                        if a._exposed:
+                            exposed = True
                         versions.append(a.version)
                     else:
-                        self.records.append(LaunchRecord(kernel.key, dims, device.name, bound, n_inputs, (), ms,
-                                                         kernel, tuple(versions)))
-                        return
+                        if not exposed or not any([bound[j]._exposed for j in prepared.adjoint_reads]):
+                            self.records.append(LaunchRecord(kernel.key, dims, device.name, bound, n_inputs, (),
+                                                             ms, kernel, tuple(versions)))
+                            return
                 else:
                     versions = [None] * len(bound)          # scalars (every other parameter) have none
                     for j in arrays:
                         a = bound[j]
-                        if a._exposed or not a._held or id(a) not in touched:
+                        if not a._held or id(a) not in touched:
                             break
+                        if a._exposed:
+                            exposed = True
                         versions[j] = a.version
                     else:
-                        self.records.append(LaunchRecord(kernel.key, dims, device.name, bound, n_inputs, (), ms,
-                                                         kernel, tuple(versions)))
-                        return
+                        if not exposed or not any([bound[j]._exposed for j in prepared.adjoint_reads]):
+                            self.records.append(LaunchRecord(kernel.key, dims, device.name, bound, n_inputs, (),
+                                                             ms, kernel, tuple(versions)))
+                            return
             prepared = (None, None, prepared.adjoint_reads)
         snaps, saved, reads = prepared
         touched = self._touched
