@@ -164,34 +164,37 @@ class Tape:
                 # only their versions to read.
                 touched = self._touched
                 arrays = kernel._array_args
-                exposed = False
-                if len(arrays) == len(bound):
+                known, exposed = True, False
+                if len(arrays) == len(bound):               # arrays only
                     versions = []
                     for a in bound:
                         if not a._held or id(a) not in touched:
+                            known = False
                             break
                         if a._exposed:
                             exposed = True
                         versions.append(a.version)
-                    else:
-                        if not exposed or not any([bound[j]._exposed for j in prepared.adjoint_reads]):
-                            self.records.append(LaunchRecord(kernel.key, dims, device.name, bound, n_inputs, (),
-                                                             ms, kernel, tuple(versions)))
-                            return
                 else:
                     versions = [None] * len(bound)          # scalars (every other parameter) have none
                     for j in arrays:
                         a = bound[j]
                         if not a._held or id(a) not in touched:
+                            known = False
                             break
                         if a._exposed:
                             exposed = True
                         versions[j] = a.version
-                    else:
-                        if not exposed or not any([bound[j]._exposed for j in prepared.adjoint_reads]):
-                            self.records.append(LaunchRecord(kernel.key, dims, device.name, bound, n_inputs, (),
-                                                             ms, kernel, tuple(versions)))
-                            return
+                if known:
+                    if exposed:                             # is one of them read by the adjoint?
+                        for j in prepared.adjoint_reads:
+                            if bound[j]._exposed:
+                                break
+                        else:
+                            exposed = False
+                    if not exposed:
+                        self.records.append(LaunchRecord(kernel.key, dims, device.name, bound, n_inputs, (), ms,
+                                                         kernel, tuple(versions)))
+                        return
             prepared = (None, None, prepared.adjoint_reads)
         snaps, saved, reads = prepared
         touched = self._touched
