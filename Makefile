@@ -149,7 +149,8 @@ peers: install-$(TEST_EXTRAS)
 		fi; \
 	fi
 
-# W1-W7 and the whole programs (P: benchmarks/programs.py), kept as benchmarks/results/<date>.json and .md
+# W1-W7 and the whole programs (P: benchmarks/programs.py), kept as benchmarks/results/<date>.json and .md;
+# DIFFTAICHI_EXAMPLES=<a clone of taichi-dev/difftaichi>/examples adds DiffTaichi's own programs as written
 bench: peers
 	$(PY) benchmarks/run.py --results-dir benchmarks/results $(BENCH_ARGS)
 

@@ -285,7 +285,8 @@ def compare(src, programs, targets: dict, iters: int, rounds: int, timeout: floa
 
 
 def run(quick: bool = False, cache: str = "cold") -> list[dict]:
-    """Our own Taichi-syntax programs under gradkit.taichi and Taichi (when installed), alternating: rows
+    """Our own Taichi-syntax programs under gradkit.taichi and Taichi (when installed), alternating, and
+    DiffTaichi's own (PROGRAMS) when $DIFFTAICHI_EXAMPLES names a clone's examples folder: rows
     {program, system, first_iter_s, per_iter_s, size, steps} (wall seconds; per_iter_s the median of the later
     iterations' later half: steady state, after the first iterations' compiles; first_iter_s with empty kernel
     caches unless `cache` says otherwise). `quick`: smaller programs, 6 iterations, one round."""
@@ -293,9 +294,16 @@ def run(quick: bool = False, cache: str = "cold") -> list[dict]:
     results = compare(None, list(OWN_PROGRAMS), targets, 6 if quick else 8, 1 if quick else 2,
                       300.0 if quick else 900.0, quick, cache)
     sizes = QUICK_SIZES if quick else OWN_SIZES
-    return [{"program": prog, "system": name, "first_iter_s": s["first_wall"], "per_iter_s": s["steady_wall"],
+    rows = [{"program": prog, "system": name, "first_iter_s": s["first_wall"], "per_iter_s": s["steady_wall"],
              "size": _size_text(prog, sizes[prog]), "steps": sizes[prog]["STEPS"]}
             for prog, by in results.items() for name, s in by.items()]
+    src = os.environ.get("DIFFTAICHI_EXAMPLES")
+    if src and os.path.isdir(src) and not quick:       # DiffTaichi's own programs, as written, when at hand
+        theirs = compare(os.path.abspath(src), list(PROGRAMS), targets, 5, 1, 900.0, False, cache)
+        rows += [{"program": f"difftaichi {prog}", "system": name, "first_iter_s": s["first_wall"],
+                  "per_iter_s": s["steady_wall"], "size": "its own sizes, float32", "steps": None}
+                 for prog, by in theirs.items() for name, s in by.items()]
+    return rows
 
 
 def _size_text(prog: str, size: dict) -> str:
