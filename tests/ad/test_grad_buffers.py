@@ -16,21 +16,11 @@ import gradkit as gk
 from gradkit.runtime.arrays import grad_state
 from gradkit.runtime.arrays.grad_state import GradientNotKeptError
 from gradkit.runtime.tape import grad_pool
+from heat_kernels import heat
 
 F64 = gk.float64
 # the pool counts references with sys.getrefcount, exact on CPython 3.10-3.13 with the GIL (else it is off)
 pytestmark = pytest.mark.skipif(not grad_pool.COUNTED, reason="no exact reference counts: the pool is off")
-
-
-@gk.kernel
-def heat(u: gk.array(dtype=gk.float64, ndim=2), out: gk.array(dtype=gk.float64, ndim=2)):
-    i, j = gk.tid()
-    n = u.shape[0]
-    m = u.shape[1]
-    if i == 0 or j == 0 or i == n - 1 or j == m - 1:
-        out[i, j] = u[i, j]
-    else:
-        out[i, j] = u[i, j] + 0.2 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1] - 4.0 * u[i, j])
 
 
 @gk.kernel
