@@ -219,6 +219,8 @@ def _run(src, prog, target, iters, timeout, quick=False, env_extra=None) -> dict
     module, pythonpath = target
     env = dict(os.environ)
     env.update(env_extra or {})
+    if not src:
+        env.pop("DIFFTAICHI_EXAMPLES", None)       # the worker's --src default: our own programs need none
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", prog, module, str(iters)]
@@ -297,13 +299,22 @@ def run(quick: bool = False, cache: str = "cold") -> list[dict]:
     rows = [{"program": prog, "system": name, "first_iter_s": s["first_wall"], "per_iter_s": s["steady_wall"],
              "size": _size_text(prog, sizes[prog]), "steps": sizes[prog]["STEPS"]}
             for prog, by in results.items() for name, s in by.items()]
+    rows += _failed(results, OWN_PROGRAMS, targets, "")
     src = os.environ.get("DIFFTAICHI_EXAMPLES")
     if src and os.path.isdir(src) and not quick:       # DiffTaichi's own programs, as written, when at hand
         theirs = compare(os.path.abspath(src), list(PROGRAMS), targets, 5, 1, 900.0, False, cache)
         rows += [{"program": f"difftaichi {prog}", "system": name, "first_iter_s": s["first_wall"],
                   "per_iter_s": s["steady_wall"], "size": "its own sizes, float32", "steps": None}
                  for prog, by in theirs.items() for name, s in by.items()]
+        rows += _failed(theirs, PROGRAMS, targets, "difftaichi ")
     return rows
+
+
+def _failed(results: dict, programs, targets: dict, prefix: str) -> list[dict]:
+    """An error row per program and system that gave no result (its stderr was printed), so that a failed run
+    reads n/a in the report instead of leaving no row."""
+    return [{"program": f"{prefix}{prog}", "system": name, "error": "the run failed (see the run's stderr)"}
+            for prog in programs for name in targets if name not in results.get(prog, {})]
 
 
 def _size_text(prog: str, size: dict) -> str:
