@@ -118,7 +118,7 @@ def _fmt(seconds: float | None) -> str:
 
 def markdown(rows: list[dict]) -> str:
     """The "Real programs" table: a line per program (gradkit's system against the other one)."""
-    lines = ["## Real programs", "",
+    lines = ["### Real programs", "",          # a section of the run's report, beside its ### sections
              "Whole programs as users write them (benchmarks/programs.py): first iteration (with compiles) "
              "and per iteration (steady state). Speed-up: the peer's time over gradkit's (above 1: gradkit "
              "is faster).", "",

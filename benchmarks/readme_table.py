@@ -69,7 +69,7 @@ def table(doc: dict) -> str:
               f"{meta.get('copy_gbs', '?')} GB/s."]
     if doc.get("programs"):                       # the run's "Real programs" rows (programs.py)
         from programs import markdown as programs_table
-        lines += ["", programs_table(doc["programs"]).replace("## Real programs", "**Real programs**", 1).rstrip()]
+        lines += ["", programs_table(doc["programs"]).replace("### Real programs", "**Real programs**", 1).rstrip()]
     return "\n".join(lines) + "\n"
 
 
