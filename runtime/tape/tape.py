@@ -3,32 +3,24 @@
 from __future__ import annotations
 
 import contextlib
-import functools
-
-import numpy as np
 
 from ...core.config import config
 from ...ad.variants import FORWARD
 from . import snapshots as snapshot
 from ..call_site import name_arrays, user_site
 from ..state import current as state, process
-from ...core import config as _config_module
 from ..tools.grad_check import GradCheck
 from .hazards import find_hazards, warn_hazards
-from .seeds import Folds, check_seed_arguments, constant_value
+from .seeds import Folds, constant_value
 from .tape_records import FuncRecord, LaunchRecord
-from .tape_consume import MemorySeen, consuming_after, mark, memory_before
+from .tape_consume import MemorySeen, memory_before
 from .tape_rules import check_launch
 from . import fresh as fresh_mod
 from . import grad_pool
 from . import gc_relax
-from ..arrays.grad_state import DROPPED, GradientNotKeptError, defer_zero, kept_grad, mark_zero
-from .version_check import check_unchanged, copies_for_backward
-
-
-def _rules_generation() -> int:
-    """Bumped when custom rules change what kernels write (core/config.py)."""
-    return _config_module.rules_generation
+from . import backward_pass, pass_state
+from ..arrays.grad_state import DROPPED, kept_grad, mark_zero
+from .version_check import copies_for_backward
 
 
 class Tape:
@@ -372,282 +364,31 @@ class Tape:
         if process.capture is not None:
             process.capture.backward_finished(self)
 
+    # the checks and bookkeeping around a pass (runtime/tape/pass_state.py), the walk (runtime/tape/backward_pass.py)
     def _check_seeds(self, loss, grads) -> None:
-        """The seeds are usable, and there is one (ValueError naming what to pass otherwise)."""
-        check_seed_arguments(loss, grads)
-        if loss is None and not grads and not self._has_seed():
-            raise ValueError(
-                "tape.backward(): nothing to differentiate from: no gradient is set on any array the tape "
-                "wrote. Pass loss=<a one-element array> (its gradient becomes 1) or grads={array: gradient}, "
-                "or set the outputs' .grad before calling backward().")
-
-    def _has_seed(self) -> bool:
-        """Whether some array the tape wrote (or a Python record names) holds a nonzero gradient that this
-        pass will not clear as the previous pass's."""
-        stale = {id(grad) for a, grad, version in self._last_pass.values() if kept_grad(a) is grad and
-                 grad.version == version}
-        for a in self._with_python_records(self._written()).values():
-            g = kept_grad(a)
-            if g is not None and id(g) not in stale and g.size and np.any(g._read()):
-                return True
-        return False
+        pass_state.check_seeds(self, loss, grads)
 
     def _check_records(self) -> bool:
-        """Before anything is written: decide which adjoints consume (runtime/tape/tape_consume.py), build every
-        adjoint (a kernel without one raises here) and check that the values they read are unchanged.
-        Returns True when a later step may still raise midway (the caller keeps a restore point)."""
-        records = self.records
-        if self._marked < len(records):             # what the new records need is settled once
-            if self._marked == 0 and self._prior is not None:
-                self._seen = self._prior.copy()
-            kernels = {id(r.kernel_obj): r.kernel_obj for r in records[self._marked:] if r.kind == "launch"}
-            for kernel in kernels.values():
-                kernel._require_backward()
-                # a value stack may overflow (StackOverflowError); Python code (a recompute, a user's
-                # backward function) may raise anything
-                self._may_raise |= bool(kernel.lowered("adjoint").attrs.get("uses_stack"))
-            self._may_raise |= any(r.kind != "launch" for r in records[self._marked:])
-            mark(records, self._marked, self._seen)
-            self._marked = len(records)
-        aliasing: dict = {}
-        laters: dict = {}        # the version check's per-array summaries, for this pass (version_check.py)
-        checked: dict = {}       # id(kernel) -> whether its adjoint reads recorded values (else nothing to check)
-        for index, rec in enumerate(records):
-            if rec.kind == "launch":
-                kernel = rec.kernel_obj
-                reads = checked.get(id(kernel))
-                if reads is None:
-                    f = kernel.facts()
-                    reads = checked[id(kernel)] = bool(f.adjoint_reads or f.read_write_pairs or f.lost)
-                if reads:
-                    check_unchanged(self, index, rec, aliasing, laters)
-        return self._may_raise or bool(config.check_nan or state.forward_mode is not None or self.snapshotting)
-
-    def _with_python_records(self, arrays: dict) -> dict:
-        """`arrays` (by id) and the arrays the Python records name (their backward may write gradients)."""
-        out = dict(arrays)
-        for rec in self.records:
-            if not isinstance(rec, LaunchRecord):
-                out.update((id(a), a) for a in rec.arrays if hasattr(a, "buffer"))
-        return out
+        return pass_state.check_records(self)
 
     def _restore_point(self, loss, grads):
-        """A function putting back every gradient this pass may write (data, and which array is `.grad`)."""
-        arrays = self._with_python_records(self._touched)
-        for a in [loss, *(grads or {})]:
-            if a is not None:
-                arrays[id(a)] = a
-        kept = []
-        for a in arrays.values():
-            g = a._grad if a._family is None or getattr(a, "_gstate", None) is not None else a.grad
-            dual = g.dual if g is not None else None
-            kept.append((a, g, getattr(a, "_gstate", None), None if g is None else g._saved_copy(), dual,
-                         None if dual is None else dual._saved_copy()))
-        last_pass, history = dict(self._last_pass), len(self.loss_history)
-        released = list(self._released)
-
-        def restore() -> None:
-            for a, g, gstate, data, dual, dual_data in kept:
-                a.grad = g
-                if gstate is not None:
-                    a._gstate = gstate       # a gradient not kept (or a known zero) stays so
-                for target, saved in ((g, data), (dual, dual_data)):
-                    if target is not None and target.nbytes:
-                        target.device.impl.copy(target.device.info, target.buffer, saved.buffer, target.nbytes)
-                        target._bump()
-            self._last_pass, self._released = last_pass, released
-            del self.loss_history[history:]
-        return restore
+        return pass_state.restore_point(self, loss, grads)
 
     def _zero_previous_pass(self) -> None:
-        """Zero the gradients the previous backward pass of this tape left in intermediates and outputs,
-        where nobody changed them since (a changed one is a new seed)."""
-        for a, grad, version in self._last_pass.values():
-            if getattr(a, "_gstate", None) is None and a.grad is grad and grad.version == version:
-                grad.zero_()
-        self._last_pass = {}
-        for a in self._released:         # gradients a pooled pass did not keep: zero, without writing
-            if a._gstate == DROPPED:
-                mark_zero(a)
-        self._released = []
+        pass_state.zero_previous_pass(self)
 
     def _written(self) -> dict:
-        """Arrays the recorded launches and host writes wrote, by id (extended from the previous answer
-        while the records before are the same: a time-stepped tape's backward passes walk it once)."""
-        records = self.records
-        cached = self.__dict__.get("_written_cache")
-        if cached is not None:
-            n, last, generation, written = cached
-            if generation == _rules_generation() and len(records) >= n and n and records[n - 1] is last:
-                if len(records) > n:
-                    written = dict(written)
-                    written.update(self._written_from(records[n:]))
-                    self._written_cache = (len(records), records[-1], generation, written)
-                return written
-        written = self._written_from(records)
-        if records:
-            self._written_cache = (len(records), records[-1], _rules_generation(), written)
-        return written
-
-    @staticmethod
-    def _written_from(records) -> dict:
-        written, per_kernel = {}, {}
-        for rec in records:
-            if isinstance(rec, FuncRecord):
-                written.update((id(a), a) for a in rec.writes)
-                continue
-            kernel = rec.kernel_obj
-            params = per_kernel.get(id(kernel))
-            if params is None:
-                params = per_kernel[id(kernel)] = kernel.facts().written
-            args = rec.args
-            for j in params:
-                written[id(args[j])] = args[j]
-        return written
+        return pass_state.written(self)
 
     def _run_adjoints(self, checked: bool = False, folds: Folds | None = None, seeds: set | None = None) -> None:
-        self._adjoints_running += 1
-        try:
-            self._adjoints(checked, folds, seeds)
-        finally:
-            self._adjoints_running -= 1
-
-    def _pool_plan(self, fast: bool, seeds: set | None):
-        """This pass's gradient pool plan (runtime/tape/grad_pool.py), or None where nothing is pooled: only
-        `backward` pools (`seeds` given), on the fast path, without snapshots, a debugger capture or a
-        restore point (a pass that may raise midway)."""
-        if seeds is None or not fast or self.snapshotting or process.capture is not None or self._may_raise:
-            return None
-        return grad_pool.plan_for(self, seeds)
-
-    def _adjoints(self, checked: bool, folds: Folds | None = None, seeds: set | None = None) -> None:
-        """Run every recorded adjoint in reverse order, accumulating into the arrays' current `.grad`
-        (`checked`: `_check_records` already ran for this pass; `folds`: the gradients seeded with a
-        constant, which adjoints reading them take as a number: runtime/tape/seeds.py; `seeds`: the seeded
-        arrays' ids, from `backward`, which pools the gradients of intermediates nobody holds)."""
-        if not checked:
-            self._check_records()
-        self.backward_records.clear()
-        fast = not config.check_nan and state.forward_mode is None   # else every adjoint takes `launch`
-        self._storing.prune(self.records)    # stale storing forms would hold arrays the pool counts
-        plan = self._pool_plan(fast, seeds)
-        if plan is None:
-            self._walk(fast, folds, None)
-            return
-        pooled = [a for entries in plan.give.values() for a, _key, _slot in entries]
-        try:
-            self._walk(fast, folds, plan)
-        finally:        # done or not, the pool owns those buffers now: their arrays' gradients are not kept
-            grad_pool.release(pooled)
-            self._released = pooled
-
-    def _walk(self, fast: bool, folds: Folds | None, plan) -> None:
-        """The reverse walk over the records (`plan`: the pooled gradients to hand out and take back)."""
-        take = give = None
-        if plan is not None:
-            take, give = plan.take, plan.give
-        # gradients known zero but not written yet, settled at their first record: stored by a gathering
-        # adjoint or zeroed right before it (runtime/tape/fresh.py)
-        deferred = fast and self._deferred and not self.snapshotting
-        storing = self._storing
-        fresh: list = []
-        records = self.records
-        try:
-            self._walk_records(records, fast, folds, take, give, deferred, storing, fresh)
-        except BaseException:
-            storing.settle(None, None, fresh)    # no gradient left fresh (unzeroed) by a pass that raised
-            raise
-
-    def _walk_records(self, records, fast, folds, take, give, deferred, storing, fresh) -> None:
-        """`_walk`'s loop (`fresh` holds the gradients not yet settled, for `_walk` if this raises)."""
-        from ..launch.adjoint_reuse import adjoint_for
-        from ..launch.launch import launch
-        shared: dict = {}
-        pool = self._pool
-        # the binding the previous record ran: still valid for the next record sharing it, as only Python
-        # code (a FuncRecord) can change settings or which array is a .grad in the middle of a pass
-        last = None
-        for index in range(len(records) - 1, -1, -1):
-            rec = records[index]
-            if take is not None and index in take:
-                for a, key, slot in take[index]:
-                    g, dirty = pool.take_unzeroed(key, slot, a)
-                    a._grad, a._gstate = g, None
-                    fresh.append((g, dirty))
-            if deferred and rec.__class__ is LaunchRecord and rec.prepared is not None:
-                fresh_mod.deferred_sources(rec.prepared, fresh)
-            if fresh and (rec.__class__ is not LaunchRecord or self.snapshotting):
-                storing.settle(None, None, fresh)
-            if rec.__class__ is not LaunchRecord and isinstance(rec, FuncRecord):
-                with consuming_after(rec.seen_before):
-                    rec.backward()
-                folds = last = None         # Python code may write any gradient (through a view, too)
-                continue
-            if self.snapshotting:
-                snapshot.around_adjoint(index, rec, functools.partial(self._launch_adjoint, rec, launch),
-                                        self.backward_records)
-                continue
-            prepared = rec.prepared
-            ready = prepared is not None and (prepared is last or prepared.valid())
-            if not ready and fast:
-                # records of the same kernel on the same arrays and values share one binding, kept for
-                # later tapes too (runtime/launch/adjoint_reuse.py); what it returns is valid now
-                ins, outs = rec.adjoint_arguments()
-                prepared = rec.prepared = adjoint_for(rec, ins, outs, shared)
-                ready = prepared is not None
-            if ready:
-                last = prepared
-                if folds is not None:
-                    if folds.grads:
-                        prepared = folds.fold(prepared, rec.kernel_obj) or prepared
-                    else:
-                        folds = None        # every seeded gradient was written since: nothing folds
-                if fresh:
-                    prepared = storing.settle(prepared, rec.kernel_obj, fresh)
-                prepared.run()
-                fresh.clear()       # the gradients it stored are written now
-                rec.adjoint_variant = prepared.spec.variant.name
-            else:       # scratch adjoints or NaN checks: the full launch path
-                if fresh:
-                    storing.settle(None, None, fresh)
-                self._launch_adjoint(rec, launch)
-            if give is not None and index in give:
-                for a, _key, _slot in give[index]:
-                    a._grad, a._gstate = None, DROPPED
-
-    @staticmethod
-    def _launch_adjoint(rec: LaunchRecord, launch) -> None:
-        ins, outs = rec.adjoint_arguments()
-        adj_ins, adj_outs = rec.adjoint_grads()
-        state.adjoint_variant = None
-        launch(rec.kernel_obj, rec.dim, ins, outs, device=rec.device, adjoint=True, adj_inputs=adj_ins,
-               adj_outputs=adj_outs, record_tape=False, consume=rec.consume)
-        if state.adjoint_variant is not None:
-            rec.adjoint_variant = state.adjoint_variant.name
+        backward_pass.run_adjoints(self, checked, folds, seeds)
 
     # Housekeeping --------------------------------------------------------------
     def zero(self) -> None:
         """Zero the gradients of every array the tape touched (the record is kept). A large gradient that only
         its array refers to is zeroed when next read (by the backward pass: right before the adjoint that
         first accumulates into it, while it is in cache; runtime/arrays/grad_state.py)."""
-        self._storing.prune(self.records)    # before counting references (runtime/tape/fresh.py)
-        lazy = grad_pool.deferrable(self)
-        if lazy:        # a hint for the backward walk, kept: gradients deferred before may still be
-            self._deferred = True
-        for k, a in self._touched.items():
-            if mark_zero(a):                # a gradient not kept becomes a zero unwritten
-                continue
-            if k in lazy:
-                defer_zero(a)
-            elif a.grad is not None:
-                a.grad.zero_()
-        for rec in self.records:
-            if isinstance(rec, FuncRecord):
-                for a in rec.arrays:
-                    if mark_zero(a):
-                        continue
-                    if getattr(a, "grad", None) is not None:
-                        a.grad.zero_()
+        pass_state.zero_gradients(self)
 
     def reset(self) -> None:
         """Forget every record and zero the gradients (not while the backward pass runs: RuntimeError)."""
@@ -720,14 +461,7 @@ class Tape:
         save_bundle(self, path)
 
     def _require_kept(self, what: str) -> None:
-        """GradientNotKeptError when the last backward pass pooled gradients that `what` would show."""
-        dropped = [a for a in self._released if a._gstate == DROPPED]
-        if dropped:
-            raise GradientNotKeptError(
-                f"{what}: the last backward pass did not keep the gradients of {len(dropped)} intermediate "
-                "arrays that no variable held (they were computed in reused buffers: runtime/tape/grad_pool.py), "
-                "so they cannot be shown. Record with gk.Tape(snapshots=True) (as `gradkit debug` does), or "
-                "call retain_grad() on those arrays or keep references to them, and run backward again.")
+        pass_state.require_kept(self, what)
 
 
 # ScopedTimer moved to timer.py; importable from here as before
