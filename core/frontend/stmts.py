@@ -16,7 +16,6 @@ from ..lang import NAMES
 from ..ops import Op
 from .assign import AssignLowering
 from .context import NUMBER, ArrayView, StructValue
-from .exprs import BINOPS
 from .precision import defined_in
 
 MISSING = object()
