@@ -27,6 +27,7 @@ from ..core.library.hash_grid import _LIMIT, HashGridData
 from ..runtime.arrays.array import array as _array
 from ..runtime.launch.device import get_device
 from . import registry
+from .hash_grid_build import DeviceBuild
 
 MAX_CELLS = 2 ** 31 - 1
 
@@ -67,6 +68,7 @@ class HashGrid:
         self.cell_ends = _array(np.zeros(self.num_cells, np.int32), **ints)
         self.point_ids = _array(np.zeros(1, np.int32), **ints)
         self._data = None
+        self._device_build = None                # the device build's scratch arrays, made on its first use
 
     def reserve(self, num_points: int) -> None:
         """Size the point arrays for builds of up to `num_points` points (builds grow them as needed).
@@ -82,12 +84,15 @@ class HashGrid:
             self._data = None
         self.reserved = True
 
-    def build(self, points, radius: float) -> None:
+    def build(self, points, radius: float, device_build: bool | None = None) -> None:
         """Bucket `points` (a gk.array of vec3, or vec3d for a float64 grid) into cells of width `radius`.
 
         Args:
             points: the points, on the grid's device.
-            radius: the cell width; queries find the points within this distance."""
+            radius: the cell width; queries find the points within this distance.
+            device_build: build with kernels on the grid's device (True) or with NumPy on the host (False);
+                None: on the device where its memory is not the host's (OpenCL, most plugins), on the
+                host otherwise (cpu, c, numpy). Both give the same arrays."""
         want = T.vector(3, self.dtype)
         if not isinstance(points, _array) or points.dtype is not want:
             got = points.dtype.name if isinstance(points, _array) else type(points).__name__
@@ -97,6 +102,29 @@ class HashGrid:
                              f"{self.device.name}")
         if not radius > 0.0:
             raise ValueError(f"HashGrid.build: the cell width (radius) must be positive, got {radius}")
+        if device_build is None:
+            device_build = self.cell_starts._host is None
+        if device_build:
+            self._build_on_device(points, radius)
+        else:
+            self._build_on_host(points, radius)
+
+    def _build_on_device(self, points, radius: float) -> None:
+        """The build as kernels on the grid's device (geometry/hash_grid_build.py): no point leaves it."""
+        n = points.size
+        inv = np.float32(1.0) / np.float32(radius)
+        self.reserve(max(n, 1))
+        if self._device_build is None:
+            self._device_build = DeviceBuild(self.num_cells, self.device)
+        data = HashGridData(cell_starts=self.cell_starts, cell_ends=self.cell_ends, point_ids=self.point_ids,
+                            num_points=n, dim_x=self.dim_x, dim_y=self.dim_y, dim_z=self.dim_z,
+                            cell_width_inv=inv)
+        self._device_build.run(points, n, data, self.cell_starts, self.cell_ends, self.point_ids)
+        self.cell_width, self._inv, self.num_points = float(np.float32(radius)), inv, n
+        self._data = None
+
+    def _build_on_host(self, points, radius: float) -> None:
+        """The build with NumPy: the points' cells, a stable radix sort, the cells' runs; copied to the device."""
         p = points._read().reshape(-1, 3)
         n = p.shape[0]
         inv = np.float32(1.0) / np.float32(radius)      # the kernel reads it as float32 (HashGridData)

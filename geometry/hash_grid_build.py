@@ -1,0 +1,221 @@
+"""`gk.HashGrid.build` on the grid's device (OpenCL, third-party backends): a stable counting sort written in
+the kernel language, so every backend runs it and no point travels to the host and back.
+
+1. `cells`: each point's cell as the query computes it (floor(p * inv) per axis in the points' precision,
+   clamped, by the query's own `coord`, core/library/hash_grid.py; then wrapped, floored %), and its arrival rank in the cell from an atomic add on
+   the cell's count (an arbitrary order among the cell's points).
+2. An exclusive prefix sum over the cells' counts, work-efficient in passes: each thread sums a block of
+   BLOCK counts (again over those sums, until one block is left), then each block's running sums go back
+   down from its offset; the last pass writes each cell's [start, end) ([0, 0) when empty, as the host).
+3. `scatter`: each point to start + arrival rank (the cell's slots, in that arbitrary order).
+4. `order`: the slots again in index order, as the host build and Warp's radix sort keep them: in a cell of
+   up to SMALL points each point counts the smaller indices in its cell's slots (O(k) each, in parallel);
+   a larger cell is copied and heap-sorted by one thread (O(k log k); one cell holding most of the points
+   makes that thread the build's critical path).
+The launches are not recorded on a tape (a build is not differentiated, as in Warp)."""
+
+# (no `from __future__ import annotations`: the @gk.func below needs evaluated annotations)
+
+import threading
+
+import numpy as np
+
+from ..core import types as T
+from ..core.func import Func
+from ..core.library.hash_grid import HashGridData, _lib
+from ..runtime.arrays.array import array as _array
+
+BLOCK = 64        # counts one scan thread sums serially (a 128-byte line of int32 per thread)
+SMALL = 128       # cells up to this many points rank each point in parallel; larger ones are heap-sorted
+
+I32 = T.int32
+_INTS = T.array_type(T.int32)
+_LOCK = threading.Lock()
+_KERNELS: dict = {}
+
+
+def _build_kernels(s: T.ScalarType) -> dict:
+    """The build's kernels for points of scalar type `s` (the scan and sort ones do not depend on it)."""
+    import gradkit as gk
+
+    ints = gk.array(dtype=gk.int32)
+    V3 = T.vector(3, s)
+    coord = _lib(s).coord
+
+    @gk.kernel
+    def hash_grid_cells(grid: HashGridData, points: gk.array(dtype=V3), cells: ints, ranks: ints,
+                        counts: ints):
+        i = gk.tid()
+        p = points[i]
+        inv = s(grid.cell_width_inv)
+        c = _cell(grid, coord(p[0] * inv), coord(p[1] * inv), coord(p[2] * inv))
+        cells[i] = c
+        ranks[i] = gk.atomic_add(counts, c, 1)
+
+    @gk.kernel
+    def hash_grid_block_sums(values: ints, n: int, sums: ints):
+        b = gk.tid()
+        total = int(0)
+        for k in range(b * BLOCK, b * BLOCK + gk.min(BLOCK, n - b * BLOCK)):
+            total += values[k]
+        sums[b] = total
+
+    @gk.kernel
+    def hash_grid_block_scan(values: ints, n: int, offsets: ints, out: ints):
+        b = gk.tid()
+        run = offsets[b]
+        for k in range(b * BLOCK, b * BLOCK + gk.min(BLOCK, n - b * BLOCK)):
+            v = values[k]
+            out[k] = run
+            run += v
+
+    @gk.kernel
+    def hash_grid_cell_ranges(counts: ints, n: int, offsets: ints, starts: ints, ends: ints):
+        b = gk.tid()
+        run = offsets[b]
+        for k in range(b * BLOCK, b * BLOCK + gk.min(BLOCK, n - b * BLOCK)):
+            c = counts[k]
+            if c > 0:
+                starts[k] = run
+                ends[k] = run + c
+            else:
+                starts[k] = 0
+                ends[k] = 0
+            run += c
+
+    @gk.kernel
+    def hash_grid_scatter(cells: ints, ranks: ints, starts: ints, slots: ints):
+        i = gk.tid()
+        slots[starts[cells[i]] + ranks[i]] = i
+
+    @gk.kernel
+    def hash_grid_order(cells: ints, ranks: ints, starts: ints, ends: ints, slots: ints, point_ids: ints):
+        i = gk.tid()
+        c = cells[i]
+        first = starts[c]
+        k = ends[c] - first
+        if k <= SMALL:
+            r = int(0)
+            for m in range(first, first + k):
+                if slots[m] < i:
+                    r += 1
+            point_ids[first + r] = i
+        elif ranks[i] == 0:                  # one thread per large cell: copy, then heap-sort in place
+            for m in range(first, first + k):
+                point_ids[m] = slots[m]
+            for j in range(k // 2):
+                _sift_down(point_ids, first, k // 2 - 1 - j, k)
+            for j in range(k - 1):
+                last = k - 1 - j
+                top = point_ids[first]
+                point_ids[first] = point_ids[first + last]
+                point_ids[first + last] = top
+                _sift_down(point_ids, first, 0, last)
+
+    return dict(cells=hash_grid_cells, block_sums=hash_grid_block_sums, block_scan=hash_grid_block_scan,
+                cell_ranges=hash_grid_cell_ranges, scatter=hash_grid_scatter, order=hash_grid_order)
+
+
+def _cell(grid: HashGridData, x: I32, y: I32, z: I32) -> I32:
+    """The physical cell of virtual cell (x, y, z), each coordinate wrapped (floored %) into the grid, as the
+    query and the host build (geometry/hash_grid.py `_cells`) index it."""
+    return (z % grid.dim_z) * (grid.dim_x * grid.dim_y) + (y % grid.dim_y) * grid.dim_x + (x % grid.dim_x)
+
+
+def _sift_down(a: _INTS, base: I32, root: I32, end: I32) -> I32:
+    """Sift a[base + root] down the max-heap a[base : base + end]; the slot it lands in."""
+    r = root
+    v = a[base + r]
+    more = True
+    while more:
+        child = 2 * r + 1
+        if child >= end:
+            more = False
+        else:
+            if child + 1 < end:
+                if a[base + child + 1] > a[base + child]:
+                    child += 1
+            if a[base + child] > v:
+                a[base + r] = a[base + child]
+                r = child
+            else:
+                more = False
+    a[base + r] = v
+    return r
+
+
+_cell = Func(_cell)
+_sift_down = Func(_sift_down)
+
+
+def kernels(s: T.ScalarType) -> dict:
+    """The build's kernels for points of scalar type `s`, made once (under a lock: builds may run in threads)."""
+    with _LOCK:
+        if s not in _KERNELS:
+            _KERNELS[s] = _build_kernels(s)
+        return _KERNELS[s]
+
+
+class DeviceBuild:
+    """One grid's scratch arrays for device builds (the cells' counts, per-point cells, ranks and slots, the
+    scan's block sums), grown as builds need and reused across builds.
+
+    Args:
+        num_cells: the grid's cell count.
+        device: the grid's device."""
+
+    def __init__(self, num_cells: int, device):
+        self.device = device
+        self.num_cells = num_cells
+        self.counts = self._ints(num_cells)
+        self.points = 0
+        self.cells = self.ranks = self.slots = None
+        # the scan's levels: sizes[0] = num_cells, sizes[l + 1] = its blocks, until one block is left;
+        # sums[l]: level l's block sums (level l + 1's values), offsets[l]: their exclusive running sums
+        sizes = [num_cells]
+        while sizes[-1] > BLOCK:
+            sizes.append(-(-sizes[-1] // BLOCK))
+        self.sizes = sizes
+        self.sums = [self._ints(m) for m in sizes[1:]]
+        self.offsets = [self._ints(m) for m in sizes[1:]]
+        self.zero = self._ints(1)                # the top block's offset
+
+    def _ints(self, n: int):
+        return _array(np.zeros(max(n, 1), np.int32), dtype=T.int32, device=self.device)
+
+    def run(self, points, n: int, data: HashGridData, starts, ends, point_ids) -> None:
+        """Bucket the first n `points` into `data`'s cells: fill `starts`, `ends` and `point_ids[:n]`."""
+        from ..runtime.launch.launch import launch
+        if n == 0:
+            _clear(starts)
+            _clear(ends)
+            return
+        k = kernels(points.dtype.scalar)
+        dev, sizes = self.device, self.sizes
+        if n > self.points:
+            self.cells, self.ranks, self.slots = self._ints(n), self._ints(n), self._ints(n)
+            self.points = n
+
+        def go(kernel, dim, *args):
+            launch(kernel, dim, inputs=list(args), device=dev, record_tape=False)
+
+        _clear(self.counts)
+        go(k["cells"], n, data, points, self.cells, self.ranks, self.counts)
+        values = [self.counts] + self.sums             # level l's values
+        for level in range(len(sizes) - 1):            # up: each level's block sums
+            go(k["block_sums"], sizes[level + 1], values[level], sizes[level], self.sums[level])
+        offset = self.zero                             # down: the top level in one block, then each level
+        for level in range(len(sizes) - 1, 0, -1):     # from its blocks' offsets
+            go(k["block_scan"], -(-sizes[level] // BLOCK), values[level], sizes[level], offset,
+               self.offsets[level - 1])
+            offset = self.offsets[level - 1]
+        go(k["cell_ranges"], -(-sizes[0] // BLOCK), self.counts, sizes[0], offset, starts, ends)
+        go(k["scatter"], n, self.cells, self.ranks, starts, self.slots)
+        go(k["order"], n, self.cells, self.ranks, starts, ends, self.slots, point_ids)
+
+
+def _clear(arr) -> None:
+    """Zero `arr` on its device without recording it on a tape (a build is no differentiable step)."""
+    if arr.nbytes:
+        arr.device.impl.fill_zero(arr.device.info, arr.buffer, arr.nbytes)
+    arr._bump()
