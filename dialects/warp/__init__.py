@@ -42,7 +42,7 @@ from .types import (bool, float32, float64, int32, int64, matrix, quaternion, ui
                     uint64, vector)
 from .geometry import (Bvh, BvhQuery, HashGrid, HashGridQuery, Mesh, MeshQueryAABB, MeshQueryPoint,  # noqa: F401
                        MeshQueryRay)
-from ..ad.transforms import grad  # noqa: F401  (wp.grad(f)(x) in kernels)
+from .grad import grad  # noqa: F401  (wp.grad(f)(x) in kernels: Warp's semantics)
 
 __version__ = "1.19.0"      # the Warp version whose names this dialect follows
 
