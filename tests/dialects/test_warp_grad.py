@@ -210,3 +210,103 @@ def test_grad_matches_warp_and_central_differences(device, case, warp_results):
         np.testing.assert_allclose(g, ref, rtol=1e-3, atol=1e-3 * scale, err_msg=f"{case} input {k} vs float64")
         np.testing.assert_allclose(g, want, rtol=2e-5, atol=2e-5 * scale, err_msg=f"{case} input {k} vs Warp")
         assert g.shape == ref.shape
+
+
+def _taped(wp):
+    @wp.func
+    def pot(d: wp.vec3):
+        return 2.0 / (wp.length(d) + 0.1)
+
+    @wp.kernel
+    def energy(x: wp.array(dtype=wp.vec3), y: wp.array(dtype=float)):
+        i = wp.tid()
+        g = wp.grad(pot)(x[i])
+        y[i] = wp.dot(g, x[i]) + pot(x[i])
+
+    return energy
+
+
+def _run_taped(wp, device):
+    x = wp.array(_inputs()["v"].astype(np.float32), dtype=wp.vec3, device=device, requires_grad=True)
+    y = wp.zeros(N, dtype=float, device=device, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(_taped(wp), N, inputs=[x, y], device=device)
+    tape.backward(grads={y: wp.ones(N, dtype=float, device=device)})
+    return x.grad.numpy().astype(np.float64)
+
+
+@pytest.fixture(scope="module")
+def warp_taped():
+    warp = pytest.importorskip("warp")
+    warp.config.quiet = True
+    return _run_taped(warp, "cpu")
+
+
+def test_grad_is_a_constant_to_the_backward_pass(device, warp_taped):
+    """y = dot(wp.grad(pot)(x), x) + pot(x): the backward pass takes the wp.grad value as a constant (Warp's
+    forward-only rule), so dy/dx = 2 grad(pot)(x), with no second-derivative term."""
+    got = _run_taped(gwp, device)
+    x = _inputs()["v"].astype(np.float32).astype(np.float64)
+    ref = 2.0 * np.stack([_central_differences(_pot, [x[i]])[0] for i in range(N)])
+    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(got, warp_taped, rtol=2e-5, atol=1e-6)
+
+
+@gwp.func
+def _takes_array(a: gwp.array(dtype=float), x: float):
+    return a[0] * x
+
+
+@gwp.func
+def _returns_nothing(x: float):
+    x = x + 1.0
+
+
+def test_grad_of_a_function_of_an_array_is_a_compile_error():
+    def k(a: gwp.array(dtype=float)):
+        y = gwp.grad(_takes_array)(a, 1.0)  # noqa: F841
+    assert_compile_error(k, "gwp.grad(_takes_array)", r"wp\.grad differentiates functions of scalars, vectors")
+
+
+def test_grad_of_a_void_function_is_a_compile_error():
+    def k(a: gwp.array(dtype=float)):
+        y = gwp.grad(_returns_nothing)(a[0])  # noqa: F841
+    assert_compile_error(k, "gwp.grad(_returns_nothing)", "cannot compute the gradient of '_returns_nothing'")
+
+
+@gwp.func
+def _cube(x: float):
+    return x * x * x
+
+
+@gwp.func_grad(_cube)
+def _cube_grad(x: float, adj_ret: float):
+    gk.adjoint[x] += 3.0 * x * x * adj_ret
+
+
+@gwp.func
+def _loop_with_custom_gradient(x: float):
+    s = x
+    for _k in range(3):
+        s = _cube(s) * 0.5 + wp_sin(s)
+    return s
+
+
+wp_sin = gwp.sin
+
+
+def test_grad_through_a_stack_loop_with_a_custom_gradient_is_a_compile_error():
+    """A loop whose reverse needs the value stack goes to forward mode, which cannot run a custom gradient:
+    a named error at the call inside the loop, not a wrong number."""
+    def k(a: gwp.array(dtype=float)):
+        a[0] = gwp.grad(_loop_with_custom_gradient)(a[0])
+    text = assert_compile_error(k, "gwp.grad(_loop_with_custom_gradient)", "cannot differentiate", column=False)
+    assert "s = _cube(s) * 0.5" in text, text
+
+
+def test_grad_outside_a_kernel_raises_as_warp_does():
+    with pytest.raises(RuntimeError, match="only be called inside Warp kernels"):
+        gwp.grad(_cube)(1.0)
+    with pytest.raises(TypeError, match="expects a Warp function"):
+        gwp.grad(3.0)
