@@ -22,20 +22,30 @@ from .context import ArrayView, LoweringContext, StructArrayRef, StructElement, 
 from .exprs import ExprLowering, _name
 from .loops import LoopLowering
 from .source import SourceInfo
-from .stmts import StmtLowering, _contains
+from .stmts import FirstReturn, StmtLowering, _contains
 
 
 REMAINDERS = ("floored", "truncated")
+LOOP_LOCALS = ("scoped", "last")
 
 
 class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLowering, ComponentWrites):
     """Lowers one kernel or @gk.func to IR."""
 
     def __init__(self, pyfunc, kind: str, building: tuple = (), max_unroll: int | None = None, grad_of=None,
-                 views: tuple = (), default_fp: T.ScalarType = T.float32, remainder: str = "floored"):
+                 views: tuple = (), default_fp: T.ScalarType = T.float32, remainder: str = "floored",
+                 loop_locals: str = "scoped", probing: bool = False):
         super().__init__(pyfunc, SourceInfo(pyfunc), kind, building, default_fp)
         if remainder not in REMAINDERS:
             raise ValueError(f"remainder={remainder!r}: expected one of {', '.join(map(repr, REMAINDERS))}")
+        if loop_locals not in LOOP_LOCALS:
+            raise ValueError(f"loop_locals={loop_locals!r}: expected one of {', '.join(map(repr, LOOP_LOCALS))}")
+        self.options = dict(max_unroll=max_unroll, grad_of=grad_of, views=views, default_fp=default_fp,
+                            remainder=remainder, loop_locals=loop_locals)
+        # a local first assigned inside a loop body and read after the loop: "scoped" (gradkit's, Taichi's:
+        # an error) or "last" (Warp's: it holds the last trip's value, zero when the loop never ran)
+        self.loop_locals = loop_locals
+        self.probing = probing          # lowering only to find the types of the first `return` (probe_returns)
         # what `%` written in this function's source means: "floored" (Python's, gradkit's default) or
         # "truncated" (C's, the `rem` builtin: Warp's dialect, where `/` on integers truncates too and
         # `*` with a matrix is the matrix product);
@@ -53,6 +63,20 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
         self.ret_array_params: list | None = None   # per array field of it: the parameter it passes back
         self.param_values: list[Value] = []
         self.inferred_returns = False           # a @gk.func without a return annotation: typed by its returns
+        self.first_return_line: int | None = None   # set when those types come from its first return
+
+    def probe_returns(self, tree) -> None:
+        """Type an unannotated @gk.func that returns from inside a branch or loop as Warp does: by the
+        first `return` in the source (later returns must give the same types). A second Lowerer lowers the
+        body up to that return; its IR is thrown away."""
+        probe = Lowerer(self.pyfunc, self.kind, self.building, probing=True, **self.options)
+        try:
+            fn = probe.run()
+        except FirstReturn as first:
+            self.ret_types, self.ret_struct = list(first.ret_types), first.ret_struct
+        else:        # no return with a value is lowered (compile-time branches dropped them): returns nothing
+            self.ret_types, self.ret_struct = list(fn.ret_types), fn.attrs.get("ret_struct")
+        self.first_return_line = probe.first_return_line
 
     def call_func(self, func, node, args: list | None = None):
         """A @gk.func call: its arguments from `node`, or `args` already lowered (a library macro's)."""
@@ -203,10 +227,9 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
         if nested:
             self.ret_flag = "__ret"
             self.env[self.ret_flag] = False
-            if self.kind == "func":
-                if self.ret_types is None:
-                    raise self.error(tree, f"function '{self.name}' returns from inside a branch or loop; "
-                                           "give it a return annotation (e.g. '-> float')")
+            if self.kind == "func" and self.ret_types is None and not self.probing:
+                self.probe_returns(tree)
+            if self.kind == "func" and not self.probing:
                 self.retval_names = [f"__retval{k}" for k in range(len(self.ret_types))]
                 for rv, t in zip(self.retval_names, self.ret_types):
                     self.env[rv] = self.materialize(0, t, tree)
@@ -243,13 +266,16 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
 def lower_function(pyfunc, kind: str = "kernel", building: tuple = (), **options) -> Function:
     """Parse `pyfunc` and build its typed IR (kind 'kernel' or 'func').
 
-    Options: max_unroll, grad_of, views, default_fp (the type of float literals), and remainder: "floored"
+    Options: max_unroll, grad_of, views, default_fp (the type of float literals), remainder: "floored"
     (default: `%` in the source is Python's) or "truncated" (Warp's kernels: C's `%` and fmod, `/` on two
-    integers an integer quotient truncated toward zero, and `*` with a matrix operand a matrix product)."""
+    integers an integer quotient truncated toward zero, and `*` with a matrix operand a matrix product), and
+    loop_locals: "scoped" (default: a local first assigned in a loop body cannot be read after the loop) or
+    "last" (Warp's kernels: it holds the value of the last trip, zero if the loop never ran)."""
     lowerer = Lowerer(pyfunc, kind, building, max_unroll=options.get("max_unroll"),
                       grad_of=options.get("grad_of"), views=options.get("views", ()),
                       default_fp=options.get("default_fp") or T.float32,
-                      remainder=options.get("remainder") or "floored")
+                      remainder=options.get("remainder") or "floored",
+                      loop_locals=options.get("loop_locals") or "scoped")
     if building:
         return lowerer.run()
     try:

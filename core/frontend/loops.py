@@ -288,6 +288,8 @@ class LoopLowering:
                 forced |= weakened
                 retry = True
             self.env, self.maybe_undefined = before, undef_before
+            if not retry and self.loop_locals == "last":
+                retry = self.carry_body_locals(node, names, carried, types, iv_name)
             if retry:
                 continue
             self.b.region.body.append(ins)
@@ -304,6 +306,23 @@ class LoopLowering:
             return
         raise self.error(node, "cannot settle the types of the locals this loop carries; give them their "
                                "types before the loop (e.g. gk.float64(0.0))")
+
+    def carry_body_locals(self, node, names: set, carried: list, types: dict, iv_name) -> bool:
+        """Warp's rule (`loop_locals="last"`): the locals first assigned in the loop body, and defined at its
+        end, become carried values starting at zero, so after the loop they hold the last trip's values
+        (zero when it never ran). True when some were added (the loop is built again with them)."""
+        added = False
+        for n in sorted(names - set(carried) - {iv_name}):
+            cur = self.body_end_env.get(n, MISSING)
+            if n in self.env or isinstance(cur, bool) or not isinstance(cur, (Value, *NUMBER)) or _is_array(cur):
+                continue
+            t = cur.type if isinstance(cur, Value) else self.materialize(cur, None, node).type
+            self.env[n] = self.materialize(0, t, node)
+            self.maybe_undefined.discard(n)
+            carried.append(n)
+            types[n] = t
+            added = True
+        return added
 
     def build_loop(self, node, kind, bounds, body_stmts, carried, inits, ctx, cond, iv_name, iv_flag, advance,
                    forced=frozenset()):
@@ -341,6 +360,7 @@ class LoopLowering:
             self.block(body_stmts)
             if advance is not None:
                 advance()
+            self.body_end_env = dict(self.env)     # what the body defines (carry_body_locals reads it)
             yields = []
             for n, v in zip(carried, inits):
                 cur = self.env.get(n, MISSING)

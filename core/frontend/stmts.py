@@ -18,6 +18,14 @@ from .assign import AssignLowering
 from .context import NUMBER, ArrayView, StructValue
 from .precision import defined_in
 
+
+class FirstReturn(Exception):
+    """Raised by a probing Lowerer at the first `return` it lowers: the types that return gives."""
+
+    def __init__(self, ret_types, ret_struct):
+        super().__init__("first return")
+        self.ret_types, self.ret_struct = ret_types, ret_struct
+
 MISSING = object()
 UNSUPPORTED_STMT = {ast.With: "with", ast.AsyncWith: "async with", ast.Try: "try", ast.ClassDef: "class definitions",
                     ast.FunctionDef: "nested functions", ast.AsyncFunctionDef: "nested functions",
@@ -263,6 +271,11 @@ class StmtLowering(AssignLowering):
                 values = self.struct_return(value, node)
             if self.ret_types is None:
                 self.ret_types = [self.materialize(v, None, node).type for v in values]
+            if self.probing:
+                self.first_return_line = self.src.loc(node).line     # the first return: all a probe wants
+                raise FirstReturn(self.ret_types, self.ret_struct)
+            if self.first_return_line is not None:
+                self.check_like_first_return(values, node)
             if len(values) != len(self.ret_types):
                 raise self.error(node, f"function returns {len(values)} values here but {len(self.ret_types)} "
                                        "are declared")
@@ -274,6 +287,19 @@ class StmtLowering(AssignLowering):
                     self.env[rv] = v
         if self.ret_flag is not None:
             self.env[self.ret_flag] = True
+
+    def check_like_first_return(self, values: list, node) -> None:
+        """A @gk.func typed by its first return (no annotation, Warp's rule): every other return gives
+        the same number of values of the same types (literals adopt them), or a CompileError."""
+        first = f"its first return (line {self.first_return_line})"
+        hint = "; give the function a return annotation, or return the same types everywhere"
+        if len(values) != len(self.ret_types):
+            raise self.error(node, f"function '{self.name}' returns {len(values)} value"
+                                   f"{'s' * (len(values) != 1)} here but {len(self.ret_types)} at {first}{hint}")
+        for v, t in zip(values, self.ret_types):
+            if isinstance(v, Value) and v.type is not t and not (v.const_value is not None and v in self.weak):
+                raise self.error(node, f"function '{self.name}' returns {v.type.name} here but {t.name} at "
+                                       f"{first}{hint}")
 
     def struct_return(self, value, node) -> list:
         """A returned struct travels as its fields (flattened into the function's results)."""

@@ -34,15 +34,8 @@ def get_output_directory() -> str:
 
 
 # The source edits gradkit still needs besides the imports, per example (docs/porting/warp.md says why):
-# a return annotation on a @wp.func returning from inside a branch; Warp's truncating `/` of two ints;
 # wp.grad of a function of a vec3 written out.
 KNOWN_EDITS = {
-    "core/example_sph.py": (
-        ("xyz: wp.vec3, pressure: float, neighbor_pressure: float, neighbor_rho: float, smoothing_length: float\n):",
-         "xyz: wp.vec3, pressure: float, neighbor_pressure: float, neighbor_rho: float, smoothing_length: float\n"
-         ") -> wp.vec3:"),
-        ("neighbor_rho: float, smoothing_length: float):", "neighbor_rho: float, smoothing_length: float) -> wp.vec3:"),
-    ),
     "optim/example_particle_repulsion.py": (
         ("f_i -= wp.grad(compute_potential)(d)",
          "f_i -= -A * d / (wp.length(d) * (wp.length(d) + EPS) * (wp.length(d) + EPS))"),),

@@ -164,20 +164,26 @@ def _warp_builtins(fn):
     return fn
 
 
+# Warp's rules in the frontend: C's integer `%` and `/`, float fmod, `*` of matrices; a local first assigned
+# inside a loop body holds its last trip's value after the loop
+WARP_RULES = {"remainder": "truncated", "loop_locals": "last"}
+
+
 def kernel(f=None, *, enable_backward=None, module=None, launch_bounds=None, **options):
     """`@wp.kernel`: a gradkit kernel with Warp's arithmetic (C's integer `%` and `/`, float fmod, `*` of
-    matrices) and Python's min / max / abs as Warp's."""
+    matrices), Warp's loop locals (read after the loop: the last trip's value) and Python's min / max / abs
+    as Warp's."""
     def make(fn):
         backward = config.enable_backward if enable_backward is None else enable_backward
         _warp_builtins(fn)
-        return WarpKernel(fn, enable_backward=bool(backward), max_unroll=config.max_unroll, remainder="truncated")
+        return WarpKernel(fn, enable_backward=bool(backward), max_unroll=config.max_unroll, **WARP_RULES)
     return make if f is None else make(f)
 
 
 def func(f=None, *, name=None, **options):
     """`@wp.func`: a gradkit device function with Warp's arithmetic, as `@wp.kernel`'s."""
     def make(fn):
-        return Func(_warp_builtins(fn), remainder="truncated")
+        return Func(_warp_builtins(fn), **WARP_RULES)
     return make if f is None else make(f)
 
 

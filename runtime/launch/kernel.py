@@ -117,12 +117,15 @@ class Kernel:
             follows `gk.config.default_fp`.
         remainder: "floored" (Python's `%` and `//`, the default) or "truncated" (Warp's kernels: `%` is C's,
             the sign of the dividend, floats fmod; `/` of two integers truncates; `*` with a matrix is
-            the matrix product)."""
+            the matrix product).
+        loop_locals: "scoped" (the default: a local first assigned inside a loop body cannot be read after
+            the loop) or "last" (Warp's kernels: after the loop it holds the last trip's value, zero when
+            the loop never ran)."""
 
     _gk_kernel = True
 
     def __init__(self, pyfunc, enable_backward: bool = True, max_unroll: int | None = None,
-                 default_fp=None, remainder: str = "floored"):
+                 default_fp=None, remainder: str = "floored", loop_locals: str = "scoped"):
         remember_enclosing_scope(pyfunc)
         capture_source(pyfunc)          # compile the text as it is now, whatever happens to the file later
         # the type of float literals and float(x) in the body; None follows gk.config.default_fp
@@ -138,6 +141,7 @@ class Kernel:
         self.struct_params: tuple = ()
         self.max_unroll = max_unroll
         self.remainder = remainder      # `%` in the body: "floored" (Python's) or "truncated" (C's, Warp's)
+        self.loop_locals = loop_locals  # a loop body's own locals after the loop: "scoped" (error) or "last" (Warp's)
         self._typed: Function | None = None
         self._typed_fp = None           # (own, gk.config) default_fp of _typed (None: set by widened())
         self._lowered: dict[str, Function] = {}
@@ -163,7 +167,8 @@ class Kernel:
             with compiling():
                 if self._typed is None or self._typed_fp not in (None, fp):
                     self._typed = lower_function(self.pyfunc, "kernel", max_unroll=self.max_unroll,
-                                                 default_fp=fp[0], remainder=self.remainder)
+                                                 default_fp=fp[0], remainder=self.remainder,
+                                                 loop_locals=self.loop_locals)
                     self._typed_fp = fp
         return self._typed
 
@@ -332,7 +337,7 @@ class Kernel:
         """This kernel with every float32 type made float64 (core/passes/widen.py), for re-checking its
         gradients without float32 rounding; WidenError when it calls a @gk.func or native code."""
         wide = Kernel(self.pyfunc, enable_backward=self.enable_backward, max_unroll=self.max_unroll,
-                      remainder=self.remainder)
+                      remainder=self.remainder, loop_locals=self.loop_locals)
         wide._typed = widen_floats(self.typed_ir)
         return wide
 
@@ -358,7 +363,7 @@ class Kernel:
 
 
 def kernel(fn=None, *, enable_backward: bool = True, max_unroll: int | None = None, default_fp=None,
-           remainder: str = "floored"):
+           remainder: str = "floored", loop_locals: str = "scoped"):
     """Decorator: `@gk.kernel` or `@gk.kernel(enable_backward=..., max_unroll=..., default_fp=gk.float64)`.
     `remainder="truncated"` makes `%` in the body C's (the sign of the dividend; floats: fmod), as Warp's
     kernels compute it; the default "floored" is Python's. `@gk.func(remainder=...)` takes it too.
@@ -373,12 +378,15 @@ def kernel(fn=None, *, enable_backward: bool = True, max_unroll: int | None = No
             follows `gk.config.default_fp`.
         remainder: "floored" (Python's `%` and `//`, the default) or "truncated" (Warp's kernels: `%` is C's,
             the sign of the dividend, floats fmod; `/` of two integers truncates; `*` with a matrix is
-            the matrix product)."""
+            the matrix product).
+        loop_locals: "scoped" (the default: a local first assigned inside a loop body cannot be read after
+            the loop) or "last" (Warp's kernels: after the loop it holds the last trip's value, zero when
+            the loop never ran)."""
     if fn is None:
         return lambda f: Kernel(f, enable_backward=enable_backward, max_unroll=max_unroll,
-                                default_fp=default_fp, remainder=remainder)
+                                default_fp=default_fp, remainder=remainder, loop_locals=loop_locals)
     return Kernel(fn, enable_backward=enable_backward, max_unroll=max_unroll, default_fp=default_fp,
-                  remainder=remainder)
+                  remainder=remainder, loop_locals=loop_locals)
 
 
 def func(fn=None, **options):
@@ -387,7 +395,7 @@ def func(fn=None, **options):
 
     Args:
         fn: the function decorated (given when used bare, `@gk.func`).
-        options: as `@gk.kernel`'s: `max_unroll`, `default_fp`, `remainder`."""
+        options: as `@gk.kernel`'s: `max_unroll`, `default_fp`, `remainder`, `loop_locals`."""
     if fn is None:
         return lambda f: Func(f, **options)
     return Func(fn, **options)

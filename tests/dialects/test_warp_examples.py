@@ -40,16 +40,12 @@ def test_wave_with_a_renderer_is_headless(tmp_path, capsys):
     assert not (tmp_path / "wave.usd").exists()
 
 
-# gradkit needs a return annotation on a @wp.func that returns from inside a branch (Warp infers it)
-FLUID_EDITS = (("def lookup_vel(f: wp.array2d[wp.vec2], x: int, y: int):",
-                "def lookup_vel(f: wp.array2d[wp.vec2], x: int, y: int) -> wp.vec2:"),)
-
-
-def test_fluid_runs_with_one_annotation():
+def test_fluid_runs_unchanged():
     """core/example_fluid.py: stable fluids on 256x128 with 100 Jacobi iterations a substep captured with
-    wp.ScopedCapture and replayed by wp.capture_launch; wp.constant, wp.lerp, 2-D arrays of vec2. One
-    edit besides the import: `-> wp.vec2` on lookup_vel (FLUID_EDITS)."""
-    ex = run_both("core/example_fluid.py", FLUID_EDITS, setup=lambda e: setattr(e, "iterations", 100))
+    wp.ScopedCapture and replayed by wp.capture_launch; wp.constant, wp.lerp, 2-D arrays of vec2; its
+    lookup_vel returns from inside a branch without a return annotation (typed by its first return, as
+    Warp types it). Only the import changes."""
+    ex = run_both("core/example_fluid.py", (), setup=lambda e: setattr(e, "iterations", 100))
     _close(ex[True].rho0.numpy(), ex[False].rho0.numpy(), rtol=1e-3, atol=1e-4)
     _close(ex[True].u0.numpy(), ex[False].u0.numpy(), rtol=1e-3, atol=1e-4)
     assert ex[False].rho0.numpy().max() > 0.5
@@ -81,18 +77,14 @@ def test_fluid_checkpoint_gradients_match():
         _close(out[True][k], out[False][k], rtol=1e-3, atol=1e-4)
 
 
-# gradkit refuses a local first assigned inside a loop body and read after it (Warp allows it)
-RAYMARCH_EDITS = (("    t = float(0.0)\n\n    # ray march", "    t = float(0.0); d = float(0.0)\n\n    # ray march"),
-                  # and a return annotation on a @wp.func returning from inside its loop (as FLUID_EDITS)
-                  ("def shadow(ro: wp.vec3, rd: wp.vec3):", "def shadow(ro: wp.vec3, rd: wp.vec3) -> float:"))
-
-
-def test_raymarch_runs_with_two_edits():
+def test_raymarch_runs_unchanged():
     """core/example_raymarch.py: an SDF ray marcher (quat_rpy, quat_rotate, loops re-assigning locals,
-    `**` of floats) on a 64x32 image. Two edits besides the import: `d` assigned before its loop, `-> float` on shadow."""
+    `**` of floats) on a 64x32 image. Only the import changes: `d`, first assigned inside the march loop,
+    is read after it (Warp's rule: the last trip's value), and shadow() returns from inside its loop
+    without a return annotation."""
     px = {}
     for gk in (False, True):
-        mod = load("core/example_raymarch.py", gradkit=gk, edits=RAYMARCH_EDITS if gk else ())
+        mod = load("core/example_raymarch.py", gradkit=gk)
         e = mod.Example(height=32, width=64)
         _quiet(e.render)
         px[gk] = e.pixels.numpy()
