@@ -4,13 +4,19 @@ travels to the host. One takes each item's bounds in parallel (a triangle's, wit
 box's, checked finite); then the node bounds, bottom-up, one of two ways:
 - on CPUs (the LLVM backend, the C plugin) one thread walks the node ids downwards: build_tree numbers
   nodes breadth-first with the right child beside the left (left + 1), so it meets children before their
-  parent; one launch (0.13 ms at 9k triangles, 5.4 ms at 360k);
+  parent; one launch;
 - elsewhere (GPUs, the reference interpreter) each leaf's bounds in parallel, then each level's inner
-  nodes in parallel from the deepest, a launch per level (on CPUs 0.18 and 6.5-11 ms: the launches cost
-  more than the walk; on a lent H100 through OpenCL the walk took 2.6 ms, a GPU thread runs a serial loop
-  slowly, against the host refit's 1.4 ms).
-NumPy's version (geometry/bvh.py) took 1.7 ms at 9k triangles against Warp's 0.1 ms. The launches are not
-recorded on a tape (a refit is not differentiated, as in Warp)."""
+  nodes in parallel from the deepest, a launch per level (on CPUs the launches cost more than the walk; on
+  a lent H100 through OpenCL the walk took 2.6 ms, a GPU thread runs a serial loop slowly, against the host
+  refit's 1.4 ms).
+Bounds take their minima and maxima as comparisons and selects (`vmin`, `vmax`: NumPy's np.minimum /
+np.maximum for numbers, so the host refit's bits): gk.min / gk.max are IEEE minimum / maximum, which the
+LLVM backend expands to several instructions a component; at 9k triangles that was 75 -> 56 us for the
+triangles' kernel and 37 -> 22 us for the walk. A triangle's non-finite corner makes its edge sum NaN, so
+the mesh refit's check is the host sum it takes anyway (no flag to zero and read back). On a 2-core CPU
+at 9k triangles a mesh refit took 126 us before these changes (Warp's 104 us), NumPy's version
+(geometry/bvh.py) 1.7 ms. The launches are not recorded on a tape (a refit is not differentiated, as in
+Warp)."""
 
 from __future__ import annotations
 
@@ -24,20 +30,31 @@ def kernels():
     """(triangle_bounds, box_bounds, node_walk, leaf_bounds, inner_bounds), compiled on first use."""
     import gradkit as gk
 
+    @gk.func
+    def vmin(a: gk.vec3, b: gk.vec3) -> gk.vec3:
+        """np.minimum(a, b) of numbers (b where equal): a compare and a select per component."""
+        return gk.vec3(gk.where(a[0] < b[0], a[0], b[0]), gk.where(a[1] < b[1], a[1], b[1]),
+                       gk.where(a[2] < b[2], a[2], b[2]))
+
+    @gk.func
+    def vmax(a: gk.vec3, b: gk.vec3) -> gk.vec3:
+        """np.maximum(a, b) of numbers (b where equal)."""
+        return gk.vec3(gk.where(a[0] > b[0], a[0], b[0]), gk.where(a[1] > b[1], a[1], b[1]),
+                       gk.where(a[2] > b[2], a[2], b[2]))
+
     @gk.kernel
     def triangle_bounds(points: gk.array(dtype=gk.vec3), indices: gk.array(dtype=gk.int32),
                         lowers: gk.array(dtype=gk.vec3), uppers: gk.array(dtype=gk.vec3),
-                        edges: gk.array(dtype=gk.float32), bad: gk.array(dtype=gk.int32)):
+                        edges: gk.array(dtype=gk.float32)):
         t = gk.tid()
         a = points[indices[3 * t]]
         b = points[indices[3 * t + 1]]
         c = points[indices[3 * t + 2]]
-        lowers[t] = gk.min(gk.min(a, b), c)
-        uppers[t] = gk.max(gk.max(a, b), c)
-        edges[t] = gk.length(a - b) + gk.length(a - c) + gk.length(c - b)     # Warp's sum, per triangle
-        z = (a - a) + (b - b) + (c - c)              # NaN where a coordinate is infinite or NaN
-        if not (z[0] == 0.0 and z[1] == 0.0 and z[2] == 0.0):
-            gk.atomic_max(bad, 0, 1)
+        lowers[t] = vmin(vmin(a, b), c)
+        uppers[t] = vmax(vmax(a, b), c)
+        z = (a - a) + (b - b) + (c - c)              # NaN where a coordinate is infinite or NaN, else 0
+        # Warp's sum per triangle, NaN for a non-finite corner (the lengths of finite points are not NaN)
+        edges[t] = gk.length(a - b) + gk.length(a - c) + gk.length(c - b) + (z[0] + z[1] + z[2])
 
     @gk.kernel
     def box_bounds(lowers: gk.array(dtype=gk.vec3), uppers: gk.array(dtype=gk.vec3),
@@ -66,11 +83,11 @@ def kernels():
                 lo = item_lowers[first]
                 hi = item_uppers[first]
                 for j in range(row[2] + 1, row[2] + row[3]):
-                    lo = gk.min(lo, item_lowers[prims[j]])
-                    hi = gk.max(hi, item_uppers[prims[j]])
+                    lo = vmin(lo, item_lowers[prims[j]])
+                    hi = vmax(hi, item_uppers[prims[j]])
             else:                                    # children row[0] and row[0] + 1
-                lo = gk.min(node_lowers[row[0]], node_lowers[row[0] + 1])
-                hi = gk.max(node_uppers[row[0]], node_uppers[row[0] + 1])
+                lo = vmin(node_lowers[row[0]], node_lowers[row[0] + 1])
+                hi = vmax(node_uppers[row[0]], node_uppers[row[0] + 1])
             node_lowers[node] = lo
             node_uppers[node] = hi
 
@@ -85,8 +102,8 @@ def kernels():
         lo = item_lowers[first]
         hi = item_uppers[first]
         for j in range(row[2] + 1, row[2] + row[3]):
-            lo = gk.min(lo, item_lowers[prims[j]])
-            hi = gk.max(hi, item_uppers[prims[j]])
+            lo = vmin(lo, item_lowers[prims[j]])
+            hi = vmax(hi, item_uppers[prims[j]])
         node_lowers[node] = lo
         node_uppers[node] = hi
 
@@ -95,8 +112,8 @@ def kernels():
                      node_lowers: gk.array(dtype=gk.vec3), node_uppers: gk.array(dtype=gk.vec3)):
         node = nodes[offset + gk.tid()]
         left = info[node][0]
-        node_lowers[node] = gk.min(node_lowers[left], node_lowers[left + 1])
-        node_uppers[node] = gk.max(node_uppers[left], node_uppers[left + 1])
+        node_lowers[node] = vmin(node_lowers[left], node_lowers[left + 1])
+        node_uppers[node] = vmax(node_uppers[left], node_uppers[left + 1])
 
     return triangle_bounds, box_bounds, node_walk, leaf_bounds, inner_bounds
 
@@ -105,7 +122,7 @@ SERIAL_BACKENDS = ("cpu", "c")       # where one thread walking the nodes beats 
 
 
 class DeviceRefit:
-    """The scratch arrays of one geometry object's device refits (edge lengths, the non-finite flag).
+    """The scratch arrays of one geometry object's device refits (edge lengths; the boxes' non-finite flag).
 
     Args:
         num_items: the triangles a mesh refit takes (0 for a BVH of boxes).
@@ -124,10 +141,14 @@ class DeviceRefit:
     def mesh(self, points, indices, num_tris: int, bvh) -> float:
         """Refit `bvh` (geometry/bvh.py's BvhArrays, built over these triangles) to `points`; the average edge
         length. ValueError if a point is not finite (the node bounds are then not to be used)."""
-        self._items(kernels()[0], num_tris, [points, indices, bvh.item_lowers, bvh.item_uppers, self.edges],
-                    "Mesh points")
+        from ..runtime.launch.launch import launch
+        launch(kernels()[0], num_tris, inputs=[points, indices, bvh.item_lowers, bvh.item_uppers, self.edges],
+               device=points.device, record_tape=False)
+        total = float(np.add.reduce(self.edges._read()[:num_tris], dtype=np.float64))
+        if total != total:                  # NaN: a corner was not finite (triangle_bounds)
+            raise ValueError("Mesh points must be finite")
         self._nodes(bvh)
-        return float(self.edges._read()[:num_tris].sum(dtype=np.float64)) / (3 * num_tris)
+        return total / (3 * num_tris)
 
     def boxes(self, lowers, uppers, bvh) -> None:
         """Refit `bvh` to the boxes [lowers[i], uppers[i]] (float32); ValueError if one is not finite."""
