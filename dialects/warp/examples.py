@@ -34,12 +34,8 @@ def get_output_directory() -> str:
 
 
 # The source edits gradkit still needs besides the imports, per example (docs/porting/warp.md says why):
-# wp.grad of a function of a vec3 written out.
-KNOWN_EDITS = {
-    "optim/example_particle_repulsion.py": (
-        ("f_i -= wp.grad(compute_potential)(d)",
-         "f_i -= -A * d / (wp.length(d) * (wp.length(d) + EPS) * (wp.length(d) + EPS))"),),
-}
+# none today (the last, a written-out `wp.grad` of a vec3 function, went with dialects/warp/grad.py).
+KNOWN_EDITS: dict[str, tuple] = {}
 
 _IMPORT = re.compile(r"^(\s*)import warp(\.[\w.]+)?( as wp)?\s*$", re.M)
 _FROM = re.compile(r"^(\s*)from warp(\.[\w.]+)? import ", re.M)

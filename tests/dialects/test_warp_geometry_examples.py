@@ -1,6 +1,6 @@
 """Warp's examples that need wp.HashGrid, taken from the installed warp package at test time and run twice
 in the same test: by Warp 1.19 as written and by gradkit with only the `import warp` lines changed
-(tests/dialects/warp_examples.py) plus the edits named below, a few substeps each (rendering off);
+(tests/dialects/warp_examples.py), a few substeps each (rendering off);
 positions and velocities agree to float32 tolerance."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import io
 import numpy as np
 import pytest
 
-from gradkit.warp.examples import KNOWN_EDITS
 from tests.dialects.warp_examples import close as _close, load, quiet as _quiet, run_both
 
 warp = pytest.importorskip("warp")
@@ -57,17 +56,12 @@ def test_dem_runs_unchanged():
     _close(ex[True].v.numpy(), ex[False].v.numpy(), rtol=1e-4, atol=1e-5)
 
 
-# gk.grad takes scalar parameters only: the potential's gradient with respect to the vec3 `d` is written out
-REPULSION_EDITS = KNOWN_EDITS["optim/example_particle_repulsion.py"]
-
-
-def test_particle_repulsion_runs_with_the_potential_gradient_written_out():
+def test_particle_repulsion_runs_unchanged():
     """optim/example_particle_repulsion.py: the NVIDIA logo's particles on a periodic 128x128x1 wp.HashGrid,
-    Coulomb repulsion and damping; two frames of 8 substeps. One edit: `wp.grad(compute_potential)(d)` of
-    a vec3 argument is written out (REPULSION_EDITS)."""
+    Coulomb repulsion and damping; two frames of 8 substeps. Only the import changes: its force is
+    `f_i -= wp.grad(compute_potential)(d)` of a vec3 `d` (Warp's wp.grad: dialects/warp/grad.py)."""
     pytest.importorskip("PIL")
-    ex = run_both("optim/example_particle_repulsion.py", REPULSION_EDITS,
-                  setup=lambda e: setattr(e, "sim_substeps", 8))
+    ex = run_both("optim/example_particle_repulsion.py", setup=lambda e: setattr(e, "sim_substeps", 8))
     _close(ex[True].positions.numpy(), ex[False].positions.numpy(), rtol=1e-5, atol=1e-6)
     _close(ex[True].velocities.numpy(), ex[False].velocities.numpy(), rtol=1e-3, atol=1e-4)
     assert np.abs(ex[False].velocities.numpy()).max() > 1e-3
