@@ -2,7 +2,7 @@
 the kernel language, so every backend runs it and no point travels to the host and back.
 
 1. `cells`: each point's cell as the query computes it (floor(p * inv) per axis in the points' precision,
-   clamped, by the query's own `coord`, core/library/hash_grid.py; then wrapped, floored %), and its arrival rank in the cell from an atomic add on
+   clamped to +-2^29, NaN 0, then wrapped, floored %: core/library/hash_grid.py), and its arrival rank in the cell from an atomic add on
    the cell's count (an arbitrary order among the cell's points).
 2. An exclusive prefix sum over the cells' counts, work-efficient in passes: each thread sums a block of
    BLOCK counts (again over those sums, until one block is left), then each block's running sums go back
@@ -17,18 +17,21 @@ The launches are not recorded on a tape (a build is not differentiated, as in Wa
 # (no `from __future__ import annotations`: the @gk.func below needs evaluated annotations)
 
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 
 from ..core import types as T
 from ..core.func import Func
-from ..core.library.hash_grid import HashGridData, _lib
+from ..core.lang import NAMES
+from ..core.library.hash_grid import _LIMIT, HashGridData
 from ..runtime.arrays.array import array as _array
 
 BLOCK = 64        # counts one scan thread sums serially (a 128-byte line of int32 per thread)
 SMALL = 128       # cells up to this many points rank each point in parallel; larger ones are heap-sorted
 
 I32 = T.int32
+gk = SimpleNamespace(**NAMES)       # the kernel language's names for the @gk.func code below
 _INTS = T.array_type(T.int32)
 _LOCK = threading.Lock()
 _KERNELS: dict = {}
@@ -40,7 +43,7 @@ def _build_kernels(s: T.ScalarType) -> dict:
 
     ints = gk.array(dtype=gk.int32)
     V3 = T.vector(3, s)
-    coord = _lib(s).coord
+    coord = _coord(s)
 
     @gk.kernel
     def hash_grid_cells(grid: HashGridData, points: gk.array(dtype=V3), cells: ints, ranks: ints,
@@ -116,10 +119,41 @@ def _build_kernels(s: T.ScalarType) -> dict:
                 cell_ranges=hash_grid_cell_ranges, scatter=hash_grid_scatter, order=hash_grid_order)
 
 
+def _coord(s: T.ScalarType) -> Func:
+    """floor(v) as an int for `s` values v, clamped to +-_LIMIT, NaN 0: the query's coordinate
+    (core/library/hash_grid.py `coord`), with the in-range case first (PoCL ran the query's clamp-everything
+    form 4x slower than this compare and branch)."""
+    lim = float(_LIMIT)
+
+    def _coord(v: s) -> I32:
+        c = gk.floor(v)
+        out = I32(0)                        # NaN
+        if c >= s(-lim) and c <= s(lim):
+            out = I32(c)
+        elif c > s(0.0):
+            out = I32(_LIMIT)
+        elif c < s(0.0):
+            out = I32(-_LIMIT)
+        return out
+
+    _coord.__name__ = _coord.__qualname__ = f"_hash_grid_build_coord_{s.name}"
+    return Func(_coord)
+
+
+def _wrap(c: I32, dim: I32) -> I32:
+    """c wrapped into [0, dim) (floored %), the division only for a c outside it (three per point cost more
+    than the rest of the cell's arithmetic)."""
+    out = c
+    if c < 0 or c >= dim:
+        out = c % dim
+    return out
+
+
 def _cell(grid: HashGridData, x: I32, y: I32, z: I32) -> I32:
     """The physical cell of virtual cell (x, y, z), each coordinate wrapped (floored %) into the grid, as the
     query and the host build (geometry/hash_grid.py `_cells`) index it."""
-    return (z % grid.dim_z) * (grid.dim_x * grid.dim_y) + (y % grid.dim_y) * grid.dim_x + (x % grid.dim_x)
+    return (_wrap(z, grid.dim_z) * (grid.dim_x * grid.dim_y) + _wrap(y, grid.dim_y) * grid.dim_x
+            + _wrap(x, grid.dim_x))
 
 
 def _sift_down(a: _INTS, base: I32, root: I32, end: I32) -> I32:
@@ -144,6 +178,7 @@ def _sift_down(a: _INTS, base: I32, root: I32, end: I32) -> I32:
     return r
 
 
+_wrap = Func(_wrap)
 _cell = Func(_cell)
 _sift_down = Func(_sift_down)
 
