@@ -28,7 +28,7 @@ def _module(name: str):
 
 table = _module("warp_examples_table")
 FIELDS = {"example", "file", "size", "edits", "diff", "state", "state_max_abs", "state_max_rel", "steps",
-          "timed_steps", "start_s", "first_step_s", "warp_step_s", "gradkit_step_s", "ratio"}
+          "timed_steps", "start_s", "first_step_s", "warp_step_s", "gradkit_step_s", "ratio", "state_after_first_step"}
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,8 @@ def test_quick_rows_agree_with_warp(rows):
         assert "grads" not in r                           # neither example takes gradients
         arrays = {k: v for k, v in r["state"].items() if k != "all"}
         assert set(arrays) == {"wave": {"grid", "verts"}, "raymarch": {"pixels"}}[r["example"]]
-        for name, d in r["state"].items():
+        assert set(r["state_after_first_step"]) == set(r["state"])
+        for name, d in [*r["state"].items(), *r["state_after_first_step"].items()]:
             assert math.isfinite(d["max_abs"]) and math.isfinite(d["max_rel"]), name
             assert d["scale"] > 0.1, name                 # the example did something: not all zeros
             assert d["max_abs"] <= 1e-4 * d["scale"] and d["max_rel"] < 1e-3 and d["off"] == 0, (name, d)
