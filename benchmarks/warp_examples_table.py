@@ -19,7 +19,8 @@ tests/dialects/test_warp_*examples.py (`FLUID_EDITS` is example_fluid's). Per ex
   against a thousandth of the array's scale; "entries off" counts those beyond 1e-3 relative plus 1e-4 of
   the array's scale;
 - time per step: the median wall time of the later steps, Warp and gradkit alternating as
-  benchmarks/warp_programs.py does (its `_step`, `_make` and stand-in bunny are reused), and their ratio.
+  benchmarks/warp_programs.py does (its `_step` and `_make` are reused), their ratio, and the median CPU time
+  (all threads: Warp runs a CPU launch on one thread, gradkit on up to one per core).
 
 Sizes keep an example within about 20 s on a 2-core CPU, rendering off; examples reading OpenUSD assets get
 a stand-in `pxr` (the same for both systems). An example that fails in either system is a row with an error.
@@ -364,7 +365,7 @@ def measure(name: str, quick: bool = False, steps: int | None = None) -> dict:
         later: dict = {s: [] for s in SYSTEMS}
         for k in range(steps):
             for s in (SYSTEMS if k % 2 == 0 else SYSTEMS[::-1]):
-                later[s].append(wpp._step(stepper[s], wps[s], "cpu")[0])
+                later[s].append(wpp._step(stepper[s], wps[s], "cpu"))
         with contextlib.redirect_stdout(sys.stderr):
             state = {s: case.state(examples[s]) for s in SYSTEMS}
             if case.grads and not case.grads_first:
@@ -375,7 +376,11 @@ def measure(name: str, quick: bool = False, steps: int | None = None) -> dict:
            "state_after_first_step": after_first,
            "steps": 1 + steps, "timed_steps": steps,
            "start_s": {s: start[s] + first[s] for s in SYSTEMS}, "first_step_s": first,
-           "warp_step_s": statistics.median(later["warp"]), "gradkit_step_s": statistics.median(later["gradkit.warp"])}
+           "warp_step_s": statistics.median(w for w, _ in later["warp"]),
+           "gradkit_step_s": statistics.median(w for w, _ in later["gradkit.warp"]),
+           # the process's CPU seconds, all threads: Warp runs a CPU launch on one thread, gradkit on up to a core each
+           "warp_step_cpu_s": statistics.median(c for _, c in later["warp"]),
+           "gradkit_step_cpu_s": statistics.median(c for _, c in later["gradkit.warp"])}
     row["ratio"] = row["gradkit_step_s"] / row["warp_step_s"]
     if grads:
         g = difference(grads["gradkit.warp"], grads["warp"])
@@ -409,16 +414,17 @@ def _agree(d: dict) -> str:
 
 def markdown(rows: list[dict]) -> str:
     out = ["| example | size | lines edited besides the import | state: max abs / max rel diff (entries off) | "
-           "gradients: max abs / max rel diff (entries off) | per step: Warp / gradkit | gradkit / Warp |",
-           "|---|---|---|---|---|---|---|"]
+           "gradients: max abs / max rel diff (entries off) | per step (wall): Warp / gradkit | gradkit / Warp | "
+           "per step (CPU): Warp / gradkit |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['example']} | — | — | error: {r['error'][:160]} | — | — | — |")
+            out.append(f"| {r['example']} | — | — | error: {r['error'][:160]} | — | — | — | — |")
             continue
         grads = _agree(r["grads"]) if "grads" in r else "—"
         out.append(f"| {r['example']} | {r['size']} | {r['edits']} | {_agree(r['state'])} | {grads} | "
                    f"{wpp._ms(r['warp_step_s'])} / "
-                   f"{wpp._ms(r['gradkit_step_s'])} ms | {r['ratio']:.2f}x |")
+                   f"{wpp._ms(r['gradkit_step_s'])} ms | {r['ratio']:.2f}x | "
+                   f"{wpp._ms(r['warp_step_cpu_s'])} / {wpp._ms(r['gradkit_step_cpu_s'])} ms |")
     notes = [f"- {r['example']}: {r['note']}" for r in rows if r.get("note")]
     return "\n".join(out + ([""] + notes if notes else []))
 

@@ -28,7 +28,8 @@ def _module(name: str):
 
 table = _module("warp_examples_table")
 FIELDS = {"example", "file", "size", "edits", "diff", "state", "state_max_abs", "state_max_rel", "steps",
-          "timed_steps", "start_s", "first_step_s", "warp_step_s", "gradkit_step_s", "ratio", "state_after_first_step"}
+          "timed_steps", "start_s", "first_step_s", "warp_step_s", "gradkit_step_s", "ratio", "state_after_first_step",
+          "warp_step_cpu_s", "gradkit_step_cpu_s"}
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +46,7 @@ def test_quick_rows_agree_with_warp(rows):
         assert (r["edits"] == 0) == (r["diff"] == [])
         for key in ("warp_step_s", "gradkit_step_s", "ratio"):
             assert math.isfinite(r[key]) and r[key] > 0, key
+        assert r["warp_step_cpu_s"] >= 0 and r["gradkit_step_cpu_s"] >= 0
         for system in table.SYSTEMS:
             assert r["start_s"][system] >= r["first_step_s"][system] > 0
         assert r["ratio"] == pytest.approx(r["gradkit_step_s"] / r["warp_step_s"])
