@@ -65,7 +65,7 @@ wpp = _sibling("warp_programs")
 
 # ---- the edits and their diff ---------------------------------------------------------------------------
 
-def test_file_edits() -> dict[str, tuple]:
+def edits_in_tests() -> dict[str, tuple]:
     """{example file stem: edits} from tests/dialects/test_warp_*examples.py's top-level `<NAME>_EDITS = (...)`
     assignments whose value is a literal (read with ast, never run); NAME_EDITS belongs to example_<name>."""
     out: dict[str, tuple] = {}
@@ -86,7 +86,7 @@ def edits_for(rel: str) -> tuple:
     """The (old, new) source edits gradkit needs for example `rel` as of now: KNOWN_EDITS, then the tests'."""
     from gradkit.warp.examples import KNOWN_EDITS
     edits = list(KNOWN_EDITS.get(rel, ()))
-    edits += [e for e in test_file_edits().get(pathlib.Path(rel).stem, ()) if e not in edits]
+    edits += [e for e in edits_in_tests().get(pathlib.Path(rel).stem, ()) if e not in edits]
     return tuple(edits)
 
 
