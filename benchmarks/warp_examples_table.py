@@ -6,7 +6,8 @@ process, with the edits it still needs, its agreement with Warp and its time per
 Each example is loaded twice by `gradkit.warp.examples.load_example`: as written (Warp), and with its imports
 pointed at gradkit.warp plus the edits gradkit still needs, read at run time from
 `gradkit.warp.examples.KNOWN_EDITS` and from the `<NAME>_EDITS` tuples of literals in
-tests/dialects/test_warp_*examples.py (`FLUID_EDITS` is example_fluid's). Per example the table gives:
+tests/dialects/test_warp_*examples.py (`FLUID_EDITS` is example_fluid's, `REPULSION_EDITS`
+example_particle_repulsion's). Per example the table gives:
 
 - edits: source lines of the loaded gradkit source that differ from Warp's besides the import lines (a diff of
   the loaded text against the original with only its imports rewritten);
@@ -65,11 +66,11 @@ wpp = _sibling("warp_programs")
 
 # ---- the edits and their diff ---------------------------------------------------------------------------
 
-def edits_in_tests() -> dict[str, tuple]:
-    """{example file stem: edits} from tests/dialects/test_warp_*examples.py's top-level `<NAME>_EDITS = (...)`
-    assignments whose value is a literal (read with ast, never run); NAME_EDITS belongs to example_<name>."""
+def edits_in_tests(folder: pathlib.Path = ROOT / "tests" / "dialects") -> dict[str, tuple]:
+    """{name: edits} from `folder`/test_warp_*examples.py's top-level `<NAME>_EDITS = (...)` assignments whose
+    value is a literal (read with ast, never run), name in lower case: see `_names`."""
     out: dict[str, tuple] = {}
-    for path in sorted((ROOT / "tests" / "dialects").glob("test_warp_*examples.py")):
+    for path in sorted(folder.glob("test_warp_*examples.py")):
         for node in ast.parse(path.read_text()).body:
             if not (isinstance(node, ast.Assign) and len(node.targets) == 1
                     and isinstance(node.targets[0], ast.Name) and node.targets[0].id.endswith("_EDITS")):
@@ -78,15 +79,23 @@ def edits_in_tests() -> dict[str, tuple]:
                 edits = ast.literal_eval(node.value)
             except ValueError:          # e.g. `KNOWN_EDITS[...]`: those are read from KNOWN_EDITS itself
                 continue
-            out[f"example_{node.targets[0].id[:-len('_EDITS')].lower()}"] = tuple(tuple(e) for e in edits)
+            out[node.targets[0].id[:-len("_EDITS")].lower()] = tuple(tuple(e) for e in edits)
     return out
+
+
+def _names(rel: str, name: str) -> bool:
+    """Whether the tests' NAME_EDITS are example `rel`'s: FLUID_EDITS example_fluid's, REPULSION_EDITS
+    example_particle_repulsion's (its file name is example_<name> or ends in _<name>)."""
+    stem = pathlib.Path(rel).stem
+    return stem == f"example_{name}" or stem.endswith(f"_{name}")
 
 
 def edits_for(rel: str) -> tuple:
     """The (old, new) source edits gradkit needs for example `rel` as of now: KNOWN_EDITS, then the tests'."""
     from gradkit.warp.examples import KNOWN_EDITS
     edits = list(KNOWN_EDITS.get(rel, ()))
-    edits += [e for e in edits_in_tests().get(pathlib.Path(rel).stem, ()) if e not in edits]
+    for name, more in edits_in_tests().items():
+        edits += [e for e in more if _names(rel, name) and e not in edits]
     return tuple(edits)
 
 

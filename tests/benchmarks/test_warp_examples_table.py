@@ -104,6 +104,21 @@ def test_changed_lines_counts_edits_not_imports():
     assert table.changed_lines(rel, "".join(added))[0] == 2
 
 
+def test_edits_in_tests_reads_literal_tuples_only(tmp_path):
+    """`<NAME>_EDITS = <literal>` at the top of a test_warp_*examples.py file is example_<name>'s edits; one
+    computed from KNOWN_EDITS, one inside a function, or one in another file is not read."""
+    (tmp_path / "test_warp_some_examples.py").write_text(
+        'FLUID_EDITS = (("a: int):", "a: int) -> float:"),)\n'
+        'SPH_EDITS = KNOWN_EDITS["core/example_sph.py"]\n'
+        'def f():\n    WAVE_EDITS = (("x", "y"),)\n')
+    (tmp_path / "test_other.py").write_text('DEM_EDITS = (("x", "y"),)\n')
+    assert table.edits_in_tests(tmp_path) == {"fluid": (("a: int):", "a: int) -> float:"),)}
+    assert table._names("core/example_fluid.py", "fluid") and not table._names("optim/example_fluid_checkpoint.py", "fluid")
+    assert table._names("optim/example_particle_repulsion.py", "repulsion")
+    for name in table.edits_in_tests():          # every literal the example tests hold belongs to a row here
+        assert any(table._names(c.rel, name) for c in table.CASES.values()), name
+
+
 def test_difference_figures(rng):
     """max abs, max rel (per element, near-zero entries against a thousandth of the scale) and entries off,
     against the same figures computed here in float64 on random arrays."""
