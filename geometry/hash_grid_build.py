@@ -2,16 +2,16 @@
 the kernel language, so every backend runs it and no point travels to the host and back.
 
 1. `cells`: each point's cell as the query computes it (floor(p * inv) per axis in the points' precision,
-   clamped to +-2^29, NaN 0, then wrapped, floored %: core/library/hash_grid.py), and its arrival rank in the cell from an atomic add on
-   the cell's count (an arbitrary order among the cell's points).
+   clamped to +-2^29, NaN 0, then wrapped, floored %: core/library/hash_grid.py); `count`: its arrival
+   rank in the cell from an atomic add on the cell's count (an arbitrary order among the cell's points).
 2. An exclusive prefix sum over the cells' counts, work-efficient in passes: each thread sums a block of
    BLOCK counts (again over those sums, until one block is left), then each block's running sums go back
    down from its offset; the last pass writes each cell's [start, end) ([0, 0) when empty, as the host).
 3. `scatter`: each point to start + arrival rank (the cell's slots, in that arbitrary order).
 4. `order`: the slots again in index order, as the host build and Warp's radix sort keep them: in a cell of
    up to SMALL points each point counts the smaller indices in its cell's slots (O(k) each, in parallel);
-   a larger cell is copied and heap-sorted by one thread (O(k log k); one cell holding most of the points
-   makes that thread the build's critical path).
+   a larger cell (`count` lists them as they pass SMALL) is copied and heap-sorted by one thread (O(k log k);
+   one cell holding most of the points makes that thread the build's critical path).
 The launches are not recorded on a tape (a build is not differentiated, as in Warp)."""
 
 # (no `from __future__ import annotations`: the @gk.func below needs evaluated annotations)
@@ -46,14 +46,22 @@ def _build_kernels(s: T.ScalarType) -> dict:
     coord = _coord(s)
 
     @gk.kernel
-    def hash_grid_cells(grid: HashGridData, points: gk.array(dtype=V3), cells: ints, ranks: ints,
-                        counts: ints):
+    def hash_grid_cells(grid: HashGridData, points: gk.array(dtype=V3), cells: ints):
         i = gk.tid()
         p = points[i]
         inv = s(grid.cell_width_inv)
-        c = _cell(grid, coord(p[0] * inv), coord(p[1] * inv), coord(p[2] * inv))
-        cells[i] = c
-        ranks[i] = gk.atomic_add(counts, c, 1)
+        cells[i] = _cell(grid, coord(p[0] * inv), coord(p[1] * inv), coord(p[2] * inv))
+
+    @gk.kernel
+    def hash_grid_count(cells: ints, ranks: ints, counts: ints, large: ints, num_large: ints):
+        # apart from the cells: PoCL ran the two fused 3-8x slower than apart (an atomic in a kernel keeps
+        # it from vectorising the arithmetic)
+        i = gk.tid()
+        c = cells[i]
+        r = gk.atomic_add(counts, c, 1)
+        ranks[i] = r
+        if r == SMALL:                       # the cell just outgrew the parallel ranking: list it once
+            large[gk.atomic_add(num_large, 0, 1)] = c
 
     @gk.kernel
     def hash_grid_block_sums(values: ints, n: int, sums: ints):
@@ -92,18 +100,27 @@ def _build_kernels(s: T.ScalarType) -> dict:
         slots[starts[cells[i]] + ranks[i]] = i
 
     @gk.kernel
-    def hash_grid_order(cells: ints, ranks: ints, starts: ints, ends: ints, slots: ints, point_ids: ints):
+    def hash_grid_order(cells: ints, starts: ints, ends: ints, slots: ints, point_ids: ints):
         i = gk.tid()
         c = cells[i]
         first = starts[c]
         k = ends[c] - first
-        if k <= SMALL:
+        if k <= SMALL:                       # index order: count the cell's smaller indices
             r = int(0)
             for m in range(first, first + k):
                 if slots[m] < i:
                     r += 1
             point_ids[first + r] = i
-        elif ranks[i] == 0:                  # one thread per large cell: copy, then heap-sort in place
+
+    @gk.kernel
+    def hash_grid_order_large(large: ints, num_large: ints, starts: ints, ends: ints, slots: ints,
+                              point_ids: ints):
+        # a thread per listed cell (launched for as many as n points could fill): copy, then heap-sort
+        t = gk.tid()
+        if t < num_large[0]:
+            c = large[t]
+            first = starts[c]
+            k = ends[c] - first
             for m in range(first, first + k):
                 point_ids[m] = slots[m]
             for j in range(k // 2):
@@ -115,8 +132,9 @@ def _build_kernels(s: T.ScalarType) -> dict:
                 point_ids[first + last] = top
                 _sift_down(point_ids, first, 0, last)
 
-    return dict(cells=hash_grid_cells, block_sums=hash_grid_block_sums, block_scan=hash_grid_block_scan,
-                cell_ranges=hash_grid_cell_ranges, scatter=hash_grid_scatter, order=hash_grid_order)
+    return dict(cells=hash_grid_cells, count=hash_grid_count, block_sums=hash_grid_block_sums, block_scan=hash_grid_block_scan,
+                cell_ranges=hash_grid_cell_ranges, scatter=hash_grid_scatter, order=hash_grid_order,
+                order_large=hash_grid_order_large)
 
 
 def _coord(s: T.ScalarType) -> Func:
@@ -204,7 +222,8 @@ class DeviceBuild:
         self.num_cells = num_cells
         self.counts = self._ints(num_cells)
         self.points = 0
-        self.cells = self.ranks = self.slots = None
+        self.cells = self.ranks = self.slots = self.large = None    # per point; the cells past SMALL points
+        self.num_large = self._ints(1)
         # the scan's levels: sizes[0] = num_cells, sizes[l + 1] = its blocks, until one block is left;
         # sums[l]: level l's block sums (level l + 1's values), offsets[l]: their exclusive running sums
         sizes = [num_cells]
@@ -229,13 +248,16 @@ class DeviceBuild:
         dev, sizes = self.device, self.sizes
         if n > self.points:
             self.cells, self.ranks, self.slots = self._ints(n), self._ints(n), self._ints(n)
+            self.large = self._ints(n // (SMALL + 1))
             self.points = n
 
         def go(kernel, dim, *args):
             launch(kernel, dim, inputs=list(args), device=dev, record_tape=False)
 
         _clear(self.counts)
-        go(k["cells"], n, data, points, self.cells, self.ranks, self.counts)
+        _clear(self.num_large)
+        go(k["cells"], n, data, points, self.cells)
+        go(k["count"], n, self.cells, self.ranks, self.counts, self.large, self.num_large)
         values = [self.counts] + self.sums             # level l's values
         for level in range(len(sizes) - 1):            # up: each level's block sums
             go(k["block_sums"], sizes[level + 1], values[level], sizes[level], self.sums[level])
@@ -246,7 +268,10 @@ class DeviceBuild:
             offset = self.offsets[level - 1]
         go(k["cell_ranges"], -(-sizes[0] // BLOCK), self.counts, sizes[0], offset, starts, ends)
         go(k["scatter"], n, self.cells, self.ranks, starts, self.slots)
-        go(k["order"], n, self.cells, self.ranks, starts, ends, self.slots, point_ids)
+        go(k["order"], n, self.cells, starts, ends, self.slots, point_ids)
+        if n > SMALL:
+            go(k["order_large"], n // (SMALL + 1), self.large, self.num_large, starts, ends, self.slots,
+               point_ids)
 
 
 def _clear(arr) -> None:

@@ -234,7 +234,7 @@ def test_default_build_follows_the_device(device, rng, monkeypatch):
 
 @pytest.mark.parametrize("crowd", [5, hash_grid_build.SMALL + 40], ids=["small-cells", "heap-sorted"])
 def test_order_restores_index_order_from_any_arrival_order(device, rng, crowd):
-    """The scatter and order kernels put each cell's points in index order whatever order the atomic adds
+    """The scatter and order kernels (order: cells up to SMALL points, order_large: the larger) put each cell's points in index order whatever order the atomic adds
     handed out the ranks in: ranks shuffled within every cell (as a GPU's atomics may give them; a CPU device
     tends to hand them out in index order, which would hide an unstable build)."""
     n, dims = 40 * crowd, (4, 3, 2)
@@ -255,5 +255,9 @@ def test_order_restores_index_order_from_any_arrival_order(device, rng, crowd):
     k = hash_grid_build.kernels(gk.float32)
     gk.launch(k["scatter"], n, inputs=[a["cells"], a["ranks"], a["starts"], slots])
     assert not np.array_equal(slots.numpy(), order)          # the arrival order differs from index order
-    gk.launch(k["order"], n, inputs=[a["cells"], a["ranks"], a["starts"], a["ends"], slots, point_ids])
+    gk.launch(k["order"], n, inputs=[a["cells"], a["starts"], a["ends"], slots, point_ids])
+    large = np.flatnonzero(counts > hash_grid_build.SMALL)
+    gk.launch(k["order_large"], max(large.size, 1) + 3,           # threads past the listed cells do nothing
+              inputs=[gk.array(np.r_[large, 0].astype(np.int32), **ints), gk.array([large.size], **ints),
+                      a["starts"], a["ends"], slots, point_ids])
     np.testing.assert_array_equal(point_ids.numpy(), order)
