@@ -54,46 +54,64 @@ def _program(wp):
         return s
 
     @wp.func
+    def f_two(x: float, v: wp.vec3):
+        return x * wp.length(v), v * x * x
+
+    @wp.func
     def force(d: wp.vec3):
         return -wp.grad(pot)(d)
 
     @wp.kernel
     def run(s: wp.array(dtype=float), v: wp.array(dtype=wp.vec3), w: wp.array(dtype=wp.vec3),
             m: wp.array(dtype=wp.mat33), q: wp.array(dtype=wp.quat), n: wp.array(dtype=int),
-            o_f: wp.array(dtype=float), o_v: wp.array(dtype=wp.vec3), o_m: wp.array(dtype=wp.mat33),
-            o_q: wp.array(dtype=wp.quat), o_i: wp.array(dtype=int)):
+            t: wp.array(dtype=wp.transform), o_f: wp.array(dtype=float), o_v: wp.array(dtype=wp.vec3),
+            o_m: wp.array(dtype=wp.mat33), o_q: wp.array(dtype=wp.quat), o_i: wp.array(dtype=int),
+            o_t: wp.array(dtype=wp.transform)):
         i = wp.tid()
-        o_f[i * 8 + 0] = wp.grad(f_scalar)(s[i])
-        o_v[i * 12 + 0] = wp.grad(pot)(v[i])
+        o_f[i * 12 + 0] = wp.grad(f_scalar)(s[i])
+        o_v[i * 16 + 0] = wp.grad(pot)(v[i])
         o_m[i * 2 + 0] = wp.grad(f_mat)(m[i])
         gq, gv = wp.grad(f_quat)(q[i], v[i])
-        o_q[i] = gq
-        o_v[i * 12 + 1] = gv
+        o_q[i * 2] = gq
+        o_v[i * 16 + 1] = gv
         ga, gv2, gn = wp.grad(f_multi)(s[i], v[i], n[i])
-        o_f[i * 8 + 1] = ga
-        o_v[i * 12 + 2] = gv2
+        o_f[i * 12 + 1] = ga
+        o_v[i * 16 + 2] = gv2
         o_i[i] = gn
         gx, gs = wp.grad(f_vec)(v[i], s[i])
-        o_v[i * 12 + 3] = gx
-        o_f[i * 8 + 2] = gs
+        o_v[i * 16 + 3] = gx
+        o_f[i * 12 + 2] = gs
         gm, gs2 = wp.grad(f_matret)(m[i], s[i])
         o_m[i * 2 + 1] = gm
-        o_f[i * 8 + 3] = gs2
+        o_f[i * 12 + 3] = gs2
         dy, dx = wp.grad(wp.atan2)(s[i], w[i][0])
-        o_f[i * 8 + 4] = dy
-        o_f[i * 8 + 5] = dx
-        o_v[i * 12 + 4] = wp.grad(wp.length)(v[i])
+        o_f[i * 12 + 4] = dy
+        o_f[i * 12 + 5] = dx
+        o_v[i * 16 + 4] = wp.grad(wp.length)(v[i])
         da, db = wp.grad(wp.dot)(v[i], w[i])
-        o_v[i * 12 + 5] = da
-        o_v[i * 12 + 6] = db
-        o_v[i * 12 + 7] = wp.grad(wp.normalize)(w[i])
+        o_v[i * 16 + 5] = da
+        o_v[i * 16 + 6] = db
+        o_v[i * 16 + 7] = wp.grad(wp.normalize)(w[i])
         ca, cb = wp.grad(wp.cross)(v[i], w[i])
-        o_v[i * 12 + 8] = ca
-        o_v[i * 12 + 9] = cb
-        o_v[i * 12 + 10] = force(w[i])
+        o_v[i * 16 + 8] = ca
+        o_v[i * 16 + 9] = cb
+        o_v[i * 16 + 10] = force(w[i])
         lx, lv = wp.grad(f_loop)(s[i], w[i])
-        o_f[i * 8 + 6] = lx
-        o_v[i * 12 + 11] = lv
+        o_f[i * 12 + 6] = lx
+        o_v[i * 16 + 11] = lv
+        ta, tb = wp.grad(f_two)(s[i], v[i])
+        o_f[i * 12 + 7] = ta
+        o_v[i * 16 + 12] = tb
+        gt, gp = wp.grad(wp.transform_point)(t[i], v[i])
+        o_t[i] = gt
+        o_v[i * 16 + 13] = gp
+        cx, clo, chi = wp.grad(wp.clamp)(s[i], -0.5, 0.5)
+        o_f[i * 12 + 8] = cx
+        o_f[i * 12 + 9] = clo
+        o_f[i * 12 + 10] = chi
+        rq, rv = wp.grad(wp.quat_rotate)(q[i], w[i])
+        o_q[i * 2 + 1] = rq
+        o_v[i * 16 + 14] = rv
 
     return run
 
@@ -101,28 +119,32 @@ def _program(wp):
 def _inputs():
     rng = np.random.default_rng(20261127)
     q = rng.normal(size=(N, 4))
+    tq = rng.normal(size=(N, 4))
     return {"s": rng.uniform(-1.5, 1.5, N), "v": rng.normal(size=(N, 3)), "w": rng.normal(size=(N, 3)) + 0.5,
             "m": rng.normal(size=(N, 3, 3)), "q": q / np.linalg.norm(q, axis=1, keepdims=True),
-            "n": rng.integers(-3, 4, N)}
+            "n": rng.integers(-3, 4, N),
+            "t": np.hstack([rng.normal(size=(N, 3)), tq / np.linalg.norm(tq, axis=1, keepdims=True)])}
 
 
 def _run(wp, device) -> dict:
     x = _inputs()
-    dtypes = {"s": float, "v": wp.vec3, "w": wp.vec3, "m": wp.mat33, "q": wp.quat, "n": int}
+    dtypes = {"s": float, "v": wp.vec3, "w": wp.vec3, "m": wp.mat33, "q": wp.quat, "n": int, "t": wp.transform}
     ins = [wp.array(x[k].astype(np.int32 if k == "n" else np.float32), dtype=t, device=device)
            for k, t in dtypes.items()]
-    outs = [wp.zeros(N * 8, dtype=float, device=device), wp.zeros(N * 12, dtype=wp.vec3, device=device),
-            wp.zeros(N * 2, dtype=wp.mat33, device=device), wp.zeros(N, dtype=wp.quat, device=device),
-            wp.full(N, 7, dtype=int, device=device)]
+    outs = [wp.zeros(N * 12, dtype=float, device=device), wp.zeros(N * 16, dtype=wp.vec3, device=device),
+            wp.zeros(N * 2, dtype=wp.mat33, device=device), wp.zeros(N * 2, dtype=wp.quat, device=device),
+            wp.full(N, 7, dtype=int, device=device), wp.zeros(N, dtype=wp.transform, device=device)]
     wp.launch(_program(wp), N, inputs=ins + outs, device=device)
-    o_f, o_v, o_m, o_q, o_i = (a.numpy().astype(np.float64) for a in outs)
-    o_f, o_v, o_m = o_f.reshape(N, 8), o_v.reshape(N, 12, 3), o_m.reshape(N, 2, 3, 3)
+    o_f, o_v, o_m, o_q, o_i, o_t = (a.numpy().astype(np.float64) for a in outs)
+    o_f, o_v, o_m, o_q = o_f.reshape(N, 12), o_v.reshape(N, 16, 3), o_m.reshape(N, 2, 3, 3), o_q.reshape(N, 2, 4)
     return {
-        "scalar": [o_f[:, 0]], "vec3": [o_v[:, 0]], "mat33": [o_m[:, 0]], "quat": [o_q, o_v[:, 1]],
+        "scalar": [o_f[:, 0]], "vec3": [o_v[:, 0]], "mat33": [o_m[:, 0]], "quat": [o_q[:, 0], o_v[:, 1]],
         "multi_int": [o_f[:, 1], o_v[:, 2], o_i], "vector_return": [o_v[:, 3], o_f[:, 2]],
         "matrix_return": [o_m[:, 1], o_f[:, 3]], "atan2": [o_f[:, 4], o_f[:, 5]], "length": [o_v[:, 4]],
         "dot": [o_v[:, 5], o_v[:, 6]], "normalize": [o_v[:, 7]], "cross": [o_v[:, 8], o_v[:, 9]],
-        "nested_func": [o_v[:, 10]], "loop": [o_f[:, 6], o_v[:, 11]]}
+        "nested_func": [o_v[:, 10]], "loop": [o_f[:, 6], o_v[:, 11]], "tuple_return": [o_f[:, 7], o_v[:, 12]],
+        "transform_point": [o_t, o_v[:, 13]], "clamp": [o_f[:, 8], o_f[:, 9], o_f[:, 10]],
+        "quat_rotate": [o_q[:, 1], o_v[:, 14]]}
 
 
 # ------------------------------------------------------------------------------------- float64 references
@@ -159,6 +181,10 @@ REFERENCES = {
     "cross": (np.cross, ("v", "w")),
     "nested_func": (_pot, ("w",)),
     "loop": (_loop, ("s", "w")),
+    "tuple_return": (lambda x, v: np.concatenate([[x * np.linalg.norm(v)], v * x * x]), ("s", "v")),
+    "transform_point": (lambda t, p: _quat_rotate(t[3:], p) + t[:3], ("t", "v")),
+    "clamp": (np.clip, ("s", "lo", "hi")),
+    "quat_rotate": (_quat_rotate, ("q", "w")),
 }
 
 
@@ -184,6 +210,7 @@ def _expected(case: str) -> list[np.ndarray]:
     x = {k: v.astype(np.int32).astype(np.int64) if k == "n" else v.astype(np.float32).astype(np.float64)
          for k, v in _inputs().items()}
     x["w0"] = x["w"][:, 0]
+    x["lo"], x["hi"] = np.full(N, -0.5), np.full(N, 0.5)
     f, names = REFERENCES[case]
     per = [_central_differences(f, [x[k][i] for k in names]) for i in range(N)]
     sign = -1.0 if case == "nested_func" else 1.0
