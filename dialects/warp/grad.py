@@ -58,6 +58,8 @@ def _emit(func, E, args):
     """The call `wp.grad(func)(*args)` in the kernel being lowered: a call of func's adjoint function."""
     if isinstance(func, LangFunction):
         func = _builtin_func(func, tuple(E.type_of(a) for a in args), E)
+    if func in E.lw.building:
+        E.fail(f"recursion is not supported: wp.grad({func.__name__}) inside {func.__name__} or a function it calls")
     typed = func.ir_function(E.lw.building)
     for p in typed.params:
         if not (p.type.is_scalar or p.type.is_vector or p.type.is_matrix) or "param_structs" in typed.attrs:

@@ -374,3 +374,15 @@ def test_grad_inside_a_custom_gradient_takes_part_in_the_backward_pass(device):
     xs = xs.astype(np.float32).astype(np.float64)
     ref = 2.0 * np.array([_central_differences(lambda t: np.sin(t) * t, [v])[0] for v in xs])
     np.testing.assert_allclose(x.grad.numpy(), ref, rtol=1e-4, atol=1e-5)
+
+
+@gwp.func
+def _own_gradient(x: float):
+    return x * gwp.grad(_own_gradient)(x)
+
+
+def test_grad_of_the_function_being_defined_is_a_compile_error():
+    def k(a: gwp.array(dtype=float)):
+        a[0] = _own_gradient(a[0])
+    text = assert_compile_error(k, "_own_gradient(a[0])", "recursion is not supported", column=False)
+    assert "gwp.grad(_own_gradient)(x)" in text, text
