@@ -18,7 +18,7 @@ from ..ad.reverse import Reverse, _prune_stack
 from ..ad.derived import Derived
 from ..ad.transforms import DerivedFunc
 from ..core import types as T
-from ..core.errors import compile_error
+from ..core.errors import CompileError, compile_error
 from ..core.func import Func
 from ..core.ir import Builder, Function, Param, Region, Value, copy_instr
 from ..core.lang import LangFunction
@@ -56,11 +56,18 @@ def grad(func):
 
 def _emit(func, E, args):
     """The call `wp.grad(func)(*args)` in the kernel being lowered: a call of func's adjoint function."""
-    if isinstance(func, LangFunction):
+    builtin = isinstance(func, LangFunction)
+    if builtin:
         func = _builtin_func(func, tuple(E.type_of(a) for a in args), E)
     if func in E.lw.building:
         E.fail(f"recursion is not supported: wp.grad({func.__name__}) inside {func.__name__} or a function it calls")
-    typed = func.ir_function(E.lw.building)
+    try:
+        typed = func.ir_function(E.lw.building)
+    except CompileError as exc:
+        if builtin:     # the builtin refused these argument types: say so at the call, not in the template
+            E.fail(str(exc).splitlines()[0].split("': ", 1)[-1])
+        loc = E.lw.src.loc(E.node)
+        raise CompileError(f"{exc}\n  (called from '{E.lw.name}' at {loc.file}:{loc.line})") from None
     for p in typed.params:
         if not (p.type.is_scalar or p.type.is_vector or p.type.is_matrix) or "param_structs" in typed.attrs:
             E.fail(f"'{func.__name__}' takes '{p.name}' of type {p.type.name}: gradkit's wp.grad differentiates "

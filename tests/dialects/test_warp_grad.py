@@ -386,3 +386,22 @@ def test_grad_of_the_function_being_defined_is_a_compile_error():
         a[0] = _own_gradient(a[0])
     text = assert_compile_error(k, "_own_gradient(a[0])", "recursion is not supported", column=False)
     assert "gwp.grad(_own_gradient)(x)" in text, text
+
+
+@gwp.func
+def _broken(x: float):
+    return x * undefined_name  # noqa: F821
+
+
+def test_grad_of_a_builtin_refusing_the_argument_types_is_a_compile_error_at_the_call():
+    def k(a: gwp.array(dtype=float)):
+        a[0] = gwp.grad(gwp.length)(a[0])
+    text = assert_compile_error(k, "gwp.grad(gwp.length)", r"length\(\) needs a vector, got float32")
+    assert "dialects/warp/grad.py" not in text, text
+
+
+def test_an_error_in_the_function_names_its_line_and_the_call():
+    def k(a: gwp.array(dtype=float)):
+        a[0] = gwp.grad(_broken)(a[0])
+    text = assert_compile_error(k, "gwp.grad(_broken)", "undefined_name", column=False)
+    assert "return x * undefined_name" in text, text
