@@ -8,12 +8,16 @@ A kernel takes the grid as a parameter annotated `gk.HashGrid` (in the Warp dial
 the struct `HashGridData` (core/library/hash_grid.py): at launch the grid object, or its `id`, binds to
 that struct's arrays and sizes, so the kernel is compiled once and the query is ordinary IR.
 
-The build runs on the host with NumPy in O(n + cells): each point's cell (floor(p / width) per axis,
-wrapped modulo the dimensions, computed in the points' precision exactly as the query computes it),
-a stable sort by cell (a two-pass LSD radix sort of 16-bit digits: `argsort(kind="stable")` on uint16 is
-NumPy's radix sort), per-cell counts and their running sum. Within a cell points keep their index order,
-as Warp's radix sort keeps them, so neighbour loops add in Warp's order. The grid's arrays live on its
-device; a build copies the sorted indices and the cell ranges there (`reserve(n)` sizes them ahead).
+A build buckets the points in O(n + cells) one of two ways, with the same result: each point's cell
+(floor(p / width) per axis, wrapped modulo the dimensions, computed in the points' precision exactly as the
+query computes it), the points sorted stably by cell (within a cell they keep their index order, as Warp's
+radix sort keeps them, so neighbour loops add in Warp's order), each cell's [start, end) ([0, 0) if empty).
+- On the host with NumPy (cpu, c, numpy: devices whose memory is the host's): a two-pass LSD radix sort of
+  16-bit digits (`argsort(kind="stable")` on uint16 is NumPy's radix sort) and the sorted cells' runs.
+- On the device, as kernels (OpenCL and other devices with memory of their own; geometry/hash_grid_build.py):
+  a counting sort, so no point travels to the host and back every step.
+`build(..., device_build=)` forces either. The grid's arrays live on its device (`reserve(n)` sizes them
+ahead).
 """
 
 from __future__ import annotations
@@ -111,6 +115,8 @@ class HashGrid:
 
     def _build_on_device(self, points, radius: float) -> None:
         """The build as kernels on the grid's device (geometry/hash_grid_build.py): no point leaves it."""
+        if points.ndim != 1:
+            points = points.reshape(-1)          # a view: arrays are contiguous
         n = points.size
         inv = np.float32(1.0) / np.float32(radius)
         self.reserve(max(n, 1))

@@ -261,3 +261,13 @@ def test_order_restores_index_order_from_any_arrival_order(device, rng, crowd):
               inputs=[gk.array(np.r_[large, 0].astype(np.int32), **ints), gk.array([large.size], **ints),
                       a["starts"], a["ends"], slots, point_ids])
     np.testing.assert_array_equal(point_ids.numpy(), order)
+
+
+def test_points_in_a_2d_array(device, rng):
+    """Points in an array of shape (rows, cols) bucket as the flat array of rows * cols points."""
+    pts = rng.uniform(-2.0, 2.0, (12, 25, 3)).astype(np.float32)
+    x = gk.array(pts, dtype=gk.vec3, device=device)
+    grid = gk.HashGrid(5, 4, 3, device=device)
+    grid.build(x, 0.5, device_build=True)
+    for got, want in zip(arrays(grid), reference(pts.reshape(-1, 3), (5, 4, 3), 0.5)):
+        np.testing.assert_array_equal(got, want)
