@@ -9,7 +9,7 @@ called, so it compiles to plain IR on every backend. A function whose reverse ne
 carrying what its adjoint reads) is differentiated in forward mode instead, one input component at a time.
 """
 
-# (no `from __future__ import annotations`: the templates below take evaluated annotations)
+from __future__ import annotations
 
 import types as _pytypes
 
@@ -68,10 +68,12 @@ def _emit(func, E, args):
             E.fail(str(exc).splitlines()[0].split("': ", 1)[-1])
         loc = E.lw.src.loc(E.node)
         raise CompileError(f"{exc}\n  (called from '{E.lw.name}' at {loc.file}:{loc.line})") from None
+    only = "gradkit's wp.grad differentiates functions of scalars, vectors, quaternions and matrices only"
+    if "param_structs" in typed.attrs or "ret_struct" in typed.attrs:
+        E.fail(f"'{func.__name__}' takes or returns a struct: {only}")
     for p in typed.params:
-        if not (p.type.is_scalar or p.type.is_vector or p.type.is_matrix) or "param_structs" in typed.attrs:
-            E.fail(f"'{func.__name__}' takes '{p.name}' of type {p.type.name}: gradkit's wp.grad differentiates "
-                   "functions of scalars, vectors, quaternions and matrices only")
+        if not (p.type.is_scalar or p.type.is_vector or p.type.is_matrix):
+            E.fail(f"'{func.__name__}' takes '{p.name}' of type {p.type.name}: {only}")
     if not typed.ret_types:
         E.fail(f"cannot compute the gradient of '{func.__name__}', which returns nothing")
     key = ("adjoint", func)

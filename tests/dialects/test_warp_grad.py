@@ -405,3 +405,20 @@ def test_an_error_in_the_function_names_its_line_and_the_call():
         a[0] = gwp.grad(_broken)(a[0])
     text = assert_compile_error(k, "gwp.grad(_broken)", "undefined_name", column=False)
     assert "return x * undefined_name" in text, text
+
+
+@gwp.struct
+class _Body:
+    pos: gwp.vec3
+    mass: float
+
+
+@gwp.func
+def _energy(b: _Body):
+    return b.mass * gwp.dot(b.pos, b.pos)
+
+
+def test_grad_of_a_function_of_a_struct_is_a_compile_error():
+    def k(a: gwp.array(dtype=float)):
+        a[0] = gwp.grad(_energy)(_Body(gwp.vec3(1.0, 2.0, 3.0), a[0]))
+    assert_compile_error(k, "gwp.grad(_energy)", "'_energy' takes or returns a struct")
