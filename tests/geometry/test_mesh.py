@@ -215,21 +215,62 @@ def test_refit_on_the_device_equals_the_host_build(device, rng, dtype):
     np.testing.assert_array_equal(mesh._bvh.node_lowers.numpy(), twin._bvh.node_lowers.numpy())
 
 
-@pytest.mark.parametrize("walk", [True, False], ids=["walk", "levels"])
-def test_both_node_passes_give_the_host_bounds(device, rng, walk):
-    """geometry/refit.py's two node passes (one thread walking the ids downwards, used on CPUs; a launch per
-    level, used elsewhere) each give the host refit's node bounds bit for bit, on every device."""
+REFIT_WAYS = {"fused": (True, None), "walk": (True, 0), "levels": (False, 0)}     # (walk, fuse_below)
+
+
+def device_refit(mesh, way: str):
+    """geometry/refit.py's DeviceRefit for `mesh`, forced to one of its three ways: the triangles and nodes in
+    one thread's walk (mesh_walk, CPUs' below FUSE_BELOW triangles), the triangles in parallel and then the
+    nodes by one thread (node_walk), or by a launch per level."""
     from gradkit.geometry.refit import DeviceRefit
+    walk, fuse_below = REFIT_WAYS[way]
+    refit = DeviceRefit(mesh.num_tris, mesh.device, walk=walk)
+    if fuse_below is not None:
+        refit.fuse_below = fuse_below
+    return refit
+
+
+@pytest.mark.parametrize("way", list(REFIT_WAYS))
+def test_every_refit_way_gives_the_host_bounds(device, rng, way):
+    """geometry/refit.py's three ways (the fused walk, triangles then a walk, a launch per level) each give
+    the host refit's item and node bounds bit for bit and its average edge length, on every device."""
     mesh, pts, tris = make_mesh(device, rng, n=11)
-    moved = (pts * rng.uniform(0.5, 2.0, 3) + rng.uniform(-2, 2, 3)).astype(np.float32)
-    gk.copy(mesh.points, gk.array(moved, dtype=gk.vec3, device=device))
-    edge = DeviceRefit(mesh.num_tris, mesh.device, walk=walk).mesh(mesh.points, mesh.indices, mesh.num_tris,
-                                                                   mesh._bvh)
-    got = {name: getattr(mesh._bvh, name).numpy().copy() for name in ("node_lowers", "node_uppers")}
-    mesh._bvh.refit(*mesh._bounds())                         # the host's, over the same tree
-    for name, value in got.items():
-        np.testing.assert_array_equal(value, getattr(mesh._bvh, name).numpy())
-    assert edge == pytest.approx(mesh._edge, rel=1e-6)
+    refit = device_refit(mesh, way)
+    for _ in range(2):
+        moved = (pts * rng.uniform(0.5, 2.0, 3) + rng.uniform(-2, 2, 3)).astype(np.float32)
+        gk.copy(mesh.points, gk.array(moved, dtype=gk.vec3, device=device))
+        edge = refit.mesh(mesh.points, mesh.indices, mesh.num_tris, mesh._bvh)
+        names = ("node_lowers", "node_uppers", "item_lowers", "item_uppers")
+        got = {name: getattr(mesh._bvh, name).numpy().copy() for name in names}
+        mesh._bvh.refit(*mesh._bounds())                         # the host's, over the same tree
+        for name, value in got.items():
+            np.testing.assert_array_equal(value, getattr(mesh._bvh, name).numpy())
+        a, b, c = (moved.astype(np.float64)[tris[:, k]] for k in range(3))
+        ref = np.mean([np.linalg.norm(u - v, axis=-1) for u, v in ((a, b), (a, c), (c, b))])
+        assert edge == pytest.approx(ref, rel=1e-6)
+        assert edge == pytest.approx(mesh._edge, rel=1e-6)
+
+
+@pytest.mark.parametrize("way", list(REFIT_WAYS))
+def test_every_refit_way_refuses_non_finite_points(device, rng, way):
+    """A NaN, +inf or -inf coordinate of any corner raises in each way (the fused walk finds NaN in the edge
+    sum and infinities in the root's box, with no test per triangle), and a refit of finite points after
+    it gives the host's bounds again."""
+    mesh, pts, tris = make_mesh(device, rng, n=7)
+    refit = device_refit(mesh, way)
+    used = np.unique(tris)
+    for bad_value in (np.nan, np.inf, -np.inf):
+        for _ in range(2):
+            bad = pts.copy()
+            bad[rng.choice(used), rng.integers(3)] = bad_value
+            gk.copy(mesh.points, gk.array(bad, dtype=gk.vec3, device=device))
+            with pytest.raises(ValueError, match="must be finite"):
+                refit.mesh(mesh.points, mesh.indices, mesh.num_tris, mesh._bvh)
+    gk.copy(mesh.points, gk.array(pts, dtype=gk.vec3, device=device))
+    refit.mesh(mesh.points, mesh.indices, mesh.num_tris, mesh._bvh)
+    got = mesh._bvh.node_lowers.numpy().copy()
+    mesh._bvh.refit(*mesh._bounds())
+    np.testing.assert_array_equal(got, mesh._bvh.node_lowers.numpy())
 
 
 @gk.kernel
