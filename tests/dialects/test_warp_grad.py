@@ -54,6 +54,13 @@ def _program(wp):
         return s
 
     @wp.func
+    def f_sum(x: float, v: wp.vec3):
+        s = float(0.0)
+        for k in range(4):
+            s += wp.sin(x * float(k + 1)) * wp.dot(v, v)
+        return s
+
+    @wp.func
     def f_two(x: float, v: wp.vec3):
         return x * wp.length(v), v * x * x
 
@@ -112,6 +119,9 @@ def _program(wp):
         rq, rv = wp.grad(wp.quat_rotate)(q[i], w[i])
         o_q[i * 2 + 1] = rq
         o_v[i * 16 + 14] = rv
+        ux, uv = wp.grad(f_sum)(s[i], v[i])
+        o_f[i * 12 + 11] = ux
+        o_v[i * 16 + 15] = uv
 
     return run
 
@@ -144,7 +154,7 @@ def _run(wp, device) -> dict:
         "dot": [o_v[:, 5], o_v[:, 6]], "normalize": [o_v[:, 7]], "cross": [o_v[:, 8], o_v[:, 9]],
         "nested_func": [o_v[:, 10]], "loop": [o_f[:, 6], o_v[:, 11]], "tuple_return": [o_f[:, 7], o_v[:, 12]],
         "transform_point": [o_t, o_v[:, 13]], "clamp": [o_f[:, 8], o_f[:, 9], o_f[:, 10]],
-        "quat_rotate": [o_q[:, 1], o_v[:, 14]]}
+        "quat_rotate": [o_q[:, 1], o_v[:, 14]], "accumulating_loop": [o_f[:, 11], o_v[:, 15]]}
 
 
 # ------------------------------------------------------------------------------------- float64 references
@@ -165,7 +175,8 @@ def _loop(x, v):
     return s
 
 
-# case -> (the function differentiated, its inputs); "nested_func" is -grad(pot) inside a @wp.func
+# case -> (the function differentiated, its inputs); "nested_func" is -grad(pot) inside a @wp.func; "loop"
+# needs the value stack in reverse mode (so runs in forward mode), "accumulating_loop" does not
 REFERENCES = {
     "scalar": (lambda x: x * np.sin(x) + np.exp(0.3 * x), ("s",)),
     "vec3": (_pot, ("v",)),
@@ -185,6 +196,7 @@ REFERENCES = {
     "transform_point": (lambda t, p: _quat_rotate(t[3:], p) + t[:3], ("t", "v")),
     "clamp": (np.clip, ("s", "lo", "hi")),
     "quat_rotate": (_quat_rotate, ("q", "w")),
+    "accumulating_loop": (lambda x, v: sum(np.sin(x * (k + 1)) * v @ v for k in range(4)), ("s", "v")),
 }
 
 
