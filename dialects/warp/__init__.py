@@ -26,6 +26,7 @@ from ..runtime.arrays.interop import from_jax, from_torch, to_jax, to_torch  # n
 from ..runtime.launch.kernel import Kernel  # noqa: F401
 from ..runtime.tools import autograd  # noqa: F401
 from . import builtins as _builtins
+from . import queries as _queries
 from . import transforms as _transforms
 from .intersect import intersect_tri_tri  # noqa: F401
 from . import types  # noqa: F401
@@ -34,10 +35,10 @@ from .device import (Device, ScopedDevice, get_cuda_device_count, get_cuda_devic
                      synchronize_device)
 from .errors import GEOMETRY, WarpFeatureMissing, missing
 from .tape import WarpGradientError  # noqa: F401
+from . import runtime as _runtime
 from .runtime import (Graph, ScopedCapture, ScopedTimer, Tape, array, array1d, array2d, array3d,  # noqa: F401
                       array4d, capture_begin, capture_end, capture_launch, clone, config, constant, copy,
-                      empty, empty_like, full, full_like, func, kernel, launch, ones, ones_like, zeros,
-                      zeros_like)
+                      empty_like, full_like, func, kernel, launch, ones_like, zeros_like)
 from .types import (bool, float32, float64, int32, int64, matrix, quaternion, uint32,  # noqa: F401,A004
                     uint64, vector)
 from .geometry import (Bvh, BvhQuery, HashGrid, HashGridQuery, Mesh, MeshQueryAABB, MeshQueryPoint,  # noqa: F401
@@ -52,6 +53,7 @@ globals().update(types.QUATS)
 globals().update(_builtins.SHARED)            # wp.sin, wp.tid, wp.atomic_add, wp.select, ... (gradkit's)
 globals().update(_builtins.WARP_MACROS)       # wp.lerp, wp.smoothstep, wp.mod, ... (written here)
 globals().update(_transforms.WARP_TRANSFORMS)  # wp.transform, transform_point, ... (transforms.py)
+globals().update(_queries.QUERY_MACROS)       # wp.mesh_query_ray_count_intersections (queries.py)
 
 pi = PI = _math.pi
 e = E = _math.e
@@ -69,12 +71,32 @@ Scalar = Float = _T.float32
 Int = _T.int32
 
 
+def _length_n(make):
+    """Warp's creation functions also take the length as `n=` (`wp.empty(n=4, dtype=wp.vec3)`)."""
+    def create(*args, n=None, **kwargs):
+        if n is not None and not args and kwargs.get("shape") is None:
+            kwargs["shape"] = (n,)
+        return make(*args, **kwargs)
+    create.__name__ = create.__qualname__ = make.__name__
+    create.__doc__ = make.__doc__
+    return create
+
+
+zeros, ones, empty, full = (_length_n(f) for f in (_runtime.zeros, _runtime.ones, _runtime.empty, _runtime.full))
+
+
 def init() -> None:
     """Warp's `wp.init()`: gradkit initialises on import, so nothing to do."""
 
 
 def is_cpu_available() -> bool:
     return True
+
+
+def is_cubql_available() -> bool:
+    """Warp's cuBQL BVH builder (CUDA only): gradkit has its own builders, so the "cubql" constructor is
+    never offered."""
+    return False
 
 
 def get_mempool_used_mem_current(device=None) -> int:
@@ -140,4 +162,7 @@ _WARP_ONLY = frozenset((
     "record_event", "wait_event", "wait_stream", "get_stream", "set_stream", "stream_from_torch",
     "device_from_torch", "device_to_torch", "dtype_from_torch", "dtype_to_torch", "overload",
     "timing_begin", "timing_end", "timing_print",
+    # half precision: gradkit has no float16 (builtins.MISSING), so none of its vectors and matrices either
+    "vec2h", "vec3h", "vec4h", "mat22h", "mat33h", "mat44h", "quath", "transformh", "spatial_vectorh",
+    "spatial_matrixh",
 ))

@@ -10,10 +10,12 @@ from __future__ import annotations
 from ..core.library.bvh import BvhQuery  # noqa: F401  (Warp's names for the query types)
 from ..core.library.hash_grid import HashGridQuery  # noqa: F401
 from ..core.library.mesh import MeshQueryPoint, MeshQueryRay  # noqa: F401
-from ..geometry.bvh import Bvh  # noqa: F401  (takes its device from the arrays, as Warp's)
-from ..geometry.mesh import Mesh  # noqa: F401
+from ..geometry.bvh import Bvh as _GkBvh
+from ..geometry.bvh import host_vec3 as _host_vec3
+from ..geometry.mesh import Mesh as _GkMesh
 from ..geometry.hash_grid import HashGrid as _GkHashGrid
 from .device import to_gk
+from .errors import WarpFeatureMissing
 
 
 class HashGrid(_GkHashGrid):
@@ -24,7 +26,6 @@ class HashGrid(_GkHashGrid):
 
     def build(self, points, radius: float, groups=None) -> None:
         if groups is not None:
-            from .errors import WarpFeatureMissing
             raise WarpFeatureMissing("HashGrid.build(groups=)", "grouped hash grids are not supported yet")
         super().build(points, radius)
 
@@ -33,3 +34,32 @@ class HashGrid(_GkHashGrid):
 
 
 MeshQueryAABB = BvhQuery        # mesh_query_aabb's query is a BVH query over the triangles' bounds
+
+
+def _no_groups(what: str, groups) -> None:
+    if groups is not None:
+        raise WarpFeatureMissing(f"{what}(groups=)", "grouped BVHs (a root per group id) are not supported yet")
+
+
+class Bvh(_GkBvh):
+    """`wp.Bvh(lowers, uppers, constructor=, leaf_size=)`: gradkit's BVH (takes its device from the
+    arrays, as Warp's), with Warp's `rebuild()`; `groups=` raises WarpFeatureMissing."""
+
+    def __init__(self, lowers, uppers, constructor: str | None = None, leaf_size: int | None = None, groups=None):
+        _no_groups("Bvh", groups)
+        super().__init__(lowers, uppers, constructor=constructor, leaf_size=leaf_size)
+
+    def rebuild(self, constructor: str | None = None) -> None:
+        """Warp's rebuild: a new tree over the boxes as they are now (refit keeps the old tree's shape)."""
+        self._arrays.build(_host_vec3(self.lowers, "lowers"), _host_vec3(self.uppers, "uppers"))
+        self._refit = None
+
+
+class Mesh(_GkMesh):
+    """`wp.Mesh(points, indices, velocities=, ...)`: gradkit's mesh; `groups=` raises WarpFeatureMissing."""
+
+    def __init__(self, points=None, indices=None, velocities=None, support_winding_number: bool = False,
+                 bvh_constructor: str | None = None, bvh_leaf_size: int | None = None, groups=None):
+        _no_groups("Mesh", groups)
+        super().__init__(points, indices, velocities=velocities, support_winding_number=support_winding_number,
+                         bvh_constructor=bvh_constructor, bvh_leaf_size=bvh_leaf_size)
