@@ -128,8 +128,26 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
         return gk.length(gk.cross(e0, e1)) / (gk.dot(e0, e0) + gk.dot(e1, e1) + gk.dot(e2, e2)) < s(1.0e-6)
 
     def _box_dist_sq(p: V, lo: V, hi: V) -> s:
-        d = gk.max(gk.max(lo - p, p - hi), V(s(0.0), s(0.0), s(0.0)))
+        """The squared distance from p to the box [lo, hi] (0 inside). Per axis the larger of lo - p, p - hi
+        and 0 by comparisons and selects: gk.max is IEEE maximum, several instructions a component on CPUs,
+        and this runs at every node a point query visits (equal for numbers: a -0 is squared)."""
+        a = lo - p
+        b = p - hi
+        x = gk.where(a[0] > b[0], a[0], b[0])
+        y = gk.where(a[1] > b[1], a[1], b[1])
+        z = gk.where(a[2] > b[2], a[2], b[2])
+        x = gk.where(x > s(0.0), x, s(0.0))
+        y = gk.where(y > s(0.0), y, s(0.0))
+        z = gk.where(z > s(0.0), z, s(0.0))
+        d = V(x, y, z)
         return gk.dot(d, d)
+
+    def _may_be_within(bvh: BvhData, f: I32, p: V, reach_sq: s) -> bool:
+        """Whether face f's own box (the BVH's item bounds, float32, outward for float64 points) lies within
+        sqrt(reach_sq) of p, with a margin of 1e-4 relative for the rounding of the distances compared: a
+        point query tests a leaf's faces' boxes before the faces (most boxes of a leaf near the query are
+        farther than the best distance so far, and the face test costs a square root and divisions)."""
+        return lib.box_dist_sq(p, V(bvh.item_lowers[f]), V(bvh.item_uppers[f])) * s(0.9999) <= reach_sq
 
     def _slab(o: s, d: s, lo: s, hi: s, r: V2) -> V2:
         n = r[0]
@@ -189,16 +207,17 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
                 if info[3] > 0:
                     for k in range(info[2], info[2] + info[3]):
                         f = bvh.prims[k]
-                        a = lib.vertex(mesh, f, 0)
-                        b = lib.vertex(mesh, f, 1)
-                        c = lib.vertex(mesh, f, 2)
-                        if not lib.sliver(a, b, c):
-                            uv = lib.closest_bary(a, b, c, p)
-                            d = lib.bary_point(a, b, c, uv) - p
-                            dd = gk.dot(d, d)
-                            if dd < best:
-                                best = dd
-                                face = f
+                        if lib.may_be_within(bvh, f, p, best):
+                            a = lib.vertex(mesh, f, 0)
+                            b = lib.vertex(mesh, f, 1)
+                            c = lib.vertex(mesh, f, 2)
+                            if not lib.sliver(a, b, c):
+                                uv = lib.closest_bary(a, b, c, p)
+                                d = lib.bary_point(a, b, c, uv) - p
+                                dd = gk.dot(d, d)
+                                if dd < best:
+                                    best = dd
+                                    face = f
                 else:
                     nxt = info[0]
             node = nxt
@@ -248,7 +267,10 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
                         a = lib.vertex(mesh, f, 0)
                         b = lib.vertex(mesh, f, 1)
                         c = lib.vertex(mesh, f, 2)
-                        if not lib.sliver(a, b, c):
+                        near = False
+                        if lib.may_be_within(bvh, f, p, reach):
+                            near = not lib.sliver(a, b, c)
+                        if near:
                             uv = lib.closest_bary(a, b, c, p)
                             q = lib.bary_point(a, b, c, uv)
                             if gk.length(q - p) < dist + eps:
@@ -377,7 +399,7 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
     def _parity_adj(mesh: M, p: V, adj_ret: s):
         pass
 
-    for py in (_vertex, _closest_bary, _bary_point, _sliver, _box_dist_sq, _slab, _ray_enters, _ray_tri, _closest_face,
+    for py in (_vertex, _closest_bary, _bary_point, _sliver, _box_dist_sq, _may_be_within, _slab, _ray_enters, _ray_tri, _closest_face,
                _ray_face, _near_normal, _winding, _ray_sign, _parity, _point, _ray, _eval_position,
                _eval_velocity):
         name = py.__name__[1:]
