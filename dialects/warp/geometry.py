@@ -22,7 +22,12 @@ class HashGrid(_GkHashGrid):
     """`wp.HashGrid`: gradkit's hash grid; `device` takes Warp's names ("cuda" is gradkit's OpenCL)."""
 
     def __init__(self, dim_x: int, dim_y: int, dim_z: int, device=None, dtype=None):
-        super().__init__(dim_x, dim_y, dim_z, device=to_gk(device), dtype=dtype)
+        try:
+            super().__init__(dim_x, dim_y, dim_z, device=to_gk(device), dtype=dtype)
+        except ValueError as error:
+            if "cells" not in str(error):
+                raise
+            raise HashGridSizeError(f"HashGrid: cell count exceeds supported limit ({error})") from None
 
     def build(self, points, radius: float, groups=None) -> None:
         if groups is not None:
@@ -30,7 +35,16 @@ class HashGrid(_GkHashGrid):
         super().build(points, radius)
 
     def reserve(self, num_points: int, with_groups: bool = False) -> None:
+        """Warp's reserve; refused inside wp.ScopedCapture, as Warp refuses it (it allocates: reserve before
+        capture)."""
+        from .runtime import _capturing
+        if _capturing():
+            raise NotImplementedError("HashGrid.reserve() inside a graph capture: reserve before capture")
         super().reserve(num_points)
+
+
+class HashGridSizeError(RuntimeError, ValueError):
+    """Too many cells: Warp's RuntimeError, and gradkit's ValueError."""
 
 
 MeshQueryAABB = BvhQuery        # mesh_query_aabb's query is a BVH query over the triangles' bounds
@@ -50,7 +64,12 @@ class Bvh(_GkBvh):
         super().__init__(lowers, uppers, constructor=constructor, leaf_size=leaf_size)
 
     def rebuild(self, constructor: str | None = None) -> None:
-        """Warp's rebuild: a new tree over the boxes as they are now (refit keeps the old tree's shape)."""
+        """Warp's rebuild: a new tree over the boxes as they are now (refit keeps the old tree's shape).
+        Inside wp.ScopedCapture it is recorded with the launches and runs at each capture_launch."""
+        from .runtime import _CAPTURE, _capturing
+        if _capturing():
+            _CAPTURE[-1].ops.append((Bvh.rebuild, (self, constructor), {}))
+            return
         self._arrays.build(_host_vec3(self.lowers, "lowers"), _host_vec3(self.uppers, "uppers"))
         self._refit = None
 
