@@ -271,3 +271,31 @@ def test_points_in_a_2d_array(device, rng):
     grid.build(x, 0.5, device_build=True)
     for got, want in zip(arrays(grid), reference(pts.reshape(-1, 3), (5, 4, 3), 0.5)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_host_and_device_builds_alternate_on_one_grid(device, rng, monkeypatch):
+    """Device and host builds of one grid in any order each leave exactly their own cell ranges (none of the
+    other build's cells left filled), also after a device build interrupted before its cell ranges."""
+    dims = (6, 6, 6)
+    grid = gk.HashGrid(*dims, device=device)
+    for on_device in (True, False, True, True, False, False, True):
+        pts = rng.uniform(-3.0, 3.0, (int(rng.integers(50, 400)), 3)).astype(np.float32)
+        grid.build(gk.array(pts, dtype=gk.vec3, device=device), 0.5, device_build=on_device)
+        for got, want in zip(arrays(grid), reference(pts, dims, 0.5)):
+            np.testing.assert_array_equal(got, want)
+    # a device build stopped before its cell ranges (the counts not yet zeroed): the next one starts clean
+    from gradkit.runtime.launch import launch as launch_module
+    launch, stop_at = launch_module.launch, hash_grid_build.kernels(gk.float32)["cell_ranges"]
+
+    def interrupting(kernel, *args, **kwargs):
+        if kernel is stop_at:
+            raise KeyboardInterrupt
+        return launch(kernel, *args, **kwargs)
+    monkeypatch.setattr(launch_module, "launch", interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        grid.build(gk.array(pts[::-1] + 1.0, dtype=gk.vec3, device=device), 0.5, device_build=True)
+    monkeypatch.undo()
+    pts = pts[:40]
+    grid.build(gk.array(pts, dtype=gk.vec3, device=device), 0.5, device_build=True)
+    for got, want in zip(arrays(grid), reference(pts, dims, 0.5)):
+        np.testing.assert_array_equal(got, want)
