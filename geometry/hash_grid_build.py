@@ -37,20 +37,28 @@ _LOCK = threading.Lock()
 _KERNELS: dict = {}
 
 
-def _build_kernels(s: T.ScalarType) -> dict:
-    """The build's kernels for points of scalar type `s` (the scan and sort ones do not depend on it)."""
+def _cells_kernel(s: T.ScalarType):
+    """The kernel writing each point's cell, for points of scalar type `s`."""
     import gradkit as gk
 
-    ints = gk.array(dtype=gk.int32)
     V3 = T.vector(3, s)
     coord = _coord(s)
 
     @gk.kernel
-    def hash_grid_cells(grid: HashGridData, points: gk.array(dtype=V3), cells: ints):
+    def hash_grid_cells(grid: HashGridData, points: gk.array(dtype=V3), cells: gk.array(dtype=gk.int32)):
         i = gk.tid()
         p = points[i]
         inv = s(grid.cell_width_inv)
         cells[i] = _cell(grid, coord(p[0] * inv), coord(p[1] * inv), coord(p[2] * inv))
+
+    return hash_grid_cells
+
+
+def _sort_kernels() -> dict:
+    """The count, scan, scatter and order kernels (on int32 cell ids: the same for every precision)."""
+    import gradkit as gk
+
+    ints = gk.array(dtype=gk.int32)
 
     @gk.kernel
     def hash_grid_count(cells: ints, ranks: ints, counts: ints, large: ints, num_large: ints):
@@ -132,7 +140,7 @@ def _build_kernels(s: T.ScalarType) -> dict:
                 point_ids[first + last] = top
                 _sift_down(point_ids, first, 0, last)
 
-    return dict(cells=hash_grid_cells, count=hash_grid_count, block_sums=hash_grid_block_sums, block_scan=hash_grid_block_scan,
+    return dict(count=hash_grid_count, block_sums=hash_grid_block_sums, block_scan=hash_grid_block_scan,
                 cell_ranges=hash_grid_cell_ranges, scatter=hash_grid_scatter, order=hash_grid_order,
                 order_large=hash_grid_order_large)
 
@@ -202,10 +210,13 @@ _sift_down = Func(_sift_down)
 
 
 def kernels(s: T.ScalarType) -> dict:
-    """The build's kernels for points of scalar type `s`, made once (under a lock: builds may run in threads)."""
+    """The build's kernels by name for points of scalar type `s`, made once (under a lock: builds may run in
+    threads)."""
     with _LOCK:
         if s not in _KERNELS:
-            _KERNELS[s] = _build_kernels(s)
+            if "sort" not in _KERNELS:
+                _KERNELS["sort"] = _sort_kernels()
+            _KERNELS[s] = dict(_KERNELS["sort"], cells=_cells_kernel(s))
         return _KERNELS[s]
 
 
