@@ -273,6 +273,25 @@ def test_every_refit_way_refuses_non_finite_points(device, rng, way):
     np.testing.assert_array_equal(got, mesh._bvh.node_lowers.numpy())
 
 
+@pytest.mark.parametrize("way", list(REFIT_WAYS))
+def test_every_refit_way_reads_the_indices_as_they_are(device, rng, way):
+    """A refit after the mesh's indices array was overwritten (the same triangles in another order, corners
+    rotated) bounds the triangles the indices now name: item t's box is triangle t's as the array holds it
+    (the fused walk keeps the corners in leaf order and remakes them when the indices' version moved)."""
+    mesh, pts, tris = make_mesh(device, rng, n=7)
+    refit = device_refit(mesh, way)
+    refit.mesh(mesh.points, mesh.indices, mesh.num_tris, mesh._bvh)
+    new = np.roll(tris[rng.permutation(len(tris))], 1, axis=1).astype(np.int32)
+    gk.copy(mesh.indices, gk.array(new.reshape(-1), dtype=gk.int32, device=device))
+    refit.mesh(mesh.points, mesh.indices, mesh.num_tris, mesh._bvh)
+    corners = pts.astype(np.float32)[new]
+    np.testing.assert_array_equal(mesh._bvh.item_lowers.numpy(), corners.min(1))
+    np.testing.assert_array_equal(mesh._bvh.item_uppers.numpy(), corners.max(1))
+    lo, hi = mesh._bvh.tree.bounds(corners.min(1), corners.max(1))
+    np.testing.assert_array_equal(mesh._bvh.node_lowers.numpy(), lo)
+    np.testing.assert_array_equal(mesh._bvh.node_uppers.numpy(), hi)
+
+
 @gk.kernel
 def surface_loss(mesh: gk.Mesh[gk.float64], x: gk.array(dtype=gk.vec3d), s: gk.array(dtype=gk.vec3d),
                  d: gk.array(dtype=gk.vec3d), loss: gk.array(dtype=gk.float64)):
