@@ -11,7 +11,13 @@ from the positions it reads is differentiated as any other code.
 Semantics follow Warp 1.19's hash grid: a point's cell is floor(p * (1 / cell_width)) per axis, wrapped
 modulo the grid's dimensions (so points outside the nominal range alias into it, and a query visits the
 physical cells of the virtual range [p - r, p + r], at most once each). The query returns every point of
-those cells, a superset of the points within `max_dist`: filter by distance in the loop."""
+those cells, a superset of the points within `max_dist`: filter by distance in the loop.
+
+The traversal walks rows (y, z) of the range; a row's cells are one or two runs of consecutive physical cells
+(two where the x range wraps), and as the grid's points are sorted by cell, a run's points are one slice of
+`point_ids` (from its first occupied cell's start to its last one's end). The neighbour loop then steps
+through a slice with one compare and one load per point, in Warp's order (x fastest, then y, then z), and
+changes row 9 times per query of a 3x3x3 range instead of changing cell 27 times."""
 
 # (no `from __future__ import annotations`: the library functions below need evaluated annotations)
 
@@ -32,7 +38,9 @@ _ints = T.array_type(T.int32)
 
 @struct
 class HashGridData:
-    """What a kernel sees of a `gk.HashGrid`: points sorted by cell, the [start, end) range of each cell."""
+    """What a kernel sees of a `gk.HashGrid`: point_ids sorted by cell index (z * dim_x * dim_y + y * dim_x + x;
+    the queries rely on it: a run of consecutive cells is one slice), the [start, end) range of each occupied
+    cell in it (an empty cell's range has start >= end, its values otherwise free)."""
     cell_starts: _ints
     cell_ends: _ints
     point_ids: _ints
@@ -45,22 +53,22 @@ class HashGridData:
 
 @struct
 class HashGridQuery:
-    """The state of one neighbour traversal: the virtual cell range, the current cell and its slice."""
+    """The state of one neighbour traversal: the virtual (y, z) row range, the current row, and the slice of
+    sorted points the current row segment holds. A row's x range is at most two runs of consecutive physical
+    cells (two where it wraps past dim_x): each run's points are one slice, as the points are sorted by cell."""
     grid: HashGridData
-    x_start: T.int32
     y_start: T.int32
-    z_start: T.int32
-    x_end: T.int32
     y_end: T.int32
     z_end: T.int32
-    x: T.int32
     y: T.int32
     z: T.int32
-    cx: T.int32             # x, y, z wrapped into the grid (kept in step: no division per cell)
-    cy: T.int32
+    cy: T.int32             # y, z wrapped into the grid (kept in step: no division per row)
     cz: T.int32
-    cx_start: T.int32
     cy_start: T.int32
+    cx_start: T.int32       # the first run: cells cx_start .. cx_start + len_a - 1 of the row
+    len_a: T.int32
+    len_b: T.int32          # the second run, past the wrap: cells 0 .. len_b - 1 (0: none)
+    seg: T.int32            # which run the current slice is
     cell_index: T.int32
     cell_end: T.int32
     current: T.int32
@@ -81,29 +89,38 @@ def _query_end(start: I32, end: I32, dim: I32) -> I32:
     return gk.where(end - start >= dim, start + dim - 1, end)
 
 
-def _next(q: HashGridQuery) -> HashGridQuery:
-    """Advance to the next point of the cells in range: q.found = 1 and q.current its index, or found = 0."""
-    q.found = 0
-    more = q.grid.num_points > 0
-    while more:
-        if q.cell_index < q.cell_end:
-            q.current = q.grid.point_ids[q.cell_index]
-            q.cell_index += 1
-            q.found = 1
-            more = False
+def _run(q: HashGridQuery, a: I32, n: I32) -> HashGridQuery:
+    """Point to the slice of cells a .. a + n - 1 of the current row: from the first occupied cell's start to
+    the last one's end (the points are sorted by cell, so a run of consecutive cells is one slice; an empty
+    cell's range, start >= end, may hold anything)."""
+    base = q.cz * (q.grid.dim_x * q.grid.dim_y) + q.cy * q.grid.dim_x + a
+    lo = q.grid.num_points
+    hi = 0
+    for k in range(n):
+        s = q.grid.cell_starts[base + k]
+        e = q.grid.cell_ends[base + k]
+        if s < e:
+            lo = gk.min(lo, s)
+            hi = e
+    q.cell_index = lo - 1
+    q.cell_end = hi
+    return q
+
+
+def _advance(q: HashGridQuery) -> HashGridQuery:
+    """Move on to the next run of cells that holds points (q.cell_index + 1 < q.cell_end), or past the last row
+    (q.z > q.z_end). Runs are visited in Warp's cell order: x fastest, then y, then z."""
+    while q.cell_index + 1 >= q.cell_end and q.z <= q.z_end:
+        if q.seg == 0 and q.len_b > 0:
+            q.seg = 1
+            q = _run(q, 0, q.len_b)
         else:
-            # the next virtual cell, its wrapped coordinates moved along (a wrap is a compare, not a %)
-            q.x += 1
-            q.cx += 1
-            if q.cx == q.grid.dim_x:
-                q.cx = 0
-            if q.x > q.x_end:
-                q.x = q.x_start
-                q.cx = q.cx_start
-                q.y += 1
-                q.cy += 1
-                if q.cy == q.grid.dim_y:
-                    q.cy = 0
+            # the next row, its wrapped coordinates moved along (a wrap is a compare, not a %)
+            q.seg = 0
+            q.y += 1
+            q.cy += 1
+            if q.cy == q.grid.dim_y:
+                q.cy = 0
             if q.y > q.y_end:
                 q.y = q.y_start
                 q.cy = q.cy_start
@@ -111,12 +128,30 @@ def _next(q: HashGridQuery) -> HashGridQuery:
                 q.cz += 1
                 if q.cz == q.grid.dim_z:
                     q.cz = 0
-            if q.z > q.z_end:
-                more = False
-            else:
-                c = q.cz * (q.grid.dim_x * q.grid.dim_y) + q.cy * q.grid.dim_x + q.cx
-                q.cell_index = q.grid.cell_starts[c]
-                q.cell_end = q.grid.cell_ends[c]
+            if q.z <= q.z_end:
+                q = _run(q, q.cx_start, q.len_a)
+    return q
+
+
+def _next(q: HashGridQuery) -> HashGridQuery:
+    """The next point of the cells in range: q.found = 1 and q.current its index, or found = 0 (q.current
+    then keeps the last index, as Warp's query leaves its out-argument).
+
+    The common step, another point of the same run, is one compare and one load in a branch of its own that
+    changes nothing but the run position; the move to the next run (`_advance`) is the other branch. The CPU
+    backend closes a loop body that ends in such a branch with a back edge per arm (backends/cpu/control.py),
+    so LLVM makes the common step a tight inner loop over the run's points."""
+    if q.cell_index + 1 < q.cell_end:
+        q.cell_index += 1
+        q.current = q.grid.point_ids[q.cell_index]
+        q.found = 1
+    else:
+        q = _advance(q)
+        q.found = 0
+        if q.cell_index + 1 < q.cell_end:
+            q.cell_index += 1
+            q.current = q.grid.point_ids[q.cell_index]
+            q.found = 1
     return q
 
 
@@ -143,24 +178,25 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
     def _query(grid: HashGridData, p: V3, r: s) -> HashGridQuery:
         inv = s(grid.cell_width_inv)
         q = HashGridQuery(grid=grid)
-        q.x_start = lib.coord((p[0] - r) * inv)
+        x_start = lib.coord((p[0] - r) * inv)
+        x_end = _query_end(x_start, lib.coord((p[0] + r) * inv), grid.dim_x)
         q.y_start = lib.coord((p[1] - r) * inv)
-        q.z_start = lib.coord((p[2] - r) * inv)
-        q.x_end = _query_end(q.x_start, lib.coord((p[0] + r) * inv), grid.dim_x)
+        z_start = lib.coord((p[2] - r) * inv)
         q.y_end = _query_end(q.y_start, lib.coord((p[1] + r) * inv), grid.dim_y)
-        q.z_end = _query_end(q.z_start, lib.coord((p[2] + r) * inv), grid.dim_z)
-        q.x = q.x_start
+        q.z_end = _query_end(z_start, lib.coord((p[2] + r) * inv), grid.dim_z)
         q.y = q.y_start
-        q.z = q.z_start
-        q.cx_start = q.x_start % grid.dim_x
+        q.z = z_start
+        q.cx_start = x_start % grid.dim_x
         q.cy_start = q.y_start % grid.dim_y
-        q.cx = q.cx_start
         q.cy = q.cy_start
-        q.cz = q.z_start % grid.dim_z
+        q.cz = z_start % grid.dim_z
+        width = x_end - x_start + 1
+        q.len_a = gk.min(width, grid.dim_x - q.cx_start)
+        q.len_b = width - q.len_a
         if grid.num_points > 0:
-            c = _cell(grid, q.x, q.y, q.z)
-            q.cell_index = grid.cell_starts[c]
-            q.cell_end = grid.cell_ends[c]
+            q = _run(q, q.cx_start, q.len_a)
+        else:
+            q.z = q.z_end + 1          # nothing to visit (the arrays may be placeholders)
         return q
 
     for py in (_coord, _query):
@@ -170,7 +206,9 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
 
 
 _cell = Func(_cell)
+_run = Func(_run)
 _query_end = Func(_query_end)
+_advance = Func(_advance)
 _next = Func(_next)
 _point_id = Func(_point_id)
 _BY_PRECISION: dict = {}

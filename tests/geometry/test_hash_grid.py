@@ -10,6 +10,7 @@ import pytest
 
 import gradkit as gk
 import gradkit.warp as gwp
+from gradkit.core.library.hash_grid import HashGridData
 
 try:
     import warp
@@ -64,6 +65,83 @@ def test_neighbours_match_brute_force(device, rng, loop, dims, width, r):
         visited = {int(z * dims[0] * dims[1] + y * dims[0] + xx) for xx in ranges[0] for y in ranges[1]
                    for z in ranges[2]}
         assert set(np.nonzero(seen[i])[0]) == {j for j in range(n) if cells[j] in visited}
+
+
+@gk.kernel
+def visit_order(grid: gk.HashGrid, x: gk.array(dtype=gk.vec3), r: float, order: gk.array2d(dtype=gk.int32),
+                cap: int):
+    i = gk.tid()
+    k = int(0)
+    for j in gk.hash_grid_query(grid, x[i], r):
+        if k < cap:
+            order[i, k] = j
+        k += 1
+
+
+def _expected_order(pts, r, width, dims, starts, ends, ids) -> list:
+    """Each query's indices in Warp's order: the virtual cells of [p - r, p + r] (x fastest, then y, then z;
+    a range wider than the grid cut to one lap), each wrapped to its physical cell, its points in sorted order."""
+    inv = np.float32(1.0) / np.float32(width)
+    lo = np.floor((pts - np.float32(r)) * inv).astype(np.int64)
+    hi = np.floor((pts + np.float32(r)) * inv).astype(np.int64)
+    out = []
+    for i in range(len(pts)):
+        axes = [range(lo[i, a], min(hi[i, a], lo[i, a] + dims[a] - 1) + 1) for a in range(3)]
+        seq = []
+        for z in axes[2]:
+            for y in axes[1]:
+                for xx in axes[0]:
+                    c = (z % dims[2]) * dims[0] * dims[1] + (y % dims[1]) * dims[0] + xx % dims[0]
+                    seq += [int(v) for v in ids[starts[c]:ends[c]]]
+        out.append(seq)
+    return out
+
+
+def _orders(device, grid, x, r, n, cap):
+    order = gk.full((n, cap), -1, dtype=gk.int32, device=device)
+    gk.launch(visit_order, n, inputs=[grid, x, r, order, cap])
+    return [[int(v) for v in row if v >= 0] for row in order.numpy()]
+
+
+@pytest.mark.parametrize("dims,width,r,spread", [((7, 3, 5), 0.3, 0.5, (-1.0, 3.0)), ((4, 6, 2), 0.5, 0.3, (-2.0, 4.0)),
+                                                 ((3, 3, 3), 0.4, 1.0, (0.0, 1.2)), ((64, 2, 2), 0.1, 0.25, (0.0, 6.4))],
+                         ids=["wrapping-runs", "sparse", "range-past-grid", "long-rows"])
+def test_query_visits_cells_in_warps_order(device, rng, dims, width, r, spread):
+    """A query returns its cells' points in Warp's order (x fastest, then y, then z; each cell's points in
+    sorted order), so sums in a neighbour loop add in Warp's order: also where a row's x range wraps past
+    dim_x (two runs of cells), where runs hold empty cells, and where the range is wider than the grid."""
+    n = 120
+    pts = rng.uniform(*spread, (n, 3)).astype(np.float32)
+    x = gk.array(pts, dtype=gk.vec3, device=device)
+    grid = gk.HashGrid(*dims, device=device)
+    grid.build(x, width)
+    want = _expected_order(pts, r, width, dims, grid.cell_starts.numpy(), grid.cell_ends.numpy(),
+                           grid.point_ids.numpy())
+    cap = max(len(w) for w in want) + 1
+    assert _orders(device, grid, x, r, n, cap) == want
+    assert sum(map(len, want)) > n          # the queries do find neighbours
+
+
+def test_empty_cells_may_hold_any_range(device, rng):
+    """The queries read an empty cell only as empty (start >= end): a grid whose empty cells hold arbitrary
+    such ranges visits exactly what the built grid visits."""
+    n, dims, width, r = 100, (9, 4, 6), 0.25, 0.4
+    pts = rng.uniform(-0.5, 2.5, (n, 3)).astype(np.float32)
+    x = gk.array(pts, dtype=gk.vec3, device=device)
+    grid = gk.HashGrid(*dims, device=device)
+    grid.build(x, width)
+    starts, ends = grid.cell_starts.numpy().copy(), grid.cell_ends.numpy().copy()
+    empty = starts >= ends
+    assert empty.sum() > len(starts) // 4
+    starts[empty] = rng.integers(0, n + 3, empty.sum())
+    ends[empty] = starts[empty] - rng.integers(0, 3, empty.sum())
+    odd = HashGridData(cell_starts=gk.array(starts, dtype=gk.int32, device=device),
+                       cell_ends=gk.array(ends, dtype=gk.int32, device=device), point_ids=grid.point_ids,
+                       num_points=n, dim_x=dims[0], dim_y=dims[1], dim_z=dims[2],
+                       cell_width_inv=float(np.float32(1.0) / np.float32(width)))
+    cap = 64
+    want = _orders(device, grid, x, r, n, cap)
+    assert _orders(device, odd, x, r, n, cap) == want and sum(map(len, want)) > n
 
 
 @gk.kernel
