@@ -1,13 +1,14 @@
 """Warp's own example programs under `gradkit.warp` and under Warp, time per step (issue #40 item 4).
 
     python benchmarks/warp_programs.py [--quick] [--steps N] [--programs sph,dem,diffray,mesh] [--cold]
-                                       [--device cpu|cuda] [--json out.json]
+                                       [--device cpu|cuda] [--kernels] [--json out.json]
 
 The programs are example_sph, example_dem, optim/example_diffray and example_mesh from the installed `warp` package,
 loaded by `gradkit.warp.examples.load_example` as written (Warp) and with only their imports pointed at
 gradkit.warp plus the edits docs/porting/warp.md lists (gradkit); rendering off. One step is the example's
-own `step()`: a frame of simulation substeps (sph, dem), a taped forward and backward pass with an SGD
-update (diffray), or a deforming mesh's refit and 1,000 particles' closest-point queries against it (mesh). Sizes are the examples' own where a step stays near a second on a 2-core CPU, else set
+own `step()`: a frame of simulation substeps (sph, dem: dem's constructor captures its substeps as a graph,
+captured again here once their number is set, so a step runs the substeps the size says), a taped forward
+and backward pass with an SGD update (diffray), or a deforming mesh's refit and 1,000 particles' closest-point queries against it (mesh). Sizes are the examples' own where a step stays near a second on a 2-core CPU, else set
 from outside through the example's attributes (SIZES). example_diffray and example_mesh load bunny.usd
 through OpenUSD, which need not be installed: a stand-in `pxr` gives both systems the same sphere mesh
 (9,024 triangles).
@@ -28,6 +29,10 @@ the work and wall time what a user waits; on a machine shared with other work, g
 may find no free core, which the load average in the JSON shows). `run(quick)` returns the rows
 {program, system, first_step_s, per_step_s, ...} for `make bench`; the command line prints a Markdown
 table and writes JSON.
+
+`--kernels` adds where a step's time goes (`kernel_times`): each system's launches, one kernel at a time,
+each followed by `wp.synchronize()`, and its hash-grid builds, per step in wall and CPU seconds, with dem's
+graph capture off (the same launches, made one by one).
 """
 
 from __future__ import annotations
@@ -49,11 +54,11 @@ import numpy as np
 PROGRAMS = ("sph", "dem", "diffray", "mesh")
 SYSTEMS = ("warp", "gradkit.warp")
 
-# per program: (full, quick) settings: sph substeps per step; dem particle block divisor and substeps;
-# diffray image height
+# per program: (full, quick) settings: sph substeps per step; dem particle block divisor and substeps (64:
+# the example's own); diffray image height
 SIZES = {
     "sph": ({"substeps": 2}, {"substeps": 1}),
-    "dem": ({"shrink": 2, "substeps": 8}, {"shrink": 4, "substeps": 2}),
+    "dem": ({"shrink": 2, "substeps": 64}, {"shrink": 4, "substeps": 2}),
     "diffray": ({"height": 128}, {"height": 24}),
     "mesh": ({}, {}),
 }
@@ -87,6 +92,10 @@ def _make(program: str, system: str, size: dict):
         e = mod.Example(stage_path=None)
         e.sim_substeps = size["substeps"]
         e.sim_dt = e.frame_dt / e.sim_substeps
+        if getattr(e, "use_graph_capture", False):     # the constructor captured its own 64 substeps
+            with mod.wp.ScopedCapture() as capture:
+                e.simulate()
+            e.graph = capture.graph
         return e, f"{len(e.x)} particles, {size['substeps']} substeps/step"
     if program == "diffray":
         sys.modules.setdefault("pxr", _stand_in_pxr())
@@ -150,6 +159,80 @@ def time_program(program: str, quick: bool = False, steps: int | None = None, de
     return rows
 
 
+class _TimedWarp(types.ModuleType):
+    """An example module's `wp` that times each launch to its end (`synchronize`) into `record`."""
+
+    def __init__(self, real, record):
+        super().__init__(real.__name__)
+        self._real, self._record = real, record
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def launch(self, kernel, *args, **kwargs):
+        c0, t0 = time.process_time(), time.perf_counter()
+        out = self._real.launch(kernel, *args, **kwargs)
+        self._real.synchronize()
+        self._record(getattr(kernel, "key", None) or getattr(kernel, "__name__", str(kernel)),
+                     time.perf_counter() - t0, time.process_time() - c0)
+        return out
+
+
+def kernel_times(program: str, quick: bool = False, steps: int | None = None, device: str = "cpu") -> list[dict]:
+    """Where a step of `program` goes, per system: rows {program, system, kernel, calls, wall_s, cpu_s} with
+    each kernel's launches (and `HashGrid.build`) per step, summed over `steps` steps after a first, steps
+    alternating between the systems; graph capture off (dem replays the same launches one by one)."""
+    import warp
+    warp.config.quiet = True
+    warp.init()
+    size = SIZES[program][1 if quick else 0]
+    steps = steps or (2 if quick else 3)
+    totals: dict = {}
+    examples, wps = {}, {}
+    for system in SYSTEMS:
+        wps[system] = wp = _module(system)
+        with wp.ScopedDevice(device):
+            e, _ = _make(program, system, size)
+        e.use_graph_capture = False
+
+        def record(name, wall, cpu, system=system):
+            t = totals.setdefault((system, name), [0, 0.0, 0.0])
+            t[0] += 1
+            t[1] += wall
+            t[2] += cpu
+        sys.modules[type(e).__module__].wp = _TimedWarp(wps[system], record)
+        grid = getattr(e, "grid", None)
+        if grid is not None:
+            build = grid.build
+
+            def timed_build(*args, build=build, record=record, **kwargs):
+                c0, t0 = time.process_time(), time.perf_counter()
+                build(*args, **kwargs)
+                record("HashGrid.build", time.perf_counter() - t0, time.process_time() - c0)
+            grid.build = timed_build
+        examples[system] = e
+    for s in SYSTEMS:
+        _step(examples[s], wps[s], device)
+    totals.clear()
+    for k in range(steps):
+        for s in (SYSTEMS if k % 2 == 0 else SYSTEMS[::-1]):
+            _step(examples[s], wps[s], device)
+    return [{"program": program, "system": s, "kernel": name, "calls": n / steps, "wall_s": w / steps,
+             "cpu_s": c / steps} for (s, name), (n, w, c) in totals.items()]
+
+
+def markdown_kernels(rows: list[dict]) -> str:
+    """One line per program and kernel: calls per step, Warp's and gradkit's wall and CPU ms per step."""
+    by = {(r["program"], r["system"], r["kernel"]): r for r in rows}
+    out = ["| program | kernel | calls/step | wall: Warp / gradkit | CPU: Warp / gradkit |", "|---|---|---|---|---|"]
+    for program, kernel in dict.fromkeys((r["program"], r["kernel"]) for r in rows):
+        w, g = by.get((program, "warp", kernel)), by.get((program, "gradkit.warp", kernel))
+        ms = [(_ms(r["wall_s"]), _ms(r["cpu_s"])) if r else ("-", "-") for r in (w, g)]
+        calls = (w or g)["calls"]
+        out.append(f"| {program} | {kernel} | {calls:g} | {ms[0][0]} / {ms[1][0]} ms | {ms[0][1]} / {ms[1][1]} ms |")
+    return "\n".join(out)
+
+
 def run(quick: bool = False, programs=PROGRAMS, steps: int | None = None, device: str = "cpu") -> list[dict]:
     """Rows {program, system, start_s, first_step_s, per_step_s, min_step_s, first_step_cpu_s, per_step_cpu_s,
     steps, size, device} for every program (seconds; start_s: loading, constructing and the first step;
@@ -191,6 +274,8 @@ def main(argv=None) -> None:
                     help="both systems' kernel caches in fresh, empty folders: every kernel compiles")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                     help="cpu for both, or cuda: Warp's CUDA device and gradkit.warp's GPU (OpenCL)")
+    ap.add_argument("--kernels", action="store_true",
+                    help="also time each kernel's launches and the hash-grid builds per step (kernel_times)")
     ap.add_argument("--json", default=os.path.join("bench-results", "warp_programs.json"))
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="warp_programs_") as tmp:
@@ -200,16 +285,22 @@ def main(argv=None) -> None:
             os.environ["WARP_CACHE_PATH"] = os.path.join(tmp, "warp")
             os.environ["GRADKIT_CACHE_DIR"] = os.path.join(tmp, "gradkit")
         load0 = os.getloadavg()
-        rows = run(args.quick, [p for p in args.programs.split(",") if p], args.steps, args.device)
+        programs = [p for p in args.programs.split(",") if p]
+        rows = run(args.quick, programs, args.steps, args.device)
+        kernels = [k for p in programs for k in kernel_times(p, args.quick, args.steps, args.device)] \
+            if args.kernels else []
         load1 = os.getloadavg()
     print(markdown(rows))
+    if kernels:
+        print()
+        print(markdown_kernels(kernels))
     print(f"devices: {', '.join(sorted({r['system'] + ' ' + r['device'] for r in rows}))}; caches: "
           f"{'cold' if args.cold else 'as found'}; load average (1 min) {load0[0]:.2f} before, {load1[0]:.2f} "
           f"after, on {os.cpu_count()} cores")
     if args.json:
         os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
         with open(args.json, "w") as f:
-            json.dump({"rows": rows, "quick": args.quick, "cold": args.cold, "device": args.device,
+            json.dump({"rows": rows, "kernels": kernels, "quick": args.quick, "cold": args.cold, "device": args.device,
                        "cpu_count": os.cpu_count(),
                        "load_before": load0, "load_after": load1}, f, indent=1)
 
