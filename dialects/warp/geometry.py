@@ -30,8 +30,14 @@ class HashGrid(_GkHashGrid):
             raise HashGridSizeError(f"HashGrid: cell count exceeds supported limit ({error})") from None
 
     def build(self, points, radius: float, groups=None) -> None:
+        """Warp's build; inside wp.ScopedCapture it is recorded with the launches and runs at each
+        capture_launch, on the points as they are then (as a CUDA graph replays it)."""
+        from .runtime import _CAPTURE, _capturing
         if groups is not None:
             raise WarpFeatureMissing("HashGrid.build(groups=)", "grouped hash grids are not supported yet")
+        if _capturing():
+            _CAPTURE[-1].ops.append((HashGrid.build, (self, points, radius), {}))
+            return
         super().build(points, radius)
 
     def reserve(self, num_points: int, with_groups: bool = False) -> None:
@@ -52,7 +58,7 @@ MeshQueryAABB = BvhQuery        # mesh_query_aabb's query is a BVH query over th
 
 def _no_groups(what: str, groups) -> None:
     if groups is not None:
-        raise WarpFeatureMissing(f"{what}(groups=)", "grouped BVHs (a root per group id) are not supported yet")
+        raise WarpFeatureMissing(f"{what}(groups=)", "Grouped BVHs (a root per group id) are not supported yet")
 
 
 class Bvh(_GkBvh):
@@ -75,10 +81,25 @@ class Bvh(_GkBvh):
 
 
 class Mesh(_GkMesh):
-    """`wp.Mesh(points, indices, velocities=, ...)`: gradkit's mesh; `groups=` raises WarpFeatureMissing."""
+    """`wp.Mesh(points, indices, velocities=, ...)`: gradkit's mesh; `groups=` raises WarpFeatureMissing. Bad
+    inputs raise Warp's RuntimeError, which is also gradkit's TypeError or ValueError."""
 
     def __init__(self, points=None, indices=None, velocities=None, support_winding_number: bool = False,
                  bvh_constructor: str | None = None, bvh_leaf_size: int | None = None, groups=None):
         _no_groups("Mesh", groups)
-        super().__init__(points, indices, velocities=velocities, support_winding_number=support_winding_number,
-                         bvh_constructor=bvh_constructor, bvh_leaf_size=bvh_leaf_size)
+        try:
+            super().__init__(points, indices, velocities=velocities, support_winding_number=support_winding_number,
+                             bvh_constructor=bvh_constructor, bvh_leaf_size=bvh_leaf_size)
+        except (TypeError, ValueError) as error:
+            raise _MESH_ERRORS[type(error) if type(error) in _MESH_ERRORS else ValueError](str(error)) from None
+
+
+class MeshTypeError(RuntimeError, TypeError):
+    """A wp.Mesh input of the wrong type: Warp's RuntimeError, gradkit's TypeError."""
+
+
+class MeshValueError(RuntimeError, ValueError):
+    """A wp.Mesh input of the wrong shape, range or device: Warp's RuntimeError, gradkit's ValueError."""
+
+
+_MESH_ERRORS = {TypeError: MeshTypeError, ValueError: MeshValueError}
