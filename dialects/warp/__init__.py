@@ -23,12 +23,12 @@ from ..core.struct import struct  # noqa: F401
 from ..runtime.arrays.array import array as _GkArray  # noqa: F401
 from ..runtime.arrays.creation import from_dlpack, from_numpy  # noqa: F401
 from ..runtime.arrays.interop import from_jax, from_torch, to_jax, to_torch  # noqa: F401
-from ..runtime.launch.kernel import Kernel  # noqa: F401
 from ..runtime.tools import autograd  # noqa: F401
 from . import builtins as _builtins
 from . import queries as _queries
 from . import transforms as _transforms
 from .intersect import intersect_tri_tri  # noqa: F401
+from .kernels import Kernel  # noqa: F401  (wp.Kernel(func=f): lowered when made, as Warp's)
 from . import types  # noqa: F401
 from .device import (Device, ScopedDevice, get_cuda_device_count, get_cuda_devices,  # noqa: F401
                      get_device, get_preferred_device, is_cuda_available, set_device, synchronize,

@@ -145,3 +145,18 @@ def test_grouped_and_sphere_queries_are_named(device):
     with pytest.raises(wp.WarpFeatureMissing, match=r"wp\.bvh_query_sphere"):
         wp.launch(sphere, dim=1, inputs=[wp.Bvh(pts, pts).id, wp.zeros(1, dtype=int, device=device)],
                   device=device)
+
+
+def _bad_kernel(x: wp.array(dtype=float)):
+    x[0] = undefined_name      # noqa: F821  (the error wp.Kernel must raise when made)
+
+
+def test_kernel_constructor_lowers_at_once():
+    """wp.Kernel(func=f) lowers f forward and adjoint when made (Warp builds its adjoint then): an unknown name
+    is a CompileError there, not at a launch; every gradkit kernel is a wp.Kernel."""
+    from gradkit.core.errors import CompileError
+    assert isinstance(count_overlaps, wp.Kernel)
+    with pytest.raises(CompileError, match="undefined_name"):
+        wp.Kernel(func=_bad_kernel)
+    k = wp.Kernel(func=count_neighbours.pyfunc)
+    assert isinstance(k, wp.Kernel) and "adjoint" in k.ir(adjoint=True)
