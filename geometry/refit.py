@@ -1,10 +1,12 @@
 """Refits on the geometry's device, for float32 points and boxes (`gk.Mesh.refit`, run every step by Warp's
 example_mesh, and `gk.Bvh.refit`): kernels in the kernel language, so every backend runs them and no point
-travels to the host. One takes each item's bounds in parallel (a triangle's, with its edge lengths; a
-box's, checked finite); then the node bounds, bottom-up, one of two ways:
-- on CPUs (the LLVM backend, the C plugin) one thread walks the node ids downwards: build_tree numbers
-  nodes breadth-first with the right child beside the left (left + 1), so it meets children before their
-  parent; one launch;
+travels to the host. On CPUs (the LLVM backend, the C plugin) a mesh of fewer than FUSE_BELOW triangles
+refits in one launch of one thread (mesh_walk): it walks the node ids downwards (build_tree numbers nodes
+breadth-first with the right child beside the left, left + 1, so it meets children before their parent),
+taking each leaf's triangles' bounds and edge lengths where it meets the leaf. Otherwise one kernel takes
+each item's bounds in parallel (a triangle's, with its edge lengths; a box's, checked finite), then the
+node bounds, bottom-up, one of two ways:
+- on CPUs one thread walks the node ids downwards (node_walk), one launch;
 - elsewhere (GPUs, the reference interpreter) each leaf's bounds in parallel, then each level's inner
   nodes in parallel from the deepest, a launch per level (on CPUs the launches cost more than the walk; on
   a lent H100 through OpenCL the walk took 2.6 ms, a GPU thread runs a serial loop slowly, against the host
@@ -12,11 +14,11 @@ box's, checked finite); then the node bounds, bottom-up, one of two ways:
 Bounds take their minima and maxima as comparisons and selects (`vmin`, `vmax`: NumPy's np.minimum /
 np.maximum for numbers, so the host refit's bits): gk.min / gk.max are IEEE minimum / maximum, which the
 LLVM backend expands to several instructions a component; at 9k triangles that was 75 -> 56 us for the
-triangles' kernel and 37 -> 22 us for the walk. A triangle's non-finite corner makes its edge sum NaN, so
-the mesh refit's check is the host sum it takes anyway (no flag to zero and read back). On a 2-core CPU
-at 9k triangles a mesh refit took 126 us before these changes (Warp's 104 us), NumPy's version
-(geometry/bvh.py) 1.7 ms. The launches are not recorded on a tape (a refit is not differentiated, as in
-Warp)."""
+triangles' kernel and 37 -> 22 us for the walk. A non-finite corner makes the edge sum NaN (a NaN
+coordinate its triangle's edges, an infinite one the root's box too), so the mesh refit's check is the sum
+it reads back anyway (no flag to zero and read back). On this 2-core CPU at 9k triangles (example_mesh) a
+mesh refit took 126 us before these changes, 64 us after (Warp's 103 us); NumPy's version (geometry/bvh.py)
+1.7 ms. The launches are not recorded on a tape (a refit is not differentiated, as in Warp)."""
 
 from __future__ import annotations
 
@@ -164,7 +166,8 @@ def kernels():
 # On CPUs a mesh of fewer triangles than this refits in one launch of one thread (mesh_walk): the CPU backend
 # runs straight-line launches below 2^15 threads on the calling thread anyway (backends/cpu/backend.py's
 # INLINE_BELOW), so the fused walk loses no parallelism and saves a launch, a pass over the item bounds
-# and the host's sum (example_mesh, 9k triangles: 56 + 22 + 4 us -> 72 us in all on this 2-core CPU).
+# and the host's sum (example_mesh, 9k triangles: 56 + 22 + 4 us -> 72 us in all on this 2-core CPU; 64 us
+# with the corners in leaf order).
 FUSE_BELOW = 1 << 15
 SERIAL_BACKENDS = ("cpu", "c")       # where one thread walking the nodes beats a launch per level
 
