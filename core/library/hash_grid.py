@@ -90,18 +90,30 @@ def _query_end(start: I32, end: I32, dim: I32) -> I32:
 
 
 def _run(q: HashGridQuery, a: I32, n: I32) -> HashGridQuery:
-    """Point to the slice of cells a .. a + n - 1 of the current row: from the first occupied cell's start to
-    the last one's end (the points are sorted by cell, so a run of consecutive cells is one slice; an empty
-    cell's range, start >= end, may hold anything)."""
+    """Point to the slice of cells a .. a + n - 1 (n >= 1) of the current row: from the first occupied cell's
+    start to the last one's end (the points are sorted by cell, so a run of consecutive cells is one slice;
+    an empty cell's range, start >= end, may hold anything). Both ends are found by scanning in from the
+    run's ends, which in a filled grid reads just the two end cells."""
     base = q.cz * (q.grid.dim_x * q.grid.dim_y) + q.cy * q.grid.dim_x + a
-    lo = q.grid.num_points
+    lo = 0
     hi = 0
-    for k in range(n):
+    k = 0
+    s = q.grid.cell_starts[base]
+    e = q.grid.cell_ends[base]
+    while s >= e and k + 1 < n:         # the first occupied cell from the left (mostly the first cell)
+        k += 1
         s = q.grid.cell_starts[base + k]
         e = q.grid.cell_ends[base + k]
-        if s < e:
-            lo = gk.min(lo, s)
-            hi = e
+    if s < e:
+        lo = s
+        m = n - 1
+        s = q.grid.cell_starts[base + m]
+        e = q.grid.cell_ends[base + m]
+        while s >= e:                   # the last occupied one from the right (cell k is occupied)
+            m -= 1
+            s = q.grid.cell_starts[base + m]
+            e = q.grid.cell_ends[base + m]
+        hi = e
     q.cell_index = lo - 1
     q.cell_end = hi
     return q
@@ -190,7 +202,7 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
         q.cy_start = q.y_start % grid.dim_y
         q.cy = q.cy_start
         q.cz = z_start % grid.dim_z
-        width = x_end - x_start + 1
+        width = gk.max(x_end - x_start + 1, 1)      # a negative max_dist visits the start cell, as Warp's
         q.len_a = gk.min(width, grid.dim_x - q.cx_start)
         q.len_b = width - q.len_a
         if grid.num_points > 0:

@@ -80,13 +80,14 @@ def visit_order(grid: gk.HashGrid, x: gk.array(dtype=gk.vec3), r: float, order: 
 
 def _expected_order(pts, r, width, dims, starts, ends, ids) -> list:
     """Each query's indices in Warp's order: the virtual cells of [p - r, p + r] (x fastest, then y, then z;
-    a range wider than the grid cut to one lap), each wrapped to its physical cell, its points in sorted order."""
+    a range wider than the grid cut to one lap, a negative r's empty range the start cell p - r's), each
+    wrapped to its physical cell, its points in sorted order."""
     inv = np.float32(1.0) / np.float32(width)
     lo = np.floor((pts - np.float32(r)) * inv).astype(np.int64)
     hi = np.floor((pts + np.float32(r)) * inv).astype(np.int64)
     out = []
     for i in range(len(pts)):
-        axes = [range(lo[i, a], min(hi[i, a], lo[i, a] + dims[a] - 1) + 1) for a in range(3)]
+        axes = [range(lo[i, a], max(min(hi[i, a], lo[i, a] + dims[a] - 1), lo[i, a]) + 1) for a in range(3)]
         seq = []
         for z in axes[2]:
             for y in axes[1]:
@@ -104,12 +105,14 @@ def _orders(device, grid, x, r, n, cap):
 
 
 @pytest.mark.parametrize("dims,width,r,spread", [((7, 3, 5), 0.3, 0.5, (-1.0, 3.0)), ((4, 6, 2), 0.5, 0.3, (-2.0, 4.0)),
-                                                 ((3, 3, 3), 0.4, 1.0, (0.0, 1.2)), ((64, 2, 2), 0.1, 0.25, (0.0, 6.4))],
-                         ids=["wrapping-runs", "sparse", "range-past-grid", "long-rows"])
+                                                 ((3, 3, 3), 0.4, 1.0, (0.0, 1.2)), ((64, 2, 2), 0.1, 0.25, (0.0, 6.4)),
+                                                 ((5, 4, 3), 0.5, -0.3, (-1.0, 3.0))],
+                         ids=["wrapping-runs", "sparse", "range-past-grid", "long-rows", "negative-radius"])
 def test_query_visits_cells_in_warps_order(device, rng, dims, width, r, spread):
     """A query returns its cells' points in Warp's order (x fastest, then y, then z; each cell's points in
     sorted order), so sums in a neighbour loop add in Warp's order: also where a row's x range wraps past
-    dim_x (two runs of cells), where runs hold empty cells, and where the range is wider than the grid."""
+    dim_x (two runs of cells), where runs hold empty cells, where the range is wider than the grid, and for a
+    negative radius (Warp 1.19 visits the start cell then, checked here)."""
     n = 120
     pts = rng.uniform(*spread, (n, 3)).astype(np.float32)
     x = gk.array(pts, dtype=gk.vec3, device=device)
@@ -119,7 +122,34 @@ def test_query_visits_cells_in_warps_order(device, rng, dims, width, r, spread):
                            grid.point_ids.numpy())
     cap = max(len(w) for w in want) + 1
     assert _orders(device, grid, x, r, n, cap) == want
-    assert sum(map(len, want)) > n          # the queries do find neighbours
+    assert sum(map(len, want)) > (n if r > 0 else n // 2)          # the queries do find neighbours
+
+
+@needs_warp
+@pytest.mark.parametrize("r", [-0.3, -2.0, 0.0, 0.6])
+def test_visit_order_matches_warp(rng, r):
+    """gradkit.warp's query returns Warp 1.19's indices in Warp's order, a negative radius included (Warp
+    visits the cell of p - r then, one cell)."""
+    n = 150
+    pts = rng.uniform(-0.5, 2.5, (n, 3)).astype(np.float32)
+    out = {}
+    for wp in (warp, gwp):
+        @wp.kernel
+        def order(grid: wp.uint64, x: wp.array(dtype=wp.vec3), r: float, seq: wp.array2d(dtype=int)):
+            i = wp.tid()
+            k = int(0)
+            for j in wp.hash_grid_query(grid, x[i], r):
+                if k < 64:
+                    seq[i, k] = j
+                k += 1
+        grid = wp.HashGrid(5, 4, 3, device="cpu")
+        x = wp.array(pts, dtype=wp.vec3, device="cpu")
+        grid.build(x, 0.5)
+        seq = wp.full((n, 64), -1, dtype=int, device="cpu")
+        wp.launch(order, n, inputs=[grid.id, x, r, seq], device="cpu")
+        out[wp] = seq.numpy()
+    np.testing.assert_array_equal(out[gwp], out[warp])
+    assert (out[warp][:, 0] >= 0).sum() > n // 2
 
 
 def test_empty_cells_may_hold_any_range(device, rng):
