@@ -30,10 +30,13 @@ from .refit import DeviceRefit
 
 class Tree:
     """A built hierarchy's topology (host arrays): node_info rows (left, right, start, count), the
-    primitive order, the leaves (ids, sorted by start) and the inner nodes of each level."""
+    primitive order, the leaves (ids, sorted by start), the inner nodes of each level and each node's split
+    axis (the axis its items were split along, the left child taking the lower half; -1 for a leaf)."""
 
-    def __init__(self, info: np.ndarray, prims: np.ndarray, leaves: np.ndarray, levels: list):
+    def __init__(self, info: np.ndarray, prims: np.ndarray, leaves: np.ndarray, levels: list,
+                 axes: np.ndarray | None = None):
         self.info, self.prims, self.leaves, self.levels = info, prims, leaves, levels
+        self.axes = np.full(info.shape[0], -1, np.int64) if axes is None else axes
         # each leaf's items as a row of a (leaves, widest leaf) table, short rows padded with their last
         # item: a refit takes a leaf's bounds as a min / max over the columns (reduceat over the leaf ranges
         # and NumPy's axis reductions were most of a refit's time)
@@ -56,6 +59,24 @@ class Tree:
             out[left, 1] = right
             out[right, 1] = out[level, 1]
         return out
+
+    def ray_orders(self) -> np.ndarray:
+        """(8 * nodes, 2) int rows (first child or -1 for a leaf, miss link) of a depth-first walk per octant
+        of ray directions (octant o: axis a negative where bit a of o is set) that enters each inner node's
+        child on the ray's near side of its split first (the left child along a positive direction): a
+        closest-hit search then meets near hits early and prunes the far subtrees by them."""
+        n = self.info.shape[0]
+        out = np.full((8, n, 2), -1, np.int64)
+        for o in range(8):
+            first, miss = out[o, :, 0], out[o, :, 1]
+            for level in self.levels:           # parents before children
+                left, right = self.info[level, 0], self.info[level, 1]
+                neg = (o >> np.maximum(self.axes[level], 0)) & 1 == 1
+                near, far = np.where(neg, right, left), np.where(neg, left, right)
+                first[level] = near
+                miss[near] = far
+                miss[far] = miss[level]
+        return out.reshape(8 * n, 2)
 
     def bounds(self, lowers: np.ndarray, uppers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Node bounds from the items' bounds, in their precision (min and max round nothing): leaves over
@@ -96,6 +117,7 @@ def build_tree(lowers: np.ndarray, uppers: np.ndarray, leaf_size: int = LEAF_SIZ
     info[0] = (-1, -1, 0, n)
     starts, counts, ids = np.array([0]), np.array([n]), np.array([0])
     next_id, levels, leaves = 1, [], []
+    axes = np.full(info.shape[0], -1, np.int64)
     while ids.size:
         split = counts > leaf_size
         leaves.append(ids[~split])
@@ -116,6 +138,7 @@ def build_tree(lowers: np.ndarray, uppers: np.ndarray, leaf_size: int = LEAF_SIZ
         left = next_id + 2 * np.arange(ids.size)
         next_id += 2 * ids.size
         levels.append(ids)
+        axes[ids] = axis
         info[ids] = np.stack([left, left + 1, starts, np.zeros_like(left)], axis=1)
         starts = np.stack([starts, starts + half], axis=1).reshape(-1)
         counts = np.stack([half, counts - half], axis=1).reshape(-1)
@@ -124,7 +147,7 @@ def build_tree(lowers: np.ndarray, uppers: np.ndarray, leaf_size: int = LEAF_SIZ
     info = info[:next_id]
     leaves = np.concatenate(leaves)
     leaves = leaves[np.argsort(info[leaves, 2], kind="stable")]
-    return Tree(info, prims, leaves, levels)
+    return Tree(info, prims, leaves, levels, axes[:next_id])
 
 
 def _stable_order(keys: np.ndarray, bound: int) -> np.ndarray:
@@ -162,6 +185,7 @@ class BvhArrays:
         self.tree = tree = build_tree(lowers, uppers)
         dev = dict(device=self.device)
         self.node_info = _array(tree.device_info().astype(np.int32), dtype=T.vector(4, T.int32), **dev)
+        self.ray_order = _array(tree.ray_orders().astype(np.int32), dtype=T.vector(2, T.int32), **dev)
         self.prims = _array(tree.prims.astype(np.int32) if tree.prims.size else np.zeros(1, np.int32),
                             dtype=T.int32, **dev)
         n_nodes = tree.info.shape[0]
@@ -170,6 +194,7 @@ class BvhArrays:
         self.item_lowers = _array(np.zeros((max(lowers.shape[0], 1), 3), np.float32), dtype=T.vec3, **dev)
         self.item_uppers = _array(np.zeros((max(lowers.shape[0], 1), 3), np.float32), dtype=T.vec3, **dev)
         self.data = BvhData(node_lowers=self.node_lowers, node_uppers=self.node_uppers, node_info=self.node_info,
+                            ray_order=self.ray_order,
                             prims=self.prims, item_lowers=self.item_lowers, item_uppers=self.item_uppers,
                             num_items=lowers.shape[0])
         self.refit(lowers, uppers)

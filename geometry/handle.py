@@ -25,8 +25,9 @@ def _empty(device) -> dict:
         ints = _array(np.zeros(1, np.int32), dtype=T.int32, device=device)
         vecs = _array(np.zeros((1, 3), np.float32), dtype=T.vec3, device=device)
         info = _array(np.zeros((1, 4), np.int32), dtype=T.vector(4, T.int32), device=device)
-        bvh = BvhData(node_lowers=vecs, node_uppers=vecs, node_info=info, prims=ints, item_lowers=vecs,
-                      item_uppers=vecs, num_items=0)
+        pairs = _array(np.zeros((1, 2), np.int32), dtype=T.vector(2, T.int32), device=device)
+        bvh = BvhData(node_lowers=vecs, node_uppers=vecs, node_info=info, ray_order=pairs, prims=ints,
+                      item_lowers=vecs, item_uppers=vecs, num_items=0)
         parts = _EMPTY[device] = {
             "grid": HashGridData(cell_starts=ints, cell_ends=ints, point_ids=ints, num_points=0, dim_x=1, dim_y=1,
                                  dim_z=1, cell_width_inv=0.0),

@@ -46,6 +46,7 @@ class BvhData:
     node_lowers: _vec3s
     node_uppers: _vec3s
     node_info: T.array_type(V4I)
+    ray_order: T.array_type(T.vector(2, I32))      # per octant of ray directions: (first child, miss link)
     prims: _ints
     item_lowers: _vec3s
     item_uppers: _vec3s

@@ -224,16 +224,23 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
         return face
 
     def _ray_face(mesh: M, start: V, dir: V, max_t: s) -> I32:
-        """The face the ray hits first at 0 <= t < max_t, -1 if none: the discrete search."""
+        """The face the ray hits first at 0 <= t < max_t, -1 if none: the discrete search. It enters each
+        node's child on the ray's near side first (the walk of the direction's octant in bvh.ray_order,
+        geometry/bvh.py), so near hits come early and prune the far subtrees (example_diffray's 116k primary
+        rays about a 9k-triangle sphere, 9.4k of them entering its box: 7.35 -> 4.4-4.7 ms CPU on this
+        machine, Warp's unordered stack walk 6.8 ms)."""
         bvh = mesh.bvh
         best = max_t
         face = -1
         node = -1
         if bvh.num_items > 0:
             node = 0
+        octant = gk.where(dir[0] < s(0.0), 1, 0) + gk.where(dir[1] < s(0.0), 2, 0) + gk.where(dir[2] < s(0.0), 4, 0)
+        base = octant * bvh.node_info.shape[0]
         while node >= 0:
             info = bvh.node_info[node]
-            nxt = info[1]
+            order = bvh.ray_order[base + node]
+            nxt = order[1]
             if lib.ray_enters(start, dir, V(bvh.node_lowers[node]), V(bvh.node_uppers[node]), best):
                 if info[3] > 0:
                     for k in range(info[2], info[2] + info[3]):
@@ -244,7 +251,7 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
                             best = h[0]
                             face = f
                 else:
-                    nxt = info[0]
+                    nxt = order[0]
             node = nxt
         return face
 
