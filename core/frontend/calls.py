@@ -151,10 +151,11 @@ class CallLowering:
                                    f"{'s' * (len(params) != 1)}, got {len(args) + len(kwargs)}") from None
         out = fn(IREmit(self, node, name), *args, **kwargs)
         if isinstance(out, Advance):            # gk.randf(state): `state` now holds the advanced state
-            if not node.args or self.local_name(node.args[0]) is None:
-                raise self.error(node, f"{name}(state, ...) needs a local variable holding the random state "
-                                       "(state = gk.rand_init(seed, offset)), which it advances")
-            self.assign_out_argument(node.args[0], unwrap(out.state), name, "state", node)
+            if out.state is not None:           # (None: only out-arguments, Warp's mesh_query_point(..., u, v))
+                if not node.args or self.local_name(node.args[0]) is None:
+                    raise self.error(node, f"{name}(state, ...) needs a local variable holding the random state "
+                                           "(state = gk.rand_init(seed, offset)), which it advances")
+                self.assign_out_argument(node.args[0], unwrap(out.state), name, "state", node)
             for k, value in out.outs.items():   # out-arguments: hash_grid_query_next(query, index)
                 if k >= len(node.args):
                     raise self.error(node, f"{name}() needs a local variable as argument {k + 1}, which it assigns")

@@ -20,6 +20,7 @@ The structs and the library functions live in core/library/mesh_device.py; this 
 side: the macros a kernel calls, which check their arguments and call those functions."""
 
 from .. import types as T
+from ..frontend.macros import Advance
 from ..lang import NAMES, LangFunction
 from .bvh import BvhQuery, as_vec3, kernel_only
 from .bvh import _start as _bvh_start
@@ -60,27 +61,52 @@ def _point_query(how: int):
     return query
 
 
-def mesh_query_point(E, id, point, max_dist):
-    return _point_query(1)(E, id, point, max_dist)
+def _outs(E, name: str, q, fields: tuple, first: int, given: tuple):
+    """Warp's out-argument form of a query (`mesh_query_point(id, p, d, inside, face, u, v) -> bool`):
+    the result flag, the query's `fields` assigned to the locals at argument positions first, first + 1, ..."""
+    if len(given) != len(fields):
+        E.fail(f"{name}() takes the query's arguments, or those and the local variables {', '.join(fields)} "
+               f"it assigns")
+    return Advance(q.fields["result"], None, {first + k: q.fields[f] for k, f in enumerate(fields)})
 
 
-def mesh_query_point_no_sign(E, id, point, max_dist):
-    return _point_query(0)(E, id, point, max_dist)
+_POINT_OUTS = ("sign", "face", "u", "v")
 
 
-def mesh_query_point_sign_normal(E, id, point, max_dist, epsilon=None):
-    return _point_query(2)(E, id, point, max_dist)
+def mesh_query_point(E, id, point, max_dist, *outs):
+    q = _point_query(1)(E, id, point, max_dist)
+    return _outs(E, "mesh_query_point", q, _POINT_OUTS, 3, outs) if outs else q
 
 
-def mesh_query_point_sign_winding_number(E, id, point, max_dist, accuracy=2.0, threshold=0.5):
+def mesh_query_point_no_sign(E, id, point, max_dist, *outs):
+    q = _point_query(0)(E, id, point, max_dist)
+    return _outs(E, "mesh_query_point_no_sign", q, _POINT_OUTS[1:], 3, outs) if outs else q
+
+
+def mesh_query_point_sign_normal(E, id, point, max_dist, *rest):
+    # (id, point, max_dist[, epsilon]) or Warp's (id, point, max_dist, inside, face, u, v[, epsilon])
+    q = _point_query(2)(E, id, point, max_dist)
+    if len(rest) <= 1:
+        return q
+    return _outs(E, "mesh_query_point_sign_normal", q, _POINT_OUTS, 3, rest[:4])
+
+
+def mesh_query_point_sign_winding_number(E, id, point, max_dist, *rest):
+    # (id, point, max_dist[, accuracy[, threshold]]) or (id, point, max_dist, inside, face, u, v[, accuracy[, threshold]])
+    outs, options = (rest[:4], rest[4:]) if len(rest) >= 4 else ((), rest)
+    if len(options) > 2:
+        E.fail("mesh_query_point_sign_winding_number() takes at most accuracy and threshold after its other arguments")
+    threshold = options[1] if len(options) == 2 else 0.5
     mesh, s = mesh_arg(E, id)
-    return E.call(lib_for(s).point, mesh, _vec(E, point, s, "point"), E.scalar(max_dist, s), E.const(3, I32),
-                  E.scalar(threshold, s))
+    q = E.call(lib_for(s).point, mesh, _vec(E, point, s, "point"), E.scalar(max_dist, s), E.const(3, I32),
+               E.scalar(threshold, s))
+    return _outs(E, "mesh_query_point_sign_winding_number", q, _POINT_OUTS, 3, outs) if outs else q
 
 
-def mesh_query_ray(E, id, start, dir, max_t):
+def mesh_query_ray(E, id, start, dir, max_t, *outs):
     mesh, s = mesh_arg(E, id)
-    return E.call(lib_for(s).ray, mesh, _vec(E, start, s, "start"), _vec(E, dir, s, "dir"), E.scalar(max_t, s))
+    q = E.call(lib_for(s).ray, mesh, _vec(E, start, s, "start"), _vec(E, dir, s, "dir"), E.scalar(max_t, s))
+    return _outs(E, "mesh_query_ray", q, ("t", "u", "v", "sign", "normal", "face"), 4, outs) if outs else q
 
 
 def mesh_query_aabb(E, id, low, high):
@@ -112,7 +138,9 @@ def mesh_get(E, id):
 DOCS = {
     "mesh_query_point": "mesh_query_point(mesh, point, max_dist) -> the closest point on the mesh within max_dist "
                         "(.result, .face, .u, .v) and whether point is inside (.sign -1) or outside (+1) by ray "
-                        "parity (Warp's)",
+                        "parity (Warp's); Warp's form mesh_query_point(mesh, point, max_dist, inside, face, u, v) "
+                        "-> bool assigns those locals (the other point queries and mesh_query_ray(mesh, start, "
+                        "dir, max_t, t, u, v, sign, normal, face) have that form too)",
     "mesh_query_point_no_sign": "mesh_query_point_no_sign(mesh, point, max_dist) -> the closest point within "
                                 "max_dist (.result, .face, .u, .v); .sign is 0",
     "mesh_query_point_sign_normal": "mesh_query_point_sign_normal(mesh, point, max_dist) -> as mesh_query_point, "
@@ -133,8 +161,10 @@ DOCS = {
     "mesh_get": "mesh_get(id) -> the mesh's struct: .points, .velocities, .indices, .num_tris, .num_points",
 }
 
-for _fn, _assigns in ((mesh_query_point, ()), (mesh_query_point_no_sign, ()), (mesh_query_point_sign_normal, ()),
-                      (mesh_query_point_sign_winding_number, ()), (mesh_query_ray, ()), (mesh_query_aabb, ()),
+# the argument positions Warp's out-argument forms assign (present only when those forms are used)
+for _fn, _assigns in ((mesh_query_point, (3, 4, 5, 6)), (mesh_query_point_no_sign, (3, 4, 5)),
+                      (mesh_query_point_sign_normal, (3, 4, 5, 6)), (mesh_query_point_sign_winding_number, (3, 4, 5, 6)),
+                      (mesh_query_ray, (4, 5, 6, 7, 8, 9)), (mesh_query_aabb, ()),
                       (mesh_query_aabb_next, (0, 1)), (mesh_eval_position, ()), (mesh_eval_velocity, ()),
                       (mesh_get, ())):
     _fn.__doc__ = DOCS[_fn.__name__]

@@ -101,6 +101,30 @@ def _nonzero(E, x):
     return E.where(E.lw.prim("ne", X.v, E.const(0, t).v, node=E.node), E.const(1, t), E.const(0, t))
 
 
+def _same_type(E, a, b, name):
+    """Both operands of Warp's wp.add / wp.sub, typed alike (a literal takes the other's type)."""
+    ta = E.type_of(a) if not isinstance(a, (int, float)) else E.type_of(b)
+    return E.scalar(a, ta), E.scalar(b, ta)
+
+
+def _add(E, a, b):
+    A, B = _same_type(E, a, b, "add")
+    return A + B
+
+
+def _sub(E, a, b):
+    A, B = _same_type(E, a, b, "sub")
+    return A - B
+
+
+def _neg(E, x):
+    return -E.scalar(x, E.type_of(x))
+
+
+def _pos(E, x):
+    return E.scalar(x, E.type_of(x))
+
+
 def _randn(E, state):
     """Warp's randn: sqrt(-2 log(u1 + 5.96e-8)) cos(2 pi u2) from the next two uniform draws (gradkit's
     gk.randn uses 1 - u1), so the same seed gives Warp's numbers."""
@@ -184,6 +208,7 @@ def _host_min_max(np_fn, reduce_fn):
 
 
 MACROS = {
+    "add": (_add, np.add), "sub": (_sub, np.subtract), "neg": (_neg, np.negative), "pos": (_pos, np.positive),
     "min": (_min_max(True), _host_min_max(np.fmin, np.nanmin)),
     "max": (_min_max(False), _host_min_max(np.fmax, np.nanmax)),
     "clamp": (_clamp, lambda x, a, b: np.fmin(np.fmax(a, x), b)),
@@ -205,7 +230,7 @@ for _name, _f in WARP_MACROS.items():
 
 # Warp builtins gradkit does not have yet (kernel code): each raises WarpFeatureMissing when used
 MISSING = (
-    "add", "sub", "div", "neg", "pos", "unot", "invert", "bit_and", "bit_or", "bit_xor", "lshift", "rshift",
+    "div", "unot", "invert", "bit_and", "bit_or", "bit_xor", "lshift", "rshift",
     "cbrt", "copysign", "erfc", "erfinv", "erfcinv", "isfinite", "isinf", "isnan", "cw_mul", "cw_div",
     "ddot", "diag", "get_diag", "skew", "matrix_from_cols", "matrix_from_rows", "norm_l1", "norm_l2",
     "norm_huber", "norm_pseudo_huber", "smooth_normalize", "argmin", "argmax", "quat_between_vectors",
