@@ -57,11 +57,11 @@ class HashGridQuery:
     sorted points the current row segment holds. A row's x range is at most two runs of consecutive physical
     cells (two where it wraps past dim_x): each run's points are one slice, as the points are sorted by cell."""
     grid: HashGridData
-    y_start: T.int32
-    y_end: T.int32
-    z_end: T.int32
-    y: T.int32
-    z: T.int32
+    row: T.int32            # the current row's first cell (x = 0), moved along with cy and cz
+    ny: T.int32             # rows along y and z (at least 1 each), and the current one's position
+    nz: T.int32
+    yi: T.int32
+    zi: T.int32
     cy: T.int32             # y, z wrapped into the grid (kept in step: no division per row)
     cz: T.int32
     cy_start: T.int32
@@ -94,7 +94,7 @@ def _run(q: HashGridQuery, a: I32, n: I32) -> HashGridQuery:
     start to the last one's end (the points are sorted by cell, so a run of consecutive cells is one slice;
     an empty cell's range, start >= end, may hold anything). Both ends are found by scanning in from the
     run's ends, which in a filled grid reads just the two end cells."""
-    base = q.cz * (q.grid.dim_x * q.grid.dim_y) + q.cy * q.grid.dim_x + a
+    base = q.row + a
     lo = 0
     hi = 0
     k = 0
@@ -121,26 +121,29 @@ def _run(q: HashGridQuery, a: I32, n: I32) -> HashGridQuery:
 
 def _advance(q: HashGridQuery) -> HashGridQuery:
     """Move on to the next run of cells that holds points (q.cell_index + 1 < q.cell_end), or past the last row
-    (q.z > q.z_end). Runs are visited in Warp's cell order: x fastest, then y, then z."""
-    while q.cell_index + 1 >= q.cell_end and q.z <= q.z_end:
+    (q.zi == q.nz). Runs are visited in Warp's cell order: x fastest, then y, then z."""
+    while q.cell_index + 1 >= q.cell_end and q.zi < q.nz:
         if q.seg == 0 and q.len_b > 0:
             q.seg = 1
             q = _run(q, 0, q.len_b)
         else:
             # the next row, its wrapped coordinates moved along (a wrap is a compare, not a %)
             q.seg = 0
-            q.y += 1
+            q.yi += 1
             q.cy += 1
+            q.row += q.grid.dim_x
             if q.cy == q.grid.dim_y:
                 q.cy = 0
-            if q.y > q.y_end:
-                q.y = q.y_start
-                q.cy = q.cy_start
-                q.z += 1
+                q.row -= q.grid.dim_x * q.grid.dim_y
+            if q.yi == q.ny:
+                q.yi = 0
+                q.zi += 1
                 q.cz += 1
                 if q.cz == q.grid.dim_z:
                     q.cz = 0
-            if q.z <= q.z_end:
+                q.cy = q.cy_start
+                q.row = q.cz * (q.grid.dim_x * q.grid.dim_y) + q.cy * q.grid.dim_x
+            if q.zi < q.nz:
                 q = _run(q, q.cx_start, q.len_a)
     return q
 
@@ -192,23 +195,24 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
         q = HashGridQuery(grid=grid)
         x_start = lib.coord((p[0] - r) * inv)
         x_end = _query_end(x_start, lib.coord((p[0] + r) * inv), grid.dim_x)
-        q.y_start = lib.coord((p[1] - r) * inv)
+        y_start = lib.coord((p[1] - r) * inv)
+        y_end = _query_end(y_start, lib.coord((p[1] + r) * inv), grid.dim_y)
         z_start = lib.coord((p[2] - r) * inv)
-        q.y_end = _query_end(q.y_start, lib.coord((p[1] + r) * inv), grid.dim_y)
-        q.z_end = _query_end(z_start, lib.coord((p[2] + r) * inv), grid.dim_z)
-        q.y = q.y_start
-        q.z = z_start
+        z_end = _query_end(z_start, lib.coord((p[2] + r) * inv), grid.dim_z)
+        q.ny = gk.max(y_end - y_start + 1, 1)     # a negative max_dist visits the start cell, as Warp's
+        q.nz = gk.max(z_end - z_start + 1, 1)
         q.cx_start = x_start % grid.dim_x
-        q.cy_start = q.y_start % grid.dim_y
+        q.cy_start = y_start % grid.dim_y
         q.cy = q.cy_start
         q.cz = z_start % grid.dim_z
-        width = gk.max(x_end - x_start + 1, 1)      # a negative max_dist visits the start cell, as Warp's
+        q.row = q.cz * (grid.dim_x * grid.dim_y) + q.cy * grid.dim_x
+        width = gk.max(x_end - x_start + 1, 1)
         q.len_a = gk.min(width, grid.dim_x - q.cx_start)
         q.len_b = width - q.len_a
         if grid.num_points > 0:
             q = _run(q, q.cx_start, q.len_a)
         else:
-            q.z = q.z_end + 1          # nothing to visit (the arrays may be placeholders)
+            q.zi = q.nz                # nothing to visit (the arrays may be placeholders)
         return q
 
     for py in (_coord, _query):
