@@ -1,6 +1,5 @@
 """Binding a `GeometryHandle` (core/library/handle.py) at launch: the object, or its id, fills the part of
-its kind (a BVH the mesh part's `bvh`, in an empty mesh); the other part is an empty placeholder made once
-per device."""
+its kind; the other parts are empty placeholders made once per device."""
 
 from __future__ import annotations
 
@@ -31,14 +30,10 @@ def _empty(device) -> dict:
         parts = _EMPTY[device] = {
             "grid": HashGridData(cell_starts=ints, cell_ends=ints, point_ids=ints, num_points=0, dim_x=1, dim_y=1,
                                  dim_z=1, cell_width_inv=0.0),
-            "mesh": _mesh_about(bvh, vecs, ints)}
+            "bvh": bvh,
+            "mesh": MeshData(points=vecs, velocities=vecs, indices=ints, num_tris=0, num_points=0, has_velocities=0,
+                             average_edge_length=0.0, bvh=bvh)}
     return parts
-
-
-def _mesh_about(bvh: BvhData, vecs, ints) -> MeshData:
-    """An empty mesh (no triangles) whose `bvh` is `bvh`: the handle's mesh part for a BVH, or for no mesh."""
-    return MeshData(points=vecs, velocities=vecs, indices=ints, num_tris=0, num_points=0, has_velocities=0,
-                    average_edge_length=0.0, bvh=bvh)
 
 
 def handle_of(obj) -> GeometryHandle:
@@ -49,11 +44,7 @@ def handle_of(obj) -> GeometryHandle:
         return cached[1]
     for cls, part, kind in _KINDS:
         if isinstance(data, cls):
-            empty = _empty(obj.device)
-            value = data
-            if part == "bvh":                    # a BVH rides in the mesh part (core/library/handle.py)
-                part, value = "mesh", _mesh_about(data, empty["mesh"].points, empty["mesh"].indices)
-            h = GeometryHandle(**{**empty, part: value}, kind=kind)
+            h = GeometryHandle(**{**_empty(obj.device), part: data}, kind=kind)
             obj._gk_handle = (data, h)
             return h
     raise TypeError(f"a {type(obj).__name__} cannot be passed as a geometry id (wp.uint64): its struct is "

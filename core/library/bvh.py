@@ -178,9 +178,6 @@ def bvh_arg(E, bvh, what: str = "id"):
         return bvh
     if t is not None and t.is_struct and "bvh" in t.fields and t.fields["bvh"] is BvhData._gk_struct:
         return bvh.fields["bvh"]
-    part = t.fields.get("mesh") if t is not None and t.is_struct else None
-    if part is not None and part.is_struct and part.fields.get("bvh") is BvhData._gk_struct:
-        return bvh.fields["mesh"].fields["bvh"]         # a geometry handle (core/library/handle.py)
     E.fail(f"{what} must be a BVH (a kernel parameter annotated gk.Bvh, or wp.uint64, given a gk.Bvh or "
            f"its .id at launch), got {getattr(t, 'name', type(bvh).__name__)}")
 
