@@ -192,18 +192,40 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
                 out = V(gk.dot(e2, qv) * inv, s(1.0) - bu - bv, bu)
         return out
 
+    def _near_leaf(bvh: BvhData, p: V) -> I32:
+        """The leaf reached from the root by entering, at each inner node, the child whose box is nearer p
+        (the left one on a tie): a point query takes its faces first, so the best distance is about final
+        from the start and the walk that follows prunes almost everything else (a stackless walk cannot
+        take the nearer child first at every node)."""
+        node = 0
+        info = bvh.node_info[0]
+        while info[3] <= 0 and info[0] >= 0:
+            left = info[0]
+            dl = lib.box_dist_sq(p, V(bvh.node_lowers[left]), V(bvh.node_uppers[left]))
+            dr = lib.box_dist_sq(p, V(bvh.node_lowers[left + 1]), V(bvh.node_uppers[left + 1]))
+            node = gk.where(dr < dl, left + 1, left)
+            info = bvh.node_info[node]
+        return node
+
     def _closest_face(mesh: M, p: V, max_dist: s) -> I32:
-        """The face closest to p within max_dist (strictly), -1 if none: the discrete search."""
+        """The face closest to p within max_dist (strictly), -1 if none: the discrete search. The faces of
+        the leaf _near_leaf reaches first, then the walk from the root, which skips that leaf."""
         bvh = mesh.bvh
         best = max_dist * max_dist
         face = -1
         node = -1
+        first = -1
         if bvh.num_items > 0:
-            node = 0
+            first = lib.near_leaf(bvh, p)
+            node = first
+        start = True
         while node >= 0:
             info = bvh.node_info[node]
             nxt = info[1]
-            if lib.box_dist_sq(p, V(bvh.node_lowers[node]), V(bvh.node_uppers[node])) <= best:
+            if start:
+                nxt = 0                  # the near leaf done: the walk from the root
+            if (start or node != first) and \
+                    lib.box_dist_sq(p, V(bvh.node_lowers[node]), V(bvh.node_uppers[node])) <= best:
                 if info[3] > 0:
                     for k in range(info[2], info[2] + info[3]):
                         f = bvh.prims[k]
@@ -220,6 +242,7 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
                                     face = f
                 else:
                     nxt = info[0]
+            start = False
             node = nxt
         return face
 
@@ -283,7 +306,8 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
         distance so far add their angle-weighted normals (a face closer by more than eps starts the sum
         afresh), nodes within that distance + eps are entered; p is inside where the sum points away from
         it. 2 * face + (1 inside, 0 outside), -1 if no face is within max_dist. (A second walk for the
-        normals of the faces near the final distance took a third of the query.)"""
+        normals of the faces near the final distance took a third of the query.) The faces of the leaf
+        _near_leaf reaches come first, as in _closest_face."""
         bvh = mesh.bvh
         eps = s(mesh.average_edge_length) * s(1.0e-3)
         eps_sq = eps * eps
@@ -292,13 +316,19 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
         acc = V(s(0.0), s(0.0), s(0.0))
         best_q = V(s(0.0), s(0.0), s(0.0))
         node = -1
+        first = -1
         if bvh.num_items > 0:
-            node = 0
+            first = lib.near_leaf(bvh, p)        # its faces first, then the walk from the root without it
+            node = first
+        start = True
         while node >= 0:
             info = bvh.node_info[node]
             nxt = info[1]
+            if start:
+                nxt = 0
             reach = (min_dist + eps) * (min_dist + eps)
-            if lib.box_dist_sq(p, V(bvh.node_lowers[node]), V(bvh.node_uppers[node])) <= reach:
+            if (start or node != first) and \
+                    lib.box_dist_sq(p, V(bvh.node_lowers[node]), V(bvh.node_uppers[node])) <= reach:
                 if info[3] > 0:
                     for k in range(info[2], info[2] + info[3]):
                         f = bvh.prims[k]
@@ -324,6 +354,7 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
                                         best_q = q
                 else:
                     nxt = info[0]
+            start = False
             node = nxt
         code = -1
         if face >= 0:
@@ -438,7 +469,7 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
     def _parity_adj(mesh: M, p: V, adj_ret: s):
         pass
 
-    for py in (_vertex, _closest_bary, _bary_point, _sliver, _box_dist_sq, _may_be_within, _slab, _ray_enters, _ray_tri, _closest_face,
+    for py in (_vertex, _closest_bary, _bary_point, _sliver, _box_dist_sq, _may_be_within, _near_leaf, _slab, _ray_enters, _ray_tri, _closest_face,
                _ray_face, _corner_weight, _closest_signed, _winding, _ray_sign, _parity, _point, _ray, _eval_position,
                _eval_velocity):
         name = py.__name__[1:]
