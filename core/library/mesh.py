@@ -151,7 +151,7 @@ DOCS = {
                                             "number exceeds threshold (summed over every triangle: accuracy is "
                                             "not used)",
     "mesh_query_ray": "mesh_query_ray(mesh, start, dir, max_t) -> the first hit at 0 <= t < max_t (.result, .face, "
-                      ".t, .u, .v, .normal, .sign: -1 from behind the face)",
+                      ".t, .u, .v, .normal, .sign: Warp's determinant, negative from behind the face)",
     "mesh_query_aabb": "mesh_query_aabb(mesh, low, high) -> a query over the triangles whose bounds overlap "
                        "[low, high]; iterate with mesh_query_aabb_next(query, index) or `for index in query:`",
     "mesh_query_aabb_next": "mesh_query_aabb_next(query, index) -> bool: assigns the next triangle to `index`",

@@ -10,12 +10,12 @@ from types import SimpleNamespace
 
 from .. import types as T
 from ..func import Func, func_grad
-from ..lang import NAMES
+from ..lang import NAMES, LangFunction
 from ..struct import struct
 from .bvh import BIG, BvhData, BvhQuery, as_vec3
 
 I32 = T.int32
-gk = SimpleNamespace(**NAMES)
+gk = SimpleNamespace(**NAMES, stop_gradient=LangFunction("stop_gradient", "prim"))
 
 def _mesh_struct(s: T.ScalarType):
     V = T.array_type(T.vector(3, s))
@@ -52,7 +52,8 @@ def _mesh_struct(s: T.ScalarType):
         cls.__name__ = cls.__qualname__ = cls.__name__ + suffix
         cls.__doc__ = {"MeshData": "What a kernel sees of a gk.Mesh: its arrays and the BVH over its triangles.",
                        "MeshQueryPoint": "mesh_query_point's result (Warp's): result, sign, face, u, v.",
-                       "MeshQueryRay": "mesh_query_ray's result (Warp's): result, sign, face, t, u, v, normal."
+                       "MeshQueryRay": "mesh_query_ray's result (Warp's): result, sign (> 0 from the front), face, t, u, v, "
+                                        "normal."
                        }[cls.__name__.rstrip("64")]
         out.append(struct(cls))
     return out
@@ -448,7 +449,10 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
             r.v = h[2]
             n = gk.cross(b - a, c - a)
             r.normal = gk.normalize(n)
-            r.sign = gk.where(gk.dot(n, dir) > s(0.0), s(-1.0), s(1.0))
+            # Warp's sign: its watertight test's determinant, -dot(n, dir) / |dir| along dir's largest axis
+            # (positive from the face's front); a value without derivative, as Warp's adjoint gives it none
+            big = gk.max(gk.max(gk.abs(dir[0]), gk.abs(dir[1])), gk.abs(dir[2]))
+            r.sign = gk.stop_gradient(-gk.dot(n, dir) / big)
         return r
 
     def _eval_position(mesh: M, face: I32, u: s, v: s) -> V:
