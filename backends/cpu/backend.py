@@ -130,6 +130,9 @@ class CompiledKernel:
         self.scratch: dict = {}                                  # (worker, param index) -> HostBuffer
         self.lock = fork_safe(threading.Lock())
         self.packed = None      # the `again` token of the launch whose arguments the block holds (launch)
+        # per position, the scalar (an immutable NumPy scalar) a `changed` launch last wrote to its slot since the
+        # block was packed: a struct plan rewrites a geometry handle's dozen scalar fields, most the same objects
+        self.slot_values: list | None = None
         self.rerun = None       # the `again` token of a tiny launch that `relaunch` may repeat as it is
         self.direct = None      # `relaunch`'s call of entry_all on the block (dispatch.py), made for `direct_for`
         self.direct_for = None  # (entry_all, what the call needs kept alive)
@@ -222,6 +225,7 @@ class CompiledKernel:
 
     def pack(self, dim, args) -> int:
         self.packed = self.rerun = None
+        self.slot_values = None
         try:
             self.packer(dim, args)
         except struct.error:        # a value the packer's format does not take: the per-slot setters
@@ -230,6 +234,7 @@ class CompiledKernel:
 
     def pack_slots(self, dim, args) -> int:
         self.packed = self.rerun = None
+        self.slot_values = None
         block = self.block
         n = len(dim)
         block[0] = dim[0]
@@ -349,6 +354,7 @@ class CPUBackend(HostMemory, Backend):
                 compiled.optimise()
             if again is None or compiled.packed is not again:
                 compiled.packed = compiled.rerun = None      # a packing that fails midway leaves the block mixed
+                compiled.slot_values = None
                 try:
                     compiled.packer(dim, args)
                 except struct.error:        # a value the packer's format does not take: the per-slot setters
@@ -357,8 +363,14 @@ class CPUBackend(HostMemory, Backend):
             elif changed:
                 compiled.packed = compiled.rerun = None
                 setters = compiled.setters
+                held = compiled.slot_values
+                if held is None or len(held) != len(args):
+                    held = compiled.slot_values = [None] * len(args)
                 for k in changed:
-                    setters[k](args[k])
+                    v = args[k]
+                    if held[k] is not v:    # the same NumPy scalar object: the same value, already in its slot
+                        setters[k](v)
+                        held[k] = v
                 compiled.packed = again
             if compiled.can_fault:
                 compiled.fault[:] = 0

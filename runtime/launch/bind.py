@@ -106,6 +106,8 @@ def _scalar_converter(kname: str, pname: str, t: ScalarType) -> Converter:
 
         def convert(v, device):
             c = v.__class__
+            if c is ctor:        # a NumPy scalar of the parameter's own type (a struct's field): in range
+                return v
             if c is float or c is int:
                 got = made.get(v)
                 if got is not None:
@@ -133,7 +135,10 @@ def _scalar_converter(kname: str, pname: str, t: ScalarType) -> Converter:
         made: dict = {}
 
         def convert(v, device):
-            if v.__class__ is int:
+            c = v.__class__
+            if c is ctor:        # a NumPy scalar of the parameter's own type (a struct's field): in range
+                return v
+            if c is int:
                 got = made.get(v)
                 if got is not None:
                     return got
@@ -146,6 +151,8 @@ def _scalar_converter(kname: str, pname: str, t: ScalarType) -> Converter:
         return convert
 
     def convert_bool(v, device):
+        if v.__class__ is np.bool_:
+            return v
         x = unwrap(v)
         if isinstance(x, (float, np.floating)):
             raise TypeError(f"{where} expects a bool, got {_what(v)}")

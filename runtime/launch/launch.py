@@ -19,7 +19,7 @@ from .adjoint_args import adjoint_arguments, given_adjoints, tangent_arguments
 from .device import get_device
 from .kernel import Kernel
 from .nan_check import check_after_launch, snapshot
-from .plan import make_plan
+from .plan import flat_arguments, make_plan
 from .settings import plain_launch_key, unchanged
 from ..tape.tape_consume import consumes_in_context
 from .struct_args import flatten_struct_args
@@ -142,6 +142,9 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
                     bound = call_args = args
                     dims, n, dev, spec, variant = plan.dims, plan.n, plan.dev, plan.spec, FORWARD
     if bound is None:
+        if kernel.struct_params and not (adjoint or tangent) and \
+                _launch_struct_planned(kernel, dim, device, inputs, outputs, record_tape):
+            return None
         other = kernel._plan_other
         if other is not None and not (adjoint or tangent):
             # the plan before the last (state arrays swapped each step alternate between two plans)
@@ -222,7 +225,12 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint: bool = Fals
 def _matches(plan, dim, device, args: list) -> bool:
     """Whether a forward launch with these values takes `plan` (the pre-bound path's conditions, as `launch`
     tests them inline for the kernel's last plan), with NaN checks off."""
-    if not (device is plan.device or device == plan.device) or len(args) != plan.n_args:
+    return len(args) == plan.n_args and _holds(plan, dim, device, args)
+
+
+def _holds(plan, dim, device, args: list) -> bool:
+    """`_matches` but for the argument count (flat arguments: a struct plan's are counted by its user's)."""
+    if not (device is plan.device or device == plan.device):
         return False
     if not (dim == plan.dim if dim.__class__ is int else _same_kind(dim, plan.dim)):
         return False
@@ -232,6 +240,22 @@ def _matches(plan, dim, device, args: list) -> bool:
     c = config
     return (c.debug, c.adjoint_stack_size, c.fast_math, _settings.rules_generation, c.default_fp,
             c.check_nan) == plan.settings and not c.check_nan and state.forward_mode is None
+
+
+def _launch_struct_planned(kernel, dim, device, inputs, outputs, record_tape: bool) -> bool:
+    """Run a forward launch of a kernel with struct parameters by its last or other plan when the struct
+    arguments' fields are the plan's arrays (runtime/launch/plan.py); False when neither plan holds."""
+    for plan in (kernel._plan, kernel._plan_other):
+        if plan is None or plan.structs is None:
+            continue
+        got = flat_arguments(plan, inputs, outputs)
+        if got is None or not _holds(plan, dim, device, got[0]):
+            continue
+        if plan is not kernel._plan:
+            kernel._plan, kernel._plan_other = plan, kernel._plan
+        _launch_planned(kernel, plan, got[0], got[1], record_tape)
+        return True
+    return False
 
 
 def _launch_planned(kernel, plan, args: list, n_inputs: int, record_tape: bool) -> None:

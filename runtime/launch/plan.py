@@ -13,21 +13,35 @@ unless another launch of the kernel packed since. Scalars are converted (checked
 parameter's converter on every launch; the bounds proven at launch (runtime/launch/bounds.py) involve
 thread ids and constants only, so a new scalar value needs no new proof. Plans are immutable once made, so
 threads may share them.
+
+A kernel with struct parameters (a geometry id binds a 32-field handle) has plans too (`structs`): each launch
+resolves its struct arguments again (an id looked up, so a freed one still raises), reads their fields in one
+`operator.attrgetter` call and compares the arrays among them with the plan's by identity (a refit or swap that
+replaced an array takes the general path); the scalar fields are converted again, as any scalar. The handle
+itself is not compared: its fields are what a launch binds (a struct instance takes no weak reference).
 """
 
 from __future__ import annotations
 
+import operator
 import weakref
+
+from ...core.struct import instance
 
 
 class LaunchPlan:
     """The last forward launch of a kernel, bound (see the module docstring)."""
 
     __slots__ = ("dim", "device", "n_args", "refs", "scalars", "dev", "dims", "n", "spec", "settings",
-                 "again", "changed", "launch", "relaunch", "compiled", "written")
+                 "again", "changed", "launch", "relaunch", "compiled", "written", "structs", "n_user")
 
-    def __init__(self, dim, device, args, bound, dims, n, dev, spec, settings, converters):
+    def __init__(self, dim, device, args, bound, dims, n, dev, spec, settings, converters, structs=None):
         self.dim, self.device, self.n_args = dim, device, len(args)
+        # a kernel with struct parameters: per user argument None or its StructFields; n_args -1, so that the
+        # paths comparing flat arguments (launch.py's inline one, `_matches`) never take this plan
+        self.structs, self.n_user = structs, len(structs) if structs is not None else -1
+        if structs is not None:
+            self.n_args = -1
         self.dev, self.dims, self.n, self.spec = dev, dims, n, spec
         self.settings = settings        # settings.plain_launch_key() when planned: the settings it holds for
         self.launch, self.compiled, self.written = spec.launch, spec.compiled, spec.written
@@ -44,14 +58,97 @@ class LaunchPlan:
         self.changed = tuple(k for k, _ in self.scalars)
 
 
+class StructFields:
+    """How a launch reads one struct parameter's flat field values (StructType.flat order) from an instance."""
+
+    __slots__ = ("stype", "cls", "get", "nested", "classes")
+
+    def __init__(self, stype):
+        self.stype, self.cls = stype, stype.cls
+        paths = [path[1:] for path, _ in stype.flat("")]
+        get = operator.attrgetter(*paths)
+        self.get = get if len(paths) > 1 else (lambda v: (get(v),))
+        # the struct-typed fields at every depth: their classes are checked, as `core.struct.flatten` does
+        inner = _struct_fields(stype, "")
+        self.nested = operator.attrgetter(*(p for p, _ in inner)) if len(inner) > 1 else \
+            (lambda v, g=operator.attrgetter(inner[0][0]): (g(v),)) if inner else None
+        self.classes = tuple(c for _, c in inner)
+
+    def values(self, value):
+        """The field values of argument `value` (an instance, or an id or object standing for one), or None
+        when it is not one of this struct (the general path then names the error)."""
+        inst = instance(value, self.stype)      # an id is looked up again: a freed one raises, as at binding
+        if inst.__class__ is not self.cls:
+            return None
+        if self.nested is not None:
+            for v, c in zip(self.nested(inst), self.classes):
+                if v.__class__ is not c:
+                    return None
+        return self.get(inst)
+
+
+def _struct_fields(stype, prefix: str) -> list:
+    """(dotted path, class) of every struct-typed field of `stype`, at every depth."""
+    out = []
+    for name, t in stype.fields.items():
+        if t.is_struct:
+            path = f"{prefix}{name}"
+            out += [(path, t.cls), *_struct_fields(t, path + ".")]
+    return out
+
+
+_layouts: dict = {}         # (struct_params, flat argument count) -> per user argument None or StructFields
+
+
+def struct_layout(struct_params, n_flat: int):
+    """Per user argument of a kernel with these struct parameters (and `n_flat` flat ones): None (passed as
+    is) or its StructFields; None for arrays of structs (no plan)."""
+    key = (struct_params, n_flat)
+    got = _layouts.get(key)
+    if got is None and key not in _layouts:
+        at = {k: t for k, _, t in struct_params}
+        if not any(t.is_array for t in at.values()):
+            n_user = n_flat - sum(len(t.flat("")) - 1 for t in at.values())
+            got = tuple(StructFields(at[j]) if j in at else None for j in range(n_user))
+        _layouts[key] = got
+    return got
+
+
+def flat_arguments(plan, inputs, outputs) -> tuple[list, int] | None:
+    """(the flat arguments, how many of them are inputs) of a launch of a struct plan's kernel with these user
+    arguments, or None when their count or a struct argument differs from the plan's."""
+    structs = plan.structs
+    if len(inputs) + len(outputs) != len(structs):
+        return None
+    out = []
+    n_in = 0
+    for j, v in enumerate((*inputs, *outputs)):
+        if j == len(inputs):
+            n_in = len(out)
+        fields = structs[j]
+        if fields is None:
+            out.append(v)
+        else:
+            got = fields.values(v)
+            if got is None:
+                return None
+            out += got
+    return out, (n_in if outputs else len(out))
+
+
 def make_plan(kernel, dim, device, args, bound, dims, n, dev, spec, settings) -> LaunchPlan | None:
-    """A plan for this launch (None when an argument takes no weak reference or is a struct)."""
-    if kernel.struct_params or spec.has_split:
+    """A plan for this launch (None when an argument takes no weak reference or is an array of structs)."""
+    if spec.has_split:
         return None
     converters = getattr(kernel._binder, "converters", None)
     if converters is None or len(converters) != len(bound):
         return None
+    structs = None
+    if kernel.struct_params:
+        structs = struct_layout(kernel.struct_params, len(bound))
+        if structs is None:
+            return None
     try:
-        return LaunchPlan(dim, device, args, bound, dims, n, dev, spec, settings, converters)
+        return LaunchPlan(dim, device, args, bound, dims, n, dev, spec, settings, converters, structs)
     except TypeError:
         return None
