@@ -13,6 +13,10 @@ centres (a segmented sort: `lexsort` by (node, coordinate)), so the tree is bala
 vectorised passes and depth ceil(log2(n / LEAF_SIZE)) + 1. Leaves own contiguous ranges of the primitive
 order; node bounds are refitted bottom-up (leaves by `minimum.reduceat` over their ranges, inner nodes
 level by level), rounded outward to float32 so that they contain float64 items too.
+
+On devices whose memory is not the host's (OpenCL, most plugins) float32 boxes are built on the device instead
+(geometry/bvh_build.py: a linear BVH in kernels, same node layout, every query's result the same);
+`device_build=` forces either.
 """
 
 from __future__ import annotations
@@ -178,11 +182,32 @@ class BvhArrays:
 
     def __init__(self, device):
         self.device = device
-        self.tree: Tree | None = None
+        self._tree: Tree | None = None
         self.data: BvhData | None = None
 
+    @property
+    def tree(self) -> Tree | None:
+        """The topology on the host (the refits read it); after a device build, read back from the device's
+        node_info and prims at the first use (its split axes unknown there: -1)."""
+        if self._tree is None and self.data is not None:
+            self._tree = tree_from_device(self.node_info._read().reshape(-1, 4), self.prims._read().reshape(-1),
+                                          self.data.num_items)
+        return self._tree
+
+    def build_device(self, lowers, uppers) -> None:
+        """Build over float32 boxes (gk.arrays of vec3 on this device) with kernels on the device
+        (geometry/bvh_build.py); ValueError if a box is not finite."""
+        from . import bvh_build
+        out = bvh_build.build(lowers, uppers, self.device)
+        self._tree = None
+        for name, arr in out.items():
+            setattr(self, name, arr)
+        self.data = BvhData(node_lowers=self.node_lowers, node_uppers=self.node_uppers, node_info=self.node_info,
+                            ray_order=self.ray_order, prims=self.prims, item_lowers=self.item_lowers,
+                            item_uppers=self.item_uppers, num_items=lowers.size)
+
     def build(self, lowers: np.ndarray, uppers: np.ndarray) -> None:
-        self.tree = tree = build_tree(lowers, uppers)
+        self._tree = tree = build_tree(lowers, uppers)
         dev = dict(device=self.device)
         self.node_info = _array(tree.device_info().astype(np.int32), dtype=T.vector(4, T.int32), **dev)
         self.ray_order = _array(tree.ray_orders().astype(np.int32), dtype=T.vector(2, T.int32), **dev)
@@ -209,6 +234,23 @@ class BvhArrays:
             ilo, ihi = outward_f32(lowers, uppers)
             _write(self.item_lowers, ilo)
             _write(self.item_uppers, ihi)
+
+
+def tree_from_device(info: np.ndarray, prims: np.ndarray, n: int) -> Tree:
+    """The Tree of device node_info rows (left, miss link, start, count) and prims (a device build's)."""
+    info = info.astype(np.int64)
+    rows = info.copy()
+    inner = rows[:, 0] >= 0
+    rows[:, 1] = np.where(inner, rows[:, 0] + 1, -1)
+    levels, level = [], np.zeros(1, np.int64)
+    while level.size:
+        level = level[inner[level]]
+        if level.size:
+            levels.append(level)
+            level = np.stack([rows[level, 0], rows[level, 0] + 1], axis=1).reshape(-1)
+    leaves = np.flatnonzero(~inner)
+    leaves = leaves[np.argsort(rows[leaves, 2], kind="stable")]
+    return Tree(rows, prims[:n].astype(np.int64), leaves, levels)
 
 
 def _write(arr, host: np.ndarray) -> None:
@@ -240,11 +282,16 @@ class Bvh:
         uppers: a gk.array of the same shape: each box's upper corner.
         constructor: Warp's choice of build algorithm ("sah", "median", "lbvh"); accepted for Warp's
             signature, gradkit builds one kind of tree.
-        leaf_size: Warp's leaf size; accepted for Warp's signature, unused."""
+        leaf_size: Warp's leaf size; accepted for Warp's signature, unused.
+        device_build: build with kernels on the boxes' device (True; float32 boxes) or with NumPy on the
+            host (False); None: on the device for float32 boxes where its memory is not the host's (OpenCL,
+            most plugins), on the host otherwise (cpu, c, numpy; float64 boxes). The trees differ, every
+            query's result is the same."""
 
     _gk_struct = BvhData._gk_struct        # `bvh: gk.Bvh` annotates a kernel parameter
 
-    def __init__(self, lowers, uppers, constructor: str | None = None, leaf_size: int | None = None):
+    def __init__(self, lowers, uppers, constructor: str | None = None, leaf_size: int | None = None,
+                 device_build: bool | None = None):
         for name, a in (("lowers", lowers), ("uppers", uppers)):
             if not isinstance(a, _array) or a.dtype.name not in ("vec3", "vec3d"):
                 raise TypeError(f"Bvh: {name} must be a gk.array of vec3, got "
@@ -254,7 +301,16 @@ class Bvh:
         self.lowers, self.uppers = lowers, uppers
         self.device = get_device(lowers.device)
         self._arrays = BvhArrays(self.device)
-        self._arrays.build(host_vec3(lowers, "lowers"), host_vec3(uppers, "uppers"))
+        on_device = lowers.dtype is T.vec3 and uppers.dtype is T.vec3 and lowers.size > 0 and state.forward_mode is None \
+            and lowers.device is self.device and uppers.device is self.device
+        if device_build and not on_device:
+            raise ValueError("Bvh: a device build takes float32 boxes (vec3), at least one, outside forward mode")
+        if device_build is None:
+            device_build = on_device and lowers._host is None
+        if device_build:
+            self._arrays.build_device(lowers, uppers)
+        else:
+            self._arrays.build(host_vec3(lowers, "lowers"), host_vec3(uppers, "uppers"))
         self._refit = None          # the device refit's scratch (geometry/refit.py), made at the first refit
         self.id = registry.register(self)
 
