@@ -14,6 +14,8 @@ import hashlib
 from llvmlite import ir
 
 from ...core.ops import Op
+from ...core.builtins.printing import PrintSpec
+from . import printing
 from .irtext import replace_declarations
 from .lltypes import llvm_type
 
@@ -33,6 +35,9 @@ def cg_type(t):
 
 def emit_native(cg, ins, b) -> None:
     spec, variant = ins.attrs["native"], ins.attrs["variant"]
+    if isinstance(spec, PrintSpec):         # a kernel's print: printf, not a user snippet (printing.py)
+        printing.emit_print(cg, ins, b)
+        return
     body = spec.snippet("cpu", variant)
     n = len(spec.params)
     names = [name for name, _ in spec.params]

@@ -1,5 +1,6 @@
 """Lowering of calls inside kernels: gradkit builtins, types (casts and constructors), atomics,
-gk.tid / gk.static, Python builtins with kernel meanings, @gk.func calls and compile-time transforms."""
+gk.tid / gk.static, Python builtins with kernel meanings (print included), @gk.func calls and compile-time
+transforms."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ..builtins import BUILTINS
 from ..ir import Value
 from ..lang import LangFunction, NAMES
 from .macros import Advance, IREmit, unwrap
+from .printing import lower_print
 from ..ops import Op
 from .context import NUMBER, ArrayView, StructArrayRef, StructValue, TidCall
 from .exprs import PY_ALIASES, UNSUPPORTED_EXPR, _callee_name, _name, _with_scalar
@@ -34,6 +36,8 @@ class CallLowering:
             return self.call_lang(NAMES[PY_ALIASES[callee]], node)
         if callee is py_builtins.float:
             return self.call_float(node)
+        if callee is py_builtins.print:         # one print instruction (core/frontend/printing.py)
+            return lower_print(self, node)
         if callee is py_builtins.int or callee is py_builtins.bool:
             return self.call_type(T.as_type(callee), node)
         if callee is py_builtins.len:

@@ -124,5 +124,7 @@ class CKernel(CStyleKernel):
         body = "\n".join(self.lines)
         head = [f"/* gradkit kernel '{self.kernel_name}': C generated from lowered IR */"]
         head += [f"#include <{h}>" for h in INCLUDES]
+        if "printf(" in self.natives_source():      # a kernel's print (gradkit/core/builtins/printing.py)
+            head.append("#include <stdio.h>")
         return ("\n".join(head) + "\n\n" + C.helpers_for(body) + "\n" + self.natives_source() +
                 f"void {self.name}(const int64_t* gk_args, int64_t gk_lo, int64_t gk_hi)\n{{\n{body}\n}}\n")

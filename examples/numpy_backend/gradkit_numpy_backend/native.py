@@ -11,11 +11,13 @@ one. The adjoint body also sees `adj_ret` (the result's adjoint per thread), `ad
 
 from __future__ import annotations
 
+import sys
 import textwrap
 
 import numpy as np
 
 from gradkit.core.errors import CompileError
+from gradkit.core.builtins.printing import PrintSpec
 
 _compiled: dict = {}
 
@@ -50,6 +52,10 @@ def function(spec, variant: str):
 def call(run, ins, lanes) -> None:
     """Run the `native` instruction `ins` for the threads `lanes` (None: all) of interpreter `run`."""
     spec, variant = ins.attrs["native"], ins.attrs["variant"]
+    if isinstance(spec, PrintSpec):
+        if variant == "forward":
+            print_lanes(run, ins, spec, lanes)
+        return
     count = run.n if lanes is None else len(lanes)
     if count == 0:
         for r in ins.results:
@@ -71,3 +77,15 @@ def call(run, ins, lanes) -> None:
         full = np.zeros(run.n, r.type.np_dtype)
         full[slice(None) if lanes is None else lanes] = np.broadcast_to(np.asarray(got, r.type.np_dtype), (count,))
         run.env[r.id] = full
+
+
+def print_lanes(run, ins, spec, lanes) -> None:
+    """A kernel's print (gradkit/core/builtins/printing.py) for the threads `lanes`, in thread order: each line
+    formatted in Python with C's printf semantics, written to sys.stdout and flushed (the replay and the
+    adjoint print nothing)."""
+    ids = np.arange(run.n) if lanes is None else lanes
+    if len(ids) == 0:
+        return
+    cols = [np.broadcast_to(np.asarray(run.env[a.id]), (run.n,)) for a in ins.args]
+    sys.stdout.write("".join(spec.py_format([c[i] for c in cols]) for i in ids))
+    sys.stdout.flush()
