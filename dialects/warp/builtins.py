@@ -16,6 +16,7 @@ from ..core.library import random as _random
 from ..core.library.picks import is_literal as _is_literal, min_max as _min_max, raw_of as _raw_of  # noqa: F401
 from ..core.lang import LangFunction
 from .errors import WarpFeatureMissing
+from .printing import MACROS as _PRINT_MACROS
 
 # gradkit's language names that are Warp's too, with Warp's meaning (select's argument order included)
 SHARED = {name: fn for name, fn in _lang.NAMES.items() if name != "adjoint"}
@@ -223,6 +224,7 @@ MACROS = {
     "nonzero": (_nonzero, lambda x: np.where(np.asarray(x) != 0, 1, 0)),
     "rint": (_componentwise(_rint), np.rint), "randn": (_randn, _host_randn),
 }
+MACROS.update(_PRINT_MACROS)      # wp.printf, wp.print, wp.expect_eq / expect_neq / expect_near (printing.py)
 WARP_MACROS = {name: LangFunction(name, "macro", macro=fn, host=host, doc=f"Warp's wp.{name}")
                for name, (fn, host) in MACROS.items()}
 for _name, _f in WARP_MACROS.items():
@@ -240,7 +242,7 @@ MISSING = (
     "atomic_or", "atomic_xor", "randu", "noise", "pnoise", "curlnoise", "poisson", "sample_cdf",
     "sample_triangle", "sample_unit_ring", "sample_unit_disk", "sample_unit_sphere_surface",
     "sample_unit_sphere", "sample_unit_hemisphere_surface", "sample_unit_hemisphere", "sample_unit_square",
-    "sample_unit_cube", "printf", "expect_eq", "expect_near", "lower_bound", "bit_count", "block_dim",
+    "sample_unit_cube", "lower_bound", "bit_count", "block_dim",
     "tile", "tile_load", "tile_store", "tile_sum", "tile_atomic_add", "tile_fft", "tile_ifft",
     "tile_transpose", "tile_stack", "launch_tiled", "dense_gemm", "dense_chol", "dense_solve", "dense_subs",
     "float16", "int8", "int16", "uint8", "uint16", "bfloat16", "address", "view", "array_store",
