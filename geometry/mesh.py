@@ -8,8 +8,10 @@
 A kernel takes the mesh as a parameter annotated `gk.Mesh` (float32 points; `gk.Mesh[gk.float64]` for
 float64 ones; the Warp dialect's `wp.uint64`), the struct `MeshData` of core/library/mesh.py. The mesh
 keeps the caller's `points` array (a kernel reads it, so gradients land in `points.grad`); the BVH is
-built on the host (geometry/bvh.py) from the triangles' bounds, and `refit()` recomputes the bounds
-from the points as they are now, on the mesh's device for float32 points (geometry/refit.py).
+built from the triangles' bounds on the host (geometry/bvh.py), or for float32 points on a device whose
+memory is not the host's on that device (the bounds by geometry/refit.py's kernel, the tree by
+geometry/bvh_build.py); `refit()` recomputes the bounds from the points as they are now, on the mesh's
+device for float32 points (geometry/refit.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..runtime.state import current as state
 from . import registry
 from .bvh import BvhArrays, host_vec3
 from .refit import DeviceRefit
+from .refit import kernels as refit_kernels
 
 _DATA = {T.float32: MeshData, T.float64: MeshData64}
 
@@ -45,12 +48,17 @@ class Mesh(metaclass=_MeshType):
             none.
         support_winding_number: Warp's switch for winding-number queries; accepted for Warp's signature.
         bvh_constructor: Warp's BVH build algorithm; accepted for Warp's signature, unused.
-        bvh_leaf_size: Warp's BVH leaf size; accepted for Warp's signature, unused."""
+        bvh_leaf_size: Warp's BVH leaf size; accepted for Warp's signature, unused.
+        device_build: build the BVH with kernels on the mesh's device (True; float32 points) or with NumPy
+            on the host (False); None: on the device for float32 points where its memory is not the host's
+            (OpenCL, most plugins), on the host otherwise. The trees differ, every query's result is the
+            same."""
 
     _gk_struct = MeshData._gk_struct        # `mesh: gk.Mesh` annotates a kernel parameter (float32 points)
 
     def __init__(self, points, indices, velocities=None, support_winding_number: bool = False,
-                 bvh_constructor: str | None = None, bvh_leaf_size: int | None = None):
+                 bvh_constructor: str | None = None, bvh_leaf_size: int | None = None,
+                 device_build: bool | None = None):
         if not isinstance(points, _array) or points.dtype not in (T.vec3, T.vector(3, T.float64)):
             got = points.dtype.name if isinstance(points, _array) else type(points).__name__
             raise TypeError(f"Mesh: points must be a gk.array of vec3 or vec3d, got {got}")
@@ -73,10 +81,36 @@ class Mesh(metaclass=_MeshType):
             raise ValueError(f"Mesh: indices must lie in [0, {points.shape[0]}), got [{tris.min()}, {tris.max()}]")
         self._tris = tris
         self._bvh = BvhArrays(self.device)
-        self._bvh.build(*self._bounds())
         self._refit = None          # the device refit's scratch arrays, made at the first refit
+        on_device = self.dtype is T.float32 and self.num_tris > 0 and state.forward_mode is None
+        if device_build and not on_device:
+            raise ValueError("Mesh: a device build takes float32 points and at least one triangle, outside "
+                             "forward mode")
+        if device_build is None:
+            device_build = on_device and points._host is None
+        if device_build:
+            self._build_on_device()
+        else:
+            self._bvh.build(*self._bounds())
         self._data = None
         self.id = registry.register(self)
+
+    def _build_on_device(self) -> None:
+        """The triangles' bounds and edge lengths by the device refit's kernel, the tree over them by
+        geometry/bvh_build.py: no point leaves the device (the edge lengths' sum comes back, as a refit's)."""
+        from ..runtime.launch.launch import launch
+        n = self.num_tris
+        self._refit = DeviceRefit(n, self.device, walk=False)
+        lo = _array(np.zeros((n, 3), np.float32), dtype=T.vec3, device=self.device)
+        hi = _array(np.zeros((n, 3), np.float32), dtype=T.vec3, device=self.device)
+        launch(refit_kernels()[0], n, inputs=[self._points, self.indices, lo, hi, self._refit.edges],
+               device=self.device, record_tape=False)
+        total = float(np.add.reduce(self._refit.edges._read()[:n], dtype=np.float64))
+        if total != total:                  # NaN: a corner was not finite
+            raise ValueError("Mesh points must be finite")
+        self._edge = total / (3 * n)
+        self._bvh.build_device(lo, hi)
+        self._refit = None                  # the refits choose their own walk
 
     @property
     def points(self):

@@ -13,6 +13,9 @@ import pytest
 import gradkit as gk
 from gradkit.core.library.bvh import LEAF_SIZE
 from gradkit.geometry.bvh import build_tree
+from gradkit.warp.examples import uv_sphere
+
+from tests.geometry.test_mesh import closest_on_triangles
 
 
 @gk.kernel
@@ -59,8 +62,8 @@ def make(device, lo, hi, device_build):
 
 
 def check_tree(bvh, lo, hi):
-    """Every structural property a query relies on, from the device arrays read back."""
-    a = bvh._arrays
+    """Every structural property a query relies on, from the device arrays read back (a Bvh's or a Mesh's)."""
+    a = bvh._arrays if isinstance(bvh, gk.Bvh) else bvh._bvh
     n = lo.shape[0]
     info = a.node_info.numpy().reshape(-1, 4).astype(np.int64)
     prims = a.prims.numpy().reshape(-1)[:n]
@@ -234,3 +237,107 @@ def test_default_is_the_device_build_where_memory_is_not_the_hosts(device, rng):
     with pytest.raises(ValueError, match="device build"):
         gk.Bvh(gk.array(lo64, dtype=gk.vec3d, device=device), gk.array(lo64 + 1, dtype=gk.vec3d, device=device),
                device_build=True)
+
+
+@gk.kernel
+def mesh_queries(mesh: gk.Mesh, x: gk.array(dtype=gk.vec3), d: gk.array(dtype=gk.vec3),
+                 dist: gk.array(dtype=float), sign: gk.array(dtype=float), t: gk.array(dtype=float),
+                 boxes: gk.array2d(dtype=gk.int32)):
+    i = gk.tid()
+    q = gk.mesh_query_point_no_sign(mesh, x[i], 0.5)
+    dist[i] = -1.0
+    if q.result:
+        dist[i] = gk.length(gk.mesh_eval_position(mesh, q.face, q.u, q.v) - x[i])
+    sign[i] = gk.mesh_query_point_sign_normal(mesh, x[i], 10.0).sign
+    r = gk.mesh_query_ray(mesh, x[i], d[i], 1.0e6)
+    t[i] = -1.0
+    if r.result:
+        t[i] = r.t
+    for j in gk.mesh_query_aabb(mesh, x[i] - gk.vec3(0.1, 0.1, 0.1), x[i] + gk.vec3(0.1, 0.1, 0.1)):
+        boxes[i, j] = boxes[i, j] + 1
+
+
+def mesh_results(device, pts, tris, x, d, device_build):
+    mesh = gk.Mesh(gk.array(pts, dtype=gk.vec3, device=device),
+                   gk.array(tris.reshape(-1), dtype=gk.int32, device=device), device_build=device_build)
+    m = x.shape[0]
+    out = [gk.zeros(m, dtype=float, device=device) for _ in range(3)]
+    boxes = gk.zeros((m, tris.shape[0]), dtype=gk.int32, device=device)
+    gk.launch(mesh_queries, m, inputs=[mesh, gk.array(x, dtype=gk.vec3, device=device),
+                                       gk.array(d, dtype=gk.vec3, device=device), *out, boxes], device=device)
+    return mesh, [a.numpy() for a in out] + [boxes.numpy()]
+
+
+def test_mesh_queries_equal_the_host_build_and_brute_force(device, rng):
+    """Closest distances and sides, first hits and AABB triangle sets of a device-built mesh BVH: the same
+    numbers as the host-built one's, and the brute-force ones over every triangle (float64)."""
+    pts, tris = uv_sphere(24, 0.1, rng)
+    pts = pts.astype(np.float32)
+    m = 200
+    x = rng.uniform(-1.4, 1.4, (m, 3)).astype(np.float32)
+    d = rng.normal(size=(m, 3)).astype(np.float32)
+    mesh, dev = mesh_results(device, pts, tris, x, d, True)
+    check_tree(mesh, *mesh_bounds(pts, tris))
+    assert abs(mesh._edge - mesh_edge(pts, tris)) <= 1e-6 * mesh._edge
+    _, host = mesh_results(device, pts, tris, x, d, False)
+    for got, want in zip(dev, host):
+        assert np.array_equal(got, want)
+    lo, hi = mesh_bounds(pts, tris)
+    assert (dev[3] == overlap_ref(lo, hi, x - np.float32(0.1), x + np.float32(0.1))).all()
+    p64 = pts.astype(np.float64)
+    a, b, c = (p64[tris[:, k]] for k in range(3))
+    ref = np.linalg.norm(closest_on_triangles(a, b, c, x.astype(np.float64)) - x[:, None], axis=-1).min(1)
+    within = ref < 0.5
+    assert within.any() and ((dev[0] >= 0) == within).all()
+    np.testing.assert_allclose(dev[0][within], ref[within], rtol=1e-5, atol=1e-6)
+    t_ref = ray_triangle_ref(a, b, c, x.astype(np.float64), d.astype(np.float64))
+    hit = np.isfinite(t_ref)
+    assert hit.any() and ((dev[2] >= 0) == hit).all()
+    np.testing.assert_allclose(dev[2][hit], t_ref[hit], rtol=1e-4, atol=1e-5)
+
+
+def test_mesh_refit_after_a_device_build(device, rng):
+    pts, tris = uv_sphere(12, 0.1, rng)
+    pts = pts.astype(np.float32)
+    points = gk.array(pts, dtype=gk.vec3, device=device)
+    mesh = gk.Mesh(points, gk.array(tris.reshape(-1), dtype=gk.int32, device=device), device_build=True)
+    moved = (pts * 1.5 + rng.normal(scale=0.05, size=pts.shape)).astype(np.float32)
+    points.assign(moved)
+    mesh.refit()
+    check_tree(mesh, *mesh_bounds(moved, tris))
+
+
+def test_mesh_device_build_refuses_non_finite_points(device, rng):
+    pts, tris = uv_sphere(6, 0.0, rng)
+    pts = pts.astype(np.float32)
+    pts[3, 2] = np.nan
+    for device_build in (False, True):
+        with pytest.raises(ValueError, match="finite"):
+            gk.Mesh(gk.array(pts, dtype=gk.vec3, device=device),
+                    gk.array(tris.reshape(-1), dtype=gk.int32, device=device), device_build=device_build)
+
+
+def mesh_bounds(pts, tris):
+    a, b, c = (pts[tris[:, k]] for k in range(3))
+    return np.minimum(np.minimum(a, b), c), np.maximum(np.maximum(a, b), c)
+
+
+def mesh_edge(pts, tris):
+    a, b, c = (pts[tris[:, k]].astype(np.float64) for k in range(3))
+    return np.mean([np.linalg.norm(a - b, axis=1), np.linalg.norm(b - c, axis=1), np.linalg.norm(c - a, axis=1)])
+
+
+def ray_triangle_ref(a, b, c, s, d):
+    """The first hit t of each ray (s, d) on any triangle (inf: none), Moller-Trumbore in float64."""
+    e1, e2 = b - a, c - a
+    p = np.cross(d[:, None], e2[None])
+    det = (e1[None] * p).sum(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv = 1.0 / det
+        tv = s[:, None] - a[None]
+        u = (tv * p).sum(-1) * inv
+        q = np.cross(tv, e1[None])
+        v = (d[:, None] * q).sum(-1) * inv
+        t = (e2[None] * q).sum(-1) * inv
+    ok = (np.abs(det) > 1e-12) & (u >= 0) & (v >= 0) & (u + v <= 1) & (t >= 0)
+    return np.where(ok, t, np.inf).min(1)
