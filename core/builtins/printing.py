@@ -23,7 +23,7 @@ from ..errors import CompileError
 # meaning for kernel values); `b` is gradkit's own: a bool as Python's True / False.
 INT_CONVERSIONS = frozenset("diouxXc")
 FLOAT_CONVERSIONS = frozenset("fFeEgG")
-_SPEC = re.compile(r"%(?P<flags>[-+ #0]*)(?P<width>\d*)(?P<prec>(?:\.\d*)?)(?P<length>hh|h|ll|l|j|z|t|L|q)?"
+_SPEC = re.compile(r"%(?P<flags>[-+ #0]*)(?P<width>\d*)(?P<prec>(?:\.\d*)?)(?P<length>hh|h|ll|l|j|z|t|L)?"
                    r"(?P<conv>.)?", re.S)
 
 
@@ -81,7 +81,7 @@ def parse_c_format(fmt: str, args: list) -> list:
                                   f"it, e.g. float(x)")
             pieces.append(Conv(flags, conv, k))
         else:
-            raise FormatError(f"'{spec}': unsupported conversion '{conv}' (kernels print with "
+            raise FormatError(f"{spec!r}: unsupported conversion {conv!r} (kernels print with "
                               f"d i u o x X c, f F e E g G, and %s of a string literal)")
         k += 1
     if pos < len(fmt):
