@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from .config import config, float_type, rules_changed
-from .frontend import lower_function
+import inspect
+
+from .frontend import is_generic, lower_function
 from .frontend.context import remember_enclosing_scope
 from .frontend.source import capture_source
 from .locks import COMPILING
@@ -28,14 +30,16 @@ class Func:
         self.custom_grad = None     # a Func set by @gk.func_grad
         self.custom_replay = None   # a Func set by @gk.func_replay
         self.native = None          # snippets set by @gk.func_native
+        self._generic = None        # ((index, name, annotation), ...) of generic parameters, once read
 
-    def ir_function(self, building: tuple = (), views: tuple = ()):
+    def ir_function(self, building: tuple = (), views: tuple = (), param_types: tuple = ()):
         """The typed IR of this function (built once, then cached). `views` ((param index, base array
         type, number of leading indices), ...) asks for the variant whose array parameters at those indices
-        receive sub-array views: the base array, its leading indices appended as trailing int32 params."""
+        receive sub-array views: the base array, its leading indices appended as trailing int32 params.
+        `param_types` ((name, type), ...) gives the generic parameters' types at a call: one variant each."""
         fp = self.default_fp
-        if views:
-            return self._view_variant(building, views, fp)
+        if views or param_types:
+            return self._view_variant(building, views, fp, param_types)
         if self._ir is None or self._ir_fp is not fp:
             with COMPILING:
                 if self._ir is None or self._ir_fp is not fp:
@@ -50,13 +54,30 @@ class Func:
         gk.config.default_fp (not the calling kernel's: the function is compiled once for every caller)."""
         return self.options.get("default_fp") or config.default_fp
 
-    def _view_variant(self, building: tuple, views: tuple, fp):
+    def generic_params(self) -> tuple:
+        """((index, name, annotation), ...) of the parameters annotated generically (typing.Any, or an
+        annotation with `_gk_generic`), which each call types from its arguments; () for most functions."""
+        if getattr(self, "_generic", None) is None:     # (subclasses may skip __init__)
+            pyfunc = getattr(self, "pyfunc", None)
+            if not callable(pyfunc):      # a function built from IR (wp.grad's): typed already
+                self._generic = ()
+                return ()
+            try:
+                sig = inspect.signature(pyfunc, eval_str=True, locals=getattr(pyfunc, "__gk_enclosing__", None))
+            except Exception:       # an annotation that does not evaluate: the frontend names it
+                sig = inspect.signature(pyfunc)
+            self._generic = tuple((k, name, p.annotation) for k, (name, p) in enumerate(sig.parameters.items())
+                                  if is_generic(p.annotation))
+        return self._generic
+
+    def _view_variant(self, building: tuple, views: tuple, fp, param_types: tuple = ()):
+        key = (views, fp, param_types)
         with COMPILING:
             variants = self.__dict__.setdefault("_view_variants", {})
-            if (views, fp) not in variants:
-                variants[views, fp] = lower_function(self.pyfunc, "func", building + (self,), views=views,
-                                                     **{**self.options, "default_fp": fp})
-            return variants[views, fp]
+            if key not in variants:
+                variants[key] = lower_function(self.pyfunc, "func", building + (self,), views=views,
+                                               param_types=param_types, **{**self.options, "default_fp": fp})
+            return variants[key]
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"@gk.func '{self.__name__}' can only be called inside a kernel or another @gk.func")

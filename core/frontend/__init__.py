@@ -26,6 +26,21 @@ from .stmts import FirstReturn, StmtLowering, _contains
 
 
 REMAINDERS = ("floored", "truncated")
+
+
+def is_generic(ann) -> bool:
+    """Whether a parameter annotation is generic: typing.Any, or an object whose `_gk_generic(type)` says which
+    types it admits (gradkit.warp's `wp.array[Any]`); its type comes from each launch's or call's arguments."""
+    return ann is typing.Any or callable(getattr(ann, "_gk_generic", None))
+
+
+def generic_matches(ann, t: T.Type) -> bool:
+    """Whether a generic annotation admits the concrete type `t`."""
+    return ann is typing.Any or bool(ann._gk_generic(t))
+
+
+def _generic_name(ann) -> str:
+    return "typing.Any" if ann is typing.Any else str(ann)
 LOOP_LOCALS = ("scoped", "last")
 
 
@@ -34,14 +49,16 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
 
     def __init__(self, pyfunc, kind: str, building: tuple = (), max_unroll: int | None = None, grad_of=None,
                  views: tuple = (), default_fp: T.ScalarType = T.float32, remainder: str = "floored",
-                 loop_locals: str = "scoped", probing: bool = False):
+                 loop_locals: str = "scoped", probing: bool = False, param_types: tuple = ()):
         super().__init__(pyfunc, SourceInfo(pyfunc), kind, building, default_fp)
         if remainder not in REMAINDERS:
             raise ValueError(f"remainder={remainder!r}: expected one of {', '.join(map(repr, REMAINDERS))}")
         if loop_locals not in LOOP_LOCALS:
             raise ValueError(f"loop_locals={loop_locals!r}: expected one of {', '.join(map(repr, LOOP_LOCALS))}")
         self.options = dict(max_unroll=max_unroll, grad_of=grad_of, views=views, default_fp=default_fp,
-                            remainder=remainder, loop_locals=loop_locals)
+                            remainder=remainder, loop_locals=loop_locals, param_types=param_types)
+        # ((name, type), ...): the types of generic parameters (typing.Any) for this specialisation
+        self.param_overrides = dict(param_types)
         # a local first assigned inside a loop body and read after the loop: "scoped" (gradkit's, Taichi's:
         # an error) or "last" (Warp's: it holds the last trip's value, zero when the loop never ran)
         self.loop_locals = loop_locals
@@ -85,12 +102,15 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
             raise self.error(node, f"recursion is not supported ({chain})")
         if args is None:
             args = self.call_args(node, None, func.__name__)
+        generic = func.generic_params() if getattr(func, "_gk_func", False) else ()
+        param_types = self.generic_arg_types(func, generic, args, node) if generic else ()
         views = tuple((k, a.arr.type, len(a.prefix)) for k, a in enumerate(args) if isinstance(a, ArrayView) and a.prefix)
         if views and (not getattr(func, "_gk_func", False) or func.custom_grad or func.custom_replay or func.native):
             raise self.error(node, f"{func.__name__}() cannot take a sub-array view (it has a custom gradient, "
                                    "replay or native code); pass the whole array and its indices")
         try:
-            callee = func.ir_function(self.building, views) if views else func.ir_function(self.building)
+            callee = (func.ir_function(self.building, views, param_types) if views or param_types
+                      else func.ir_function(self.building))
         except CompileError as exc:
             loc = self.src.loc(node)
             raise CompileError(f"{exc}\n  (called from '{self.name}' at {loc.file}:{loc.line})") from None
@@ -126,6 +146,23 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
             return None
         return ins.results[0] if len(ins.results) == 1 else tuple(ins.results)
 
+    def generic_arg_types(self, func, generic: tuple, args: list, node) -> tuple:
+        """((name, type), ...) of a @gk.func's generic parameters at this call, from the arguments' types
+        (a Python float literal float32, an int int32, as Warp infers them); the call's specialisation."""
+        out = []
+        for k, name, ann in generic:
+            if k >= len(args):
+                continue            # the argument count is checked against the callee
+            a = args[k]
+            t = (a.arr.stype if isinstance(a, StructElement) else T.bool_ if isinstance(a, bool) else T.int32 if isinstance(a, int) else
+                 T.float32 if isinstance(a, float) else getattr(a, "type", None))
+            if not isinstance(t, T.Type) or not generic_matches(ann, t):
+                raise self.error(node.args[k] if k < len(node.args) else node,
+                                 f"{func.__name__}(): parameter '{name}' ({_generic_name(ann)}) cannot take "
+                                 f"{_name(a)}")
+            out.append((name, t))
+        return tuple(out)
+
     def start_grad_function(self, params, tree) -> None:
         """A @gk.func_grad body: inputs of the primal function, then adjoints of its outputs."""
         primal = self.grad_of.ir_function(self.building)
@@ -153,10 +190,16 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
             raise self.error(ann_node, f"cannot evaluate annotation: {exc}") from None
 
     def param_type(self, name: str, ann, node) -> T.Type:
+        given = self.param_overrides.get(name)
+        if given is not None:           # a generic parameter's type in this specialisation
+            return given
         if ann is inspect.Parameter.empty:
             raise self.error(node, f"parameter '{name}' needs a type annotation")
         if isinstance(ann, str):
             ann = self.static_annotation(ast.parse(ann, mode="eval").body)
+        if is_generic(ann):
+            raise self.error(node, f"parameter '{name}' is generic ({_generic_name(ann)}): only gradkit.warp's "
+                                   "kernels and functions take their types from each launch's or call's arguments")
         try:
             return T.as_type(ann)
         except TypeError as exc:
@@ -167,6 +210,8 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
             return None
         if isinstance(ann, str):
             ann = self.static_annotation(ast.parse(ann, mode="eval").body)
+        if is_generic(ann):             # `-> Any`: typed by the returns, as without an annotation
+            return None
         if typing.get_origin(ann) is tuple:
             return [T.as_type(a) for a in typing.get_args(ann)]
         if isinstance(ann, tuple):
@@ -270,12 +315,14 @@ def lower_function(pyfunc, kind: str = "kernel", building: tuple = (), **options
     (default: `%` in the source is Python's) or "truncated" (Warp's kernels: C's `%` and fmod, `/` on two
     integers an integer quotient truncated toward zero, and `*` with a matrix operand a matrix product), and
     loop_locals: "scoped" (default: a local first assigned in a loop body cannot be read after the loop) or
-    "last" (Warp's kernels: it holds the value of the last trip, zero if the loop never ran)."""
+    "last" (Warp's kernels: it holds the value of the last trip, zero if the loop never ran); param_types:
+    ((name, type), ...), the types of generic parameters (annotated typing.Any) in this specialisation."""
     lowerer = Lowerer(pyfunc, kind, building, max_unroll=options.get("max_unroll"),
                       grad_of=options.get("grad_of"), views=options.get("views", ()),
                       default_fp=options.get("default_fp") or T.float32,
                       remainder=options.get("remainder") or "floored",
-                      loop_locals=options.get("loop_locals") or "scoped")
+                      loop_locals=options.get("loop_locals") or "scoped",
+                      param_types=options.get("param_types", ()))
     if building:
         return lowerer.run()
     try:

@@ -142,6 +142,7 @@ class Kernel:
         self.max_unroll = max_unroll
         self.remainder = remainder      # `%` in the body: "floored" (Python's) or "truncated" (C's, Warp's)
         self.loop_locals = loop_locals  # a loop body's own locals after the loop: "scoped" (error) or "last" (Warp's)
+        self.param_types: tuple = ()    # ((name, type), ...): generic parameters' types (gradkit.warp's overloads)
         self._typed: Function | None = None
         self._typed_fp = None           # (own, gk.config) default_fp of _typed (None: set by widened())
         self._lowered: dict[str, Function] = {}
@@ -168,7 +169,7 @@ class Kernel:
                 if self._typed is None or self._typed_fp not in (None, fp):
                     self._typed = lower_function(self.pyfunc, "kernel", max_unroll=self.max_unroll,
                                                  default_fp=fp[0], remainder=self.remainder,
-                                                 loop_locals=self.loop_locals)
+                                                 loop_locals=self.loop_locals, param_types=self.param_types)
                     self._typed_fp = fp
         return self._typed
 
