@@ -38,7 +38,7 @@ from .tape import WarpGradientError  # noqa: F401
 from . import runtime as _runtime
 from .runtime import (Graph, ScopedCapture, ScopedTimer, Tape, array, array1d, array2d, array3d,  # noqa: F401
                       array4d, capture_begin, capture_end, capture_launch, clone, config, constant, copy,
-                      empty_like, full_like, func, kernel, launch, ones_like, zeros_like)
+                      empty_like, full_like, func, kernel, launch, ones_like, overload, zeros_like)
 from .types import (bool, float32, float64, int32, int64, matrix, quaternion, uint32,  # noqa: F401,A004
                     uint64, vector)
 from .geometry import (Bvh, BvhQuery, HashGrid, HashGridQuery, Mesh, MeshQueryAABB, MeshQueryPoint,  # noqa: F401
@@ -160,7 +160,7 @@ _WARP_ONLY = frozenset((
     "jax_callable", "from_ptr", "from_ipc_handle", "from_paddle", "to_paddle", "to_dlpack", "map",
     "compile_aot_module", "load_aot_module", "capture_save", "capture_load", "capture_if", "capture_while",
     "record_event", "wait_event", "wait_stream", "get_stream", "set_stream", "stream_from_torch",
-    "device_from_torch", "device_to_torch", "dtype_from_torch", "dtype_to_torch", "overload",
+    "device_from_torch", "device_to_torch", "dtype_from_torch", "dtype_to_torch",
     "timing_begin", "timing_end", "timing_print",
     # half precision: gradkit has no float16 (builtins.MISSING), so none of its vectors and matrices either
     "vec2h", "vec3h", "vec4h", "mat22h", "mat33h", "mat44h", "quath", "transformh", "spatial_vectorh",

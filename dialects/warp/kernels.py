@@ -25,6 +25,8 @@ class _KernelType(type):
         k = kernel(func, enable_backward=(options or {}).get("enable_backward"))
         if key is not None:
             k.key = key
+        if k.is_generic:                        # typed per launch: its specialisations lower when made
+            return k
         k.typed_ir                              # noqa: B018  (lowers the body: its errors are raised here)
         if k.enable_backward:
             k.ir(adjoint=True)

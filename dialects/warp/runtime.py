@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import typing
 
 from .. import core as _core  # noqa: F401
 from ..core import types as T
@@ -12,11 +13,14 @@ from ..core.config import config as _gk_config
 from ..runtime.arrays import array as _array_mod
 from ..runtime.arrays import creation as _creation
 from ..runtime.arrays.host_ops import copy as _gk_copy
+from ..core.errors import CompileError
+from ..core.frontend.context import remember_enclosing_scope
 from ..core.func import Func
 from ..runtime.launch.kernel import Kernel
 from ..runtime.launch.launch import launch as _gk_launch
 from .device import to_gk
 from .errors import WarpFeatureMissing
+from .generic import AnyArray, GenericKernel, has_generic
 from .transforms import multiplies_transforms
 from .tape import Tape as _WarpTape, consume_for_adjoint_launch, retain
 
@@ -41,6 +45,8 @@ class _ArrayType(type):
                                      "explicit strides; use wp.from_torch / gradkit's DLPack interop")
         if cls.ndim_default and ndim is None and data is None and shape is None:
             ndim = cls.ndim_default
+        if dtype is typing.Any and data is None and shape is None:     # a generic kernel's annotation
+            return AnyArray(ndim or 1)
         a = _GkArray(data, dtype=_dtype(dtype), shape=shape, device=to_gk(device), requires_grad=requires_grad,
                      ndim=ndim)
         if grad is not None and isinstance(a, _GkArray):
@@ -50,6 +56,8 @@ class _ArrayType(type):
 
     def __getitem__(cls, item):
         dtype, ndim = (item, cls.ndim_default or 1) if not isinstance(item, tuple) else item
+        if dtype is typing.Any:
+            return AnyArray(ndim)
         return _GkArray(dtype=_dtype(dtype), ndim=ndim)
 
     def __instancecheck__(cls, obj) -> bool:
@@ -145,6 +153,8 @@ class WarpKernel(Kernel):
     """A kernel defined by `@wp.kernel`: gradkit's, refusing what Warp means differently in its typed IR
     (`a * b` of two transforms is Warp's transform_multiply: a WarpFeatureMissing naming it)."""
 
+    is_generic = False
+
     @property
     def typed_ir(self):
         fn = Kernel.typed_ir.fget(self)
@@ -154,6 +164,31 @@ class WarpKernel(Kernel):
                                          "with `*` (Warp's transform_multiply); write wp.transform_multiply(a, b)")
             self._warp_checked = fn
         return fn
+
+
+class GenericWarpKernel(GenericKernel, WarpKernel):
+    """A `@wp.kernel` with generic parameters (`typing.Any`, `wp.array[Any]`): `wp.launch` runs the
+    specialisation for its arguments' types (generic.py), made once per signature; `wp.overload` makes one
+    ahead. It has no IR of its own."""
+
+    def __init__(self, pyfunc, **options):
+        WarpKernel.__init__(self, pyfunc, **options)
+
+        def make(param_types):
+            scope = pyfunc.__dict__.get("__gk_enclosing__")
+            k = WarpKernel(pyfunc, **options)
+            if scope is not None:           # the defining scope, not the launching one
+                pyfunc.__gk_enclosing__ = scope
+            k.param_types = param_types
+            k.key, k.recorded = self.key, self.recorded
+            return k
+        self._init_generic(make)
+
+    @property
+    def typed_ir(self):
+        _, name, ann = self._generic[0]
+        raise CompileError(f"kernel '{self.key}' is generic (parameter '{name}' is {ann!r}): wp.launch specialises "
+                           "it from its arguments' types, wp.overload(kernel, [types...]) ahead of a launch")
 
 
 def _warp_builtins(fn):
@@ -176,7 +211,9 @@ def kernel(f=None, *, enable_backward=None, module=None, launch_bounds=None, **o
     def make(fn):
         backward = config.enable_backward if enable_backward is None else enable_backward
         _warp_builtins(fn)
-        return WarpKernel(fn, enable_backward=bool(backward), max_unroll=config.max_unroll, **WARP_RULES)
+        remember_enclosing_scope(fn)        # string annotations ('Any') resolve in the defining scope
+        cls = GenericWarpKernel if has_generic(fn) else WarpKernel
+        return cls(fn, enable_backward=bool(backward), max_unroll=config.max_unroll, **WARP_RULES)
     return make if f is None else make(f)
 
 
@@ -185,6 +222,30 @@ def func(f=None, *, name=None, **options):
     def make(fn):
         return Func(_warp_builtins(fn), **WARP_RULES)
     return make if f is None else make(f)
+
+
+def overload(kernel, arg_types=None):
+    """`wp.overload(kernel, [types...])` / `wp.overload(kernel, {"name": type})`: the specialisation of a
+    generic kernel for those types, registered so launches whose arguments have them reuse it; as a decorator
+    over a body-less function of the kernel's name with concrete annotations, the same from its annotations."""
+    if not isinstance(kernel, Kernel):
+        fn = kernel
+        kernel = getattr(fn, "__globals__", {}).get(getattr(fn, "__name__", None))
+        if not isinstance(kernel, Kernel):
+            raise RuntimeError(f"Failed to find a kernel named '{getattr(fn, '__name__', fn)}' in module "
+                               f"{getattr(fn, '__module__', '?')}")
+        from .generic import annotations
+        arg_types = [ann for _, ann in annotations(fn)]
+    if not getattr(kernel, "is_generic", False):
+        raise RuntimeError(f"Only generic kernels can be overloaded.  Kernel {kernel.key} is not generic")
+    return kernel.overload([] if arg_types is None else arg_types)
+
+
+def _specialised(kernel, inputs, outputs):
+    """The kernel a launch runs: a generic kernel's specialisation for its arguments' types."""
+    if getattr(kernel, "is_generic", False):
+        return kernel.resolve(list(inputs or ()) + list(outputs or ()))
+    return kernel
 
 
 def constant(x):
@@ -214,6 +275,7 @@ def launch(kernel, dim=None, inputs=(), outputs=(), adj_inputs=(), adj_outputs=(
         raise WarpFeatureMissing("launch(record_cmd=True)", "replay the launch with wp.launch instead")
     if isinstance(dim, list):
         dim = tuple(dim)
+    kernel = _specialised(kernel, inputs, outputs)
     args = dict(inputs=list(inputs or ()), outputs=list(outputs or ()), device=to_gk(device), adjoint=adjoint,
                 adj_inputs=list(adj_inputs) if adj_inputs else None,
                 adj_outputs=list(adj_outputs) if adj_outputs else None, record_tape=record_tape)

@@ -31,9 +31,7 @@ PARAMS = [(rel, name) for rel, cases in _CASES.items() for name in cases]
 
 # Why a test does not pass, once per cause: the Warp feature gradkit lacks (or the difference), and where the
 # fix belongs
-_GENERIC = ("Warp's generic kernels: `radius: Any`, `wp.array[Any]` parameters typed per launch, and wp.overload; "
-            "gradkit.warp's kernels are typed from their annotations. Fix: WarpKernel (dialects/warp/runtime.py) "
-            "specialising typing.Any parameters from each launch's arguments, and wp.overload over it")
+_STREAMS = "CUDA streams (wp.Stream, launch(stream=)): gradkit launches in order on each device, with no streams"
 _HALF = "float16 (wp.float16, wp.vec3h): gradkit has no half-precision type (core/types.py)"
 _GROUPED = ("grouped geometry (HashGrid.build(groups=), Bvh / Mesh(groups=), a root per group id): not in "
             "gradkit's geometry (geometry/hash_grid.py, geometry/bvh.py, core/library/bvh.py)")
@@ -41,8 +39,9 @@ _EXPECT = ("wp.expect_eq / wp.expect_near in kernels: gradkit has no device-side
            "failed expectation (the Warp out-argument query forms these tests call compile and run: "
            "test_warp_mesh_out_arguments.py checks them against Warp)")
 _TILES = "tiles (wp.launch_tiled, tile_*, *_tiled queries): not in gradkit"
-_SPHERE = ("sphere and capsule queries (bvh_query_sphere, bvh_query_capsule, mesh_query_sphere, mesh_get_bvh): "
-           "gradkit's BVH traversal tests boxes and rays only. Fix: a query kind in core/library/bvh.py _test")
+_MESH_QUERY = ("wp.MeshQuery (the kind-erased mesh query type, as a @wp.func parameter annotation): "
+               "dialects/warp/__init__.py lists it in _WARP_ONLY; geometry.py has it (MeshQuery, the type "
+               "mesh_query_aabb and mesh_query_sphere return). Fix: import it from geometry there")
 _NEW_DEL = ("Warp's destructor of a native handle called on an uninitialised object: gradkit's geometry owns no "
             "native handle and has no __del__")
 _NATIVE = "mocks Warp's native library (wp._src, runtime.core): gradkit has none"
@@ -50,12 +49,11 @@ _NATIVE = "mocks Warp's native library (wp._src, runtime.core): gradkit has none
 # (module file, test) -> (error gradkit raises, pattern its message matches, why). Asserted: an entry that starts
 # passing, or fails otherwise, fails this test.
 NOT_RUNNING: dict[tuple[str, str], tuple[type, str, str]] = {
-    **{("test_hash_grid.py", t): (CompileError, r"parameter 'radius': unsupported dtype typing\.Any", _GENERIC)
-       for t in ("test_hashgrid_query", "test_hashgrid_inputs", "test_hashgrid_multiple_streams",
-                 "test_hashgrid_edge_cases", "test_hashgrid_large_coordinate_wrapping",
-                 "test_hashgrid_neighbors_across_int_limits")},
-    ("test_hash_grid.py", "test_hashgrid_query_span_near_int_limits"): (WarpFeatureMissing, r"wp\.overload",
-                                                                        _GENERIC),
+    ("test_hash_grid.py", "test_hashgrid_multiple_streams"): (WarpFeatureMissing, r"wp\.Stream", _STREAMS),
+    ("test_hash_grid.py", "test_hashgrid_inputs"): (
+        TypeError, r"gk\.copy: dst must be a gk\.array, got ndarray",
+        "strided array views (a[::2]): gradkit's arrays are contiguous and a stepped slice reads the values to the "
+        "host (runtime/arrays)"),
     ("test_hash_grid.py", "test_hashgrid_extreme_coordinates"): (
         AttributeError, r"'ScalarType' object has no attribute '__name__'",
         "wp.float32.__name__: gradkit's scalar types are objects without a __name__ (core/types.py); past it "
@@ -82,17 +80,11 @@ NOT_RUNNING: dict[tuple[str, str], tuple[type, str, str]] = {
         "host (runtime/arrays)"),
     ("test_hash_grid.py", "TestHashGrid.test_hashgrid_query_public_type_surface"): (
         AttributeError, r"has no attribute '_src'", "reads Warp's internals (wp._src.types, wp._src.context)"),
-    ("test_mesh_query_point.py", "test_mesh_query_furthest_point"): (
-        WarpFeatureMissing, r"wp\.mesh_query_furthest_point_no_sign",
-        "mesh_query_furthest_point_no_sign: not in gradkit's mesh queries (core/library/mesh.py); also in "
-        "Warp's out-argument form"),
+    ("test_mesh_query_point.py", "test_mesh_query_furthest_point"): (WarpFeatureMissing, r"wp\.expect_eq", _EXPECT),
     ("test_mesh_query_point.py", "test_mesh_query_point"): (WarpFeatureMissing, r"wp\.expect_eq", _EXPECT),
     ("test_mesh_query_ray.py", "test_mesh_query_ray_grad"): (WarpFeatureMissing, r"wp\.expect_near", _EXPECT),
     ("test_mesh.py", "test_mesh_query_point"): (WarpFeatureMissing, r"wp\.expect_eq", _EXPECT),
     ("test_mesh.py", "test_mesh_query_ray"): (WarpFeatureMissing, r"wp\.expect_near", _EXPECT),
-    ("test_mesh_query_ray.py", "test_mesh_query_ray_parallel_slab_boundaries"): (
-        WarpFeatureMissing, r"wp\.mesh_query_ray_anyhit",
-        "mesh_query_ray_anyhit: not in gradkit's mesh queries (core/library/mesh.py)"),
     ("test_mesh.py", "test_mesh_refit"): (
         AttributeError, r"'numpy\.ndarray' object has no attribute 'x'",
         "host-side vectors: wp.vec3(...) outside a kernel is a NumPy array in gradkit, without Warp's .x / .y / .z"),
@@ -102,13 +94,8 @@ NOT_RUNNING: dict[tuple[str, str], tuple[type, str, str]] = {
        for t in ("test_tile_mesh_query_aabb", "test_tile_mesh_query_aabb_large", "test_mesh_query_aabb_tiled",
                  "test_tile_mesh_query_aabb_cpu_blocks", "test_tile_mesh_query_aabb_large_cpu_blocks",
                  "test_mesh_query_aabb_tiled_cpu_blocks")},
-    **{("test_mesh_query_aabb.py", t): (WarpFeatureMissing, r"wp\.mesh_query_sphere", _SPHERE)
-       for t in ("test_mesh_query_sphere", "test_mesh_query_sphere_alias_next", "test_mesh_query_sphere_for_loop",
-                 "test_mesh_query_runtime_kind", "test_mesh_query_erased_func_param")},
-    ("test_mesh_query_aabb.py", "test_mesh_get_bvh"): (WarpFeatureMissing, r"wp\.mesh_get_bvh", _SPHERE),
-    ("test_bvh.py", "test_bvh_sphere"): (WarpFeatureMissing, r"wp\.bvh_query_sphere", _SPHERE),
-    ("test_bvh.py", "test_bvh_capsule"): (WarpFeatureMissing, r"wp\.bvh_query_capsule", _SPHERE),
-    ("test_bvh.py", "test_bvh_query_runtime_kind"): (WarpFeatureMissing, r"wp\.bvh_query_capsule", _SPHERE),
+    ("test_mesh_query_aabb.py", "test_mesh_query_erased_func_param"): (
+        CompileError, r"parameter 'query': unsupported dtype .*MeshQuery", _MESH_QUERY),
     **{("test_bvh.py", t): (WarpFeatureMissing, r"wp\.launch_tiled", _TILES)
        for t in ("test_tile_bvh_query_aabb", "test_tile_bvh_query_ray", "test_bvh_query_aabb_tiled",
                  "test_bvh_query_ray_tiled", "test_tile_bvh_query_aabb_cpu_blocks",
@@ -125,9 +112,6 @@ NOT_RUNNING: dict[tuple[str, str], tuple[type, str, str]] = {
         AssertionError, r"RuntimeError not raised",
         "gradkit's Mesh accepts vec3d points, which Warp 1.19 refuses (kept: gradkit's float64 meshes). A CUDA-only "
         "test in Warp: on the cpu device its first case (cpu points, device indices) is no error either"),
-    ("test_mesh_query_point.py", "TestMeshQueryPoint.test_mesh_query_point_codegen_adjoints_with_select"): (
-        WarpFeatureMissing, r"wp\.mesh_query_furthest_point_no_sign",
-        "mesh_query_furthest_point_no_sign: not in gradkit's mesh queries (core/library/mesh.py)"),
     **{(m, t): (AttributeError, r"has no attribute '__del__'", _NEW_DEL)
        for m, t in (("test_hash_grid.py", "TestHashGrid.test_hashgrid_new_del"),
                     ("test_bvh.py", "TestBvh.test_bvh_new_del"), ("test_mesh.py", "TestMesh.test_mesh_new_del"))},
