@@ -43,6 +43,23 @@ TRIES = 2                   # timed launches of each way per size before choosin
 # costs less on one thread than waking the pool (Pool.wake_ns, measured) and splitting the work: every
 # launch of such a kernel is timed and updates the estimate (loop trip counts follow the arguments).
 # Measured here: 64 threads of an 8-iteration loop, 39 us pooled against a few us inline.
+# thread_ns is CPU time (the calling thread's own, on its chunks when pooled), so that a thread the OS paused
+# does not make the kernel look costlier: on a busy machine that made 1000 threads of ~0.24 ms look like
+# 10-120 ms, and the launch pooled. Above the inline bound, a small launch (n * thread_ns at most
+# SMALL_LOOP_NS) also runs inline while its pooled launches were no faster than its inline ones: a moving
+# average (weight POOL_WEIGHT) of pooled wall times over n * thread_ns against one (INLINE_WEIGHT) of the same
+# for inline launches (each ratio capped at RATIO_CAP; inline ones exceed 1 where the OS pauses the caller:
+# a mean, not a median, as the expected time is what a step waits for). On a busy 2-core
+# machine the worker's wake-up, or a worker paused mid-chunk, made example_mesh's 1000-thread simulate
+# launches (~0.24 ms inline) take 0.26-0.29 ms at the median and up to 3 ms pooled. Every PROBE_EVERY-th
+# launch so chosen runs pooled again, so that freed cores are noticed; each probe that finds the pool no
+# faster doubles the interval, up to PROBE_MAX (a probe on a busy machine costs milliseconds).
+SMALL_LOOP_NS = 8_000_000
+POOL_WEIGHT = 0.25
+INLINE_WEIGHT = 0.125
+RATIO_CAP = 4.0
+PROBE_EVERY = 16
+PROBE_MAX = 512
 
 # Tiered compilation of straight-line kernels: the first launches run code from the quick tier (no IR
 # passes, -O0 code generation: ~1 ms instead of ~15 ms), and the optimised, vectorised code is compiled
@@ -110,6 +127,13 @@ class CompiledKernel:
         self.choose_below = INLINE_BELOW_LOOPS if loops else CHOOSE_BELOW
         self.ways: dict[int, list] = {}     # log2 size -> [pooled ns/thread, pooled tries, inline ns, tries]
         self.thread_ns: float | None = None     # kernels with loops: one thread's last measured time, one core
+        # kernels with loops: moving averages of small pooled launches' wall / (n * thread_ns), the count of
+        # those, and the same average for inline ones above the inline bound (None: none measured)
+        self.pool_ratio: float | None = None
+        self.pool_count = 0
+        self.inline_ratio: float | None = None
+        self.probe = 0                          # launches run inline on those ratios since the last pooled one
+        self.probe_every = PROBE_EVERY          # ... before the next pooled one (doubled by each probe lost)
         self.chunk_max = CHUNK_MAX_LOOPS if loops else CHUNK_MAX
         self.fault = np.zeros(8, np.int64)
         size = self.layout.size
@@ -157,10 +181,37 @@ class CompiledKernel:
         w[k + 1] += 1
 
     def cheap(self, n: int, pool_ns: float) -> bool:
-        """Whether a launch of `n` threads of this kernel with loops runs inline: no longer than a chunk,
-        and its estimated time on one thread below `pool_ns`, what splitting it over the pool would save
-        at best."""
-        return n <= CHUNK_MAX_LOOPS and self.thread_ns is not None and n * self.thread_ns < pool_ns
+        """Whether a launch of `n` threads of this kernel with loops runs inline: no longer than a chunk, and
+        its estimated time on one thread below `pool_ns`, what splitting it over the pool would save at best,
+        or at most SMALL_LOOP_NS while its recent pooled launches were no faster (`pool_slower`)."""
+        if n > CHUNK_MAX_LOOPS or self.thread_ns is None:
+            return False
+        t = n * self.thread_ns
+        return t < pool_ns or (t <= SMALL_LOOP_NS and self.pool_slower())
+
+    def pool_slower(self) -> bool:
+        """Whether this kernel's small pooled launches (two at least) took as long as its inline ones, on
+        average, for their CPU time (inline counts 1 until measured)."""
+        inline = self.inline_ratio if self.inline_ratio is not None else 1.0
+        return self.pool_count >= 2 and self.pool_ratio >= inline
+
+    def took(self, n: int, ns: int, pooled: bool, probe: bool = False) -> None:
+        """Record a launch of `n` threads (pooled or inline) that took `ns` wall, against n * thread_ns; `probe`:
+        it ran pooled only to measure (see PROBE_EVERY)."""
+        t = n * self.thread_ns if self.thread_ns else 0.0
+        if not (0 < t <= SMALL_LOOP_NS and n <= CHUNK_MAX_LOOPS):
+            return
+        r = min(ns / t, RATIO_CAP)
+        if not pooled:
+            old = self.inline_ratio
+            self.inline_ratio = r if old is None else old + INLINE_WEIGHT * (r - old)
+            return
+        old = self.pool_ratio
+        self.pool_ratio = r if old is None else old + POOL_WEIGHT * (r - old)
+        self.pool_count += 1
+        if probe:       # lost: probe half as often; won (this launch beat inline): as often as at first
+            won = r < (self.inline_ratio if self.inline_ratio is not None else 1.0)
+            self.probe_every = PROBE_EVERY if won else min(2 * self.probe_every, PROBE_MAX)
 
     def busy(self, n: int) -> bool:
         """Count a launch of `n` threads below the FULL tier; True when the kernel deserves better code: on
@@ -418,14 +469,28 @@ class CPUBackend(HostMemory, Backend):
             return
         if compiled.loops:
             pool = self._executor() if n >= compiled.inline_below else None
+            inline, probe = pool is None, False
+            if not inline:
+                saving = self._pool_saving_ns(pool)
+                inline = compiled.cheap(n, saving)
+                if inline and n * compiled.thread_ns >= saving:     # chosen on the pooled launches measured
+                    compiled.probe += 1
+                    if compiled.probe >= compiled.probe_every:      # now and then pooled again: cores free?
+                        compiled.probe = 0
+                        inline, probe = False, True
             t0 = time.perf_counter_ns()
-            if pool is None or compiled.cheap(n, self._pool_saving_ns(pool)):
+            if inline:
+                c0 = time.thread_time_ns()
                 compiled.entry_all(ptr)
-                compiled.thread_ns = (time.perf_counter_ns() - t0) / n
+                compiled.thread_ns = (time.thread_time_ns() - c0) / n
+                if pool is not None:
+                    compiled.took(n, time.perf_counter_ns() - t0, False)
             else:
-                workers = self._pooled(compiled, n, dim, args, pool)
-                # pooled time ~ wake-up + n * thread_ns / workers
-                compiled.thread_ns = max(time.perf_counter_ns() - t0 - pool.wake_ns, 0) * workers / n
+                workers, own, own_ns = self._pooled(compiled, n, dim, args, pool)
+                took = time.perf_counter_ns() - t0
+                # one core's CPU time per thread: the calling thread's own chunks (it always takes the first)
+                compiled.thread_ns = own_ns / own if own else max(took - pool.wake_ns, 0) * workers / n
+                compiled.took(n, took, True, probe)
             return
         if n < compiled.inline_below:
             compiled.entry_all(ptr)
@@ -445,8 +510,9 @@ class CPUBackend(HostMemory, Backend):
         w = self._nworkers
         return float("inf") if w < 2 else pool.wake_ns * w / (w - 1)
 
-    def _pooled(self, compiled: CompiledKernel, n: int, dim, args, pool: Pool) -> int:
-        """Run the launch in chunks over the pool and the calling thread; the number of threads it used."""
+    def _pooled(self, compiled: CompiledKernel, n: int, dim, args, pool: Pool) -> tuple[int, int, int]:
+        """Run the launch in chunks over the pool and the calling thread: the number of threads it used, and
+        the grid threads the calling thread ran and its nanoseconds on them (schedule.run_chunks)."""
         entry, cap = compiled.entry, compiled.chunk_max
         if compiled.entry_local is not None:
             margin = local_margin(compiled.local_shifts, dim)
@@ -461,10 +527,10 @@ class CPUBackend(HostMemory, Backend):
             ptrs = [ptr] + [ctypes.addressof(blk) for blk in blocks]
         else:
             ptrs = [ptr] * workers
-        run_chunks(entry, bounds, ptrs, pool)
+        own, own_ns = run_chunks(entry, bounds, ptrs, pool)
         if compiled.private:
             compiled.gather(args, workers)
-        return workers
+        return workers, own, own_ns
 
     def synchronize(self, device) -> None:
         pass

@@ -126,19 +126,29 @@ def _nothing(ptr) -> None:
     pass
 
 
-def run_chunks(entry, bounds: list[int], ptrs: list[int], pool: Pool) -> None:
+def run_chunks(entry, bounds: list[int], ptrs: list[int], pool: Pool) -> tuple[int, int]:
     """entry(lo, hi, ptr) over every chunk; worker w passes ptrs[w] (its own argument block), ptrs[0] is the
-    calling thread's, which works too and so notices Ctrl-C between its chunks."""
+    calling thread's, which works too and so notices Ctrl-C between its chunks. Returns the threads the
+    calling thread ran and the CPU nanoseconds its chunks took (its own CPU time, not wall time: a thread the
+    OS paused mid-chunk on a busy machine would make the kernel look many times costlier than it is); the
+    cost model of kernels with loops."""
     count = len(bounds) - 1
     taken = itertools.count()       # next() on a count is atomic under the GIL
     stopped = []
+    own = [0, 0]                    # the calling thread's threads and nanoseconds
 
-    def work(ptr) -> None:
+    def work(ptr, own=None) -> None:
         while not stopped:
             k = next(taken)
             if k >= count:
                 return
-            entry(bounds[k], bounds[k + 1], ptr)
+            if own is None:
+                entry(bounds[k], bounds[k + 1], ptr)
+            else:
+                t0 = time.thread_time_ns()
+                entry(bounds[k], bounds[k + 1], ptr)
+                own[1] += time.thread_time_ns() - t0
+                own[0] += bounds[k + 1] - bounds[k]
 
     borrowed = []
     try:
@@ -151,7 +161,7 @@ def run_chunks(entry, bounds: list[int], ptrs: list[int], pool: Pool) -> None:
             except IndexError:      # another launch took the last one
                 break
             borrowed[-1].hand(work, ptr)
-        work(ptrs[0])
+        work(ptrs[0], own)
     except BaseException:           # Ctrl-C: let the running chunks end before the arrays can be freed
         stopped.append(True)
         _give_back(pool, borrowed, work)
@@ -159,6 +169,7 @@ def run_chunks(entry, bounds: list[int], ptrs: list[int], pool: Pool) -> None:
     error = _give_back(pool, borrowed, work)
     if error is not None:
         raise error
+    return own[0], own[1]
 
 
 def _give_back(pool: Pool, borrowed: list, work) -> BaseException | None:

@@ -106,6 +106,7 @@ def test_small_launches_of_a_kernel_with_loops_choose_by_measured_cost(m, rng):
     try:
         for thread_ns, inline in ((None, False), (0.0, True), (pool_ns / n * 2, False), (pool_ns / n / 2, True)):
             c.thread_ns = thread_ns
+            c.pool_count = 0        # no pooled launch measured: the choice by thread_ns alone
             assert c.cheap(n, pool_ns) is inline
             y.zero_()
             calls.clear()
