@@ -1,5 +1,6 @@
 """BVH queries in kernels (Warp's): `gk.bvh_query_aabb(bvh, lower, upper)`, `gk.bvh_query_ray(bvh, start,
-dir)`, `gk.bvh_query_next(query, index[, max_dist])`, and `for index in query:`.
+dir)`, `gk.bvh_query_sphere(bvh, center, radius)`, `gk.bvh_query_capsule(bvh, start, dir, radius)`,
+`gk.bvh_query_next(query, index[, max_dist])`, and `for index in query:`.
 
 A kernel receives a BVH as the struct `BvhData`: flat arrays built on the host (geometry/bvh.py): node
 bounds, node_info = (left child, miss link, first primitive, primitive count) with count > 0 for a leaf,
@@ -9,13 +10,18 @@ stack: from a node it goes to the left child when the node's box passes the test
 miss link (a leaf's items are enumerated first). It visits the nodes a stack walk would, in the same order.
 (A stack held in a vector local compiles, on CPUs, to one select per slot at every push and pop: several
 times slower.) A query is the struct `BvhQuery`, a kernel local holding the traversal state: the next node,
-the leaf being enumerated and the query's box or ray. The traversal is library `@gk.func` code below, so
+the leaf being enumerated, the query's kind (stored, so a local assigned queries of two kinds in two branches
+iterates by the kind it holds, as Warp's kind-erased BvhQuery) and its box, ray, sphere or capsule. The traversal is library `@gk.func` code below, so
 every backend runs it as an ordinary `while` loop and AD sees plain integer IR (no derivative, as in
 Warp's: the query only selects items).
 
 Semantics follow Warp 1.19: an AABB query reports every item whose own bounds overlap [lower, upper]
 (touching counts); a ray query every item whose bounds the ray enters at a t < max_dist (in multiples of
-|dir|), items in traversal order."""
+|dir|); a sphere query every item whose bounds lie within radius of the center (squared distance to the box
+<= radius², touching counts, max_dist unused); a capsule query every item whose bounds grown by radius on
+each side the segment start + t dir, t in [0, max_dist] (closed), meets (Warp's conservative sweep: a box,
+not a rounded capsule, so corners may add candidates). A negative radius counts as 0. Items in traversal
+order."""
 
 # (no `from __future__ import annotations`: the library functions below need evaluated annotations)
 
@@ -62,10 +68,13 @@ class BvhQuery:
     prim_end: I32
     lower: V3
     upper: V3
-    is_ray: I32
+    kind: I32               # AABB, RAY, CAPSULE or SPHERE (below)
+    radius: F32             # capsule: the boxes' growth; sphere: the radius squared
     found: I32
     current: I32
 
+
+AABB, RAY, CAPSULE, SPHERE = 0, 1, 2, 3      # BvhQuery.kind (Warp's BvhQueryKind order)
 
 gk = SimpleNamespace(**NAMES)
 
@@ -112,20 +121,46 @@ def _ray_hits(start: V3, dir: V3, lo: V3, hi: V3, max_t: F32) -> bool:
     return r[1] >= r[0] and r[1] >= F32(0.0) and r[0] < max_t
 
 
+def _sphere_box(c: V3, radius_sq: F32, lo: V3, hi: V3) -> bool:
+    """The box [lo, hi] lies within the sphere's radius of c: its squared distance <= radius_sq (Warp's
+    intersect_sphere_aabb; per axis the larger of lo - c, c - hi and 0, by comparisons and selects)."""
+    a = lo - c
+    b = c - hi
+    x = gk.where(a[0] > b[0], a[0], b[0])
+    y = gk.where(a[1] > b[1], a[1], b[1])
+    z = gk.where(a[2] > b[2], a[2], b[2])
+    x = gk.where(x > F32(0.0), x, F32(0.0))
+    y = gk.where(y > F32(0.0), y, F32(0.0))
+    z = gk.where(z > F32(0.0), z, F32(0.0))
+    return x * x + y * y + z * z <= radius_sq
+
+
+def _capsule_hits(start: V3, dir: V3, lo: V3, hi: V3, radius: F32, max_t: F32) -> bool:
+    """The segment start + t dir, 0 <= t <= max_t (closed, as Warp's capsule), meets the box grown by radius."""
+    g = V3(radius, radius, radius)
+    r = _ray_box(start, dir, lo - g, hi + g)
+    return r[1] >= r[0] and r[1] >= F32(0.0) and r[0] <= max_t
+
+
 def _test(q: BvhQuery, lo: V3, hi: V3, max_dist: F32) -> bool:
     hit = False
-    if q.is_ray != 0:
-        hit = _ray_hits(q.lower, q.upper, lo, hi, max_dist)
-    else:
+    if q.kind == AABB:
         hit = _overlap(lo, hi, q.lower, q.upper)
+    elif q.kind == RAY:
+        hit = _ray_hits(q.lower, q.upper, lo, hi, max_dist)
+    elif q.kind == SPHERE:
+        hit = _sphere_box(q.lower, q.radius, lo, hi)
+    else:
+        hit = _capsule_hits(q.lower, q.upper, lo, hi, q.radius, max_dist)
     return hit
 
 
-def _start(bvh: BvhData, lower: V3, upper: V3, is_ray: I32) -> BvhQuery:
+def _start(bvh: BvhData, lower: V3, upper: V3, kind: I32, radius: F32) -> BvhQuery:
     q = BvhQuery(bvh=bvh)
     q.lower = lower
     q.upper = upper
-    q.is_ray = is_ray
+    q.kind = kind
+    q.radius = radius
     q.node = -1
     if bvh.num_items > 0:
         q.node = 0
@@ -163,6 +198,8 @@ _overlap = Func(_overlap)
 _slab = Func(_slab)
 _ray_box = Func(_ray_box)
 _ray_hits = Func(_ray_hits)
+_sphere_box = Func(_sphere_box)
+_capsule_hits = Func(_capsule_hits)
 _test = Func(_test)
 _start = Func(_start)
 _next = Func(_next)
@@ -192,19 +229,50 @@ def as_vec3(E, x, what: str):
     return E.make(V3, [E.cast(c, F32) for c in E.comps(x)])
 
 
-def bvh_query_aabb(E, id, low, high):
-    bvh = bvh_arg(E, id)
-    return E.call(_start, bvh, as_vec3(E, low, "low"), as_vec3(E, high, "high"), E.const(0, I32))
+def _no_root(E, root):
+    if not (isinstance(root, int) and root == -1):
+        E.fail("root= starts the walk at a group's root; gradkit's BVHs are not grouped (only -1)")
 
 
-def bvh_query_ray(E, id, start, dir):
+def as_radius(E, radius):
+    """A query radius as float32, a negative one as 0 (Warp clamps it)."""
+    r = E.scalar(radius, F32)
+    return E.where(E.gt(r, E.const(0.0, F32)), r, E.const(0.0, F32))
+
+
+def bvh_query_aabb(E, id, low, high, root=-1):
+    _no_root(E, root)
     bvh = bvh_arg(E, id)
-    return E.call(_start, bvh, as_vec3(E, start, "start"), as_vec3(E, dir, "dir"), E.const(1, I32))
+    return E.call(_start, bvh, as_vec3(E, low, "low"), as_vec3(E, high, "high"), E.const(AABB, I32),
+                  E.const(0.0, F32))
+
+
+def bvh_query_ray(E, id, start, dir, root=-1):
+    _no_root(E, root)
+    bvh = bvh_arg(E, id)
+    return E.call(_start, bvh, as_vec3(E, start, "start"), as_vec3(E, dir, "dir"), E.const(RAY, I32),
+                  E.const(0.0, F32))
+
+
+def bvh_query_sphere(E, id, center, radius, root=-1):
+    _no_root(E, root)
+    bvh = bvh_arg(E, id)
+    r = as_radius(E, radius)
+    c = as_vec3(E, center, "center")
+    return E.call(_start, bvh, c, c, E.const(SPHERE, I32), r * r)
+
+
+def bvh_query_capsule(E, id, start, dir, radius, root=-1):
+    _no_root(E, root)
+    bvh = bvh_arg(E, id)
+    return E.call(_start, bvh, as_vec3(E, start, "start"), as_vec3(E, dir, "dir"), E.const(CAPSULE, I32),
+                  as_radius(E, radius))
 
 
 def bvh_query_next(E, query, index, max_dist=BIG):
     if getattr(query, "type", None) is not BvhQuery._gk_struct:
-        E.fail("query must be the result of gk.bvh_query_aabb(...) or gk.bvh_query_ray(...)")
+        E.fail("query must be the result of gk.bvh_query_aabb(...), bvh_query_ray, bvh_query_sphere or "
+               "bvh_query_capsule")
     q = E.call(_next, query, E.scalar(max_dist, F32))
     return Advance(E.gt(q.fields["found"], E.const(0, I32)), q, outs={1: q.fields["current"]})
 
@@ -221,12 +289,18 @@ DOCS = {
                       "index):`",
     "bvh_query_ray": "bvh_query_ray(bvh, start, dir) -> a query over the items whose bounds the ray start + t dir "
                      "(t >= 0) enters; iterate it as bvh_query_aabb's",
+    "bvh_query_sphere": "bvh_query_sphere(bvh, center, radius) -> a query over the items whose bounds lie within "
+                        "radius of center (a negative radius counts as 0); iterate it as bvh_query_aabb's",
+    "bvh_query_capsule": "bvh_query_capsule(bvh, start, dir, radius) -> a query over the items whose bounds, grown by "
+                         "radius, the segment start + t dir (0 <= t <= max_dist of bvh_query_next: pass 1.0 to "
+                         "sweep start to start + dir) meets; iterate it as bvh_query_aabb's",
     "bvh_query_next": "bvh_query_next(query, index, max_dist=inf) -> bool: advances the query and assigns the next "
                       "item's index to the local `index`; False when none is left (max_dist: for rays, the "
-                      "largest t, in multiples of |dir|)",
+                      "largest t, in multiples of |dir|; for capsules, the segment's end, included)",
 }
 
-for _fn, _assigns in ((bvh_query_aabb, ()), (bvh_query_ray, ()), (bvh_query_next, (0, 1))):
+for _fn, _assigns in ((bvh_query_aabb, ()), (bvh_query_ray, ()), (bvh_query_sphere, ()), (bvh_query_capsule, ()),
+                      (bvh_query_next, (0, 1))):
     _fn.__doc__ = DOCS[_fn.__name__]
     _fn.assigns = _assigns          # argument positions whose local variables a call re-binds
     LangFunction(_fn.__name__, "macro", macro=_fn, host=kernel_only(_fn.__name__)).define()

@@ -1,6 +1,8 @@
 """Triangle-mesh queries in kernels (Warp's): `gk.mesh_query_point` (and `_no_sign`, `_sign_normal`,
-`_sign_winding_number`), `gk.mesh_query_ray`, `gk.mesh_query_aabb` / `mesh_query_aabb_next`,
-`gk.mesh_eval_position`, `gk.mesh_eval_velocity` and `gk.mesh_get`.
+`_sign_winding_number`), `gk.mesh_query_furthest_point_no_sign`, `gk.mesh_query_ray`,
+`gk.mesh_query_ray_anyhit`, `gk.mesh_query_aabb` / `gk.mesh_query_sphere` with `mesh_query_next` (alias
+`mesh_query_aabb_next`), `gk.mesh_eval_position`, `gk.mesh_eval_velocity`, `gk.mesh_get` and
+`gk.mesh_get_bvh` (the mesh's BVH over its triangles, for the bvh_query_* functions).
 
 A kernel receives a mesh as the struct `MeshData` (float32 points, Warp's) or `MeshData64` (float64):
 its points, velocities, triangle indices and a BVH over the triangles' bounds (core/library/bvh.py,
@@ -16,16 +18,20 @@ built by geometry/mesh.py). Each query runs in two parts, both library `@gk.func
    points' share, and mesh_eval_position has none; gradkit's include them.)
 
 u weights the face's first vertex and v its second: the point is u * p0 + v * p1 + (1 - u - v) * p2.
-The structs and the library functions live in core/library/mesh_device.py; this module is the language
-side: the macros a kernel calls, which check their arguments and call those functions."""
+The structs and the library functions live in core/library/mesh_device.py (the furthest point, any hit and
+the AABB / sphere query in mesh_more.py); this module is the language side: the macros a kernel calls,
+which check their arguments and call those functions."""
 
 from .. import types as T
 from ..frontend.macros import Advance
 from ..lang import NAMES, LangFunction
-from .bvh import BvhQuery, as_vec3, kernel_only
+from .bvh import AABB as _BVH_AABB
+from .bvh import SPHERE as _BVH_SPHERE
+from .bvh import BvhQuery, as_radius, as_vec3, kernel_only
 from .bvh import _start as _bvh_start
 from .mesh_device import (MESH_STRUCTS, MeshData, MeshData64, MeshQueryPoint, MeshQueryPoint64,  # noqa: F401
                           MeshQueryRay, MeshQueryRay64, lib_for)
+from .mesh_more import AABB, QUERY_STRUCTS, SPHERE, MeshQuery, MeshQuery64, more_for
 
 I32 = T.int32
 
@@ -109,16 +115,58 @@ def mesh_query_ray(E, id, start, dir, max_t, *outs):
     return _outs(E, "mesh_query_ray", q, ("t", "u", "v", "sign", "normal", "face"), 4, outs) if outs else q
 
 
+def mesh_query_furthest_point_no_sign(E, id, point, min_dist, *outs):
+    mesh, s = mesh_arg(E, id)
+    q = E.call(more_for(s).furthest, mesh, _vec(E, point, s, "point"), E.scalar(min_dist, s))
+    return _outs(E, "mesh_query_furthest_point_no_sign", q, _POINT_OUTS[1:], 3, outs) if outs else q
+
+
+def _no_root(E, name, root):
+    if not (isinstance(root, int) and root == -1):
+        E.fail(f"{name}(): root= selects a group's BVH root; gradkit's meshes are not grouped (only -1)")
+
+
+def mesh_query_ray_anyhit(E, id, start, dir, max_t, root=-1):
+    _no_root(E, "mesh_query_ray_anyhit", root)
+    mesh, s = mesh_arg(E, id)
+    return E.call(more_for(s).anyhit, mesh, _vec(E, start, s, "start"), _vec(E, dir, s, "dir"), E.scalar(max_t, s))
+
+
+def _mesh_query(E, id, kind, low, high, center, radius):
+    """The MeshQuery of a mesh: its BVH query over the triangles' bounds (float32, as the BVH) and, for a
+    sphere, the center and squared radius at the mesh's precision for the narrow phase."""
+    mesh, s = mesh_arg(E, id)
+    r32 = as_radius(E, radius)
+    q = E.call(_bvh_start, mesh.fields["bvh"], low, high, E.const(_BVH_SPHERE if kind == SPHERE else _BVH_AABB, I32),
+               r32 * r32)
+    r = E.scalar(radius, s)
+    r = E.where(E.gt(r, E.const(0.0, s)), r, E.const(0.0, s))
+    return E.call(more_for(s).start, mesh, q, _vec(E, center, s, "center"), r * r, E.const(kind, I32))
+
+
 def mesh_query_aabb(E, id, low, high):
-    mesh, _ = mesh_arg(E, id)
-    return E.call(_bvh_start, mesh.fields["bvh"], as_vec3(E, low, "low"), as_vec3(E, high, "high"),
-                  E.const(0, I32))
+    lo, hi = as_vec3(E, low, "low"), as_vec3(E, high, "high")
+    return _mesh_query(E, id, AABB, lo, hi, lo, 0.0)
+
+
+def mesh_query_sphere(E, id, center, radius):
+    c = as_vec3(E, center, "center")
+    return _mesh_query(E, id, SPHERE, c, c, center, radius)
+
+
+def mesh_query_next(E, query, index):
+    t = getattr(query, "type", None)
+    if t is BvhQuery._gk_struct:
+        return NAMES["bvh_query_next"].macro(E, query, index)
+    if t not in QUERY_STRUCTS:
+        E.fail("query must be the result of gk.mesh_query_aabb(id, low, high) or gk.mesh_query_sphere(id, center, "
+               "radius)")
+    q = E.call(more_for(QUERY_STRUCTS[t]).next, query)
+    return Advance(E.gt(q.fields["found"], E.const(0, I32)), q, outs={1: q.fields["current"]})
 
 
 def mesh_query_aabb_next(E, query, index):
-    if getattr(query, "type", None) is not BvhQuery._gk_struct:
-        E.fail("query must be the result of gk.mesh_query_aabb(id, low, high)")
-    return NAMES["bvh_query_next"].macro(E, query, index)
+    return mesh_query_next(E, query, index)
 
 
 def mesh_eval_position(E, id, face, u, v):
@@ -133,6 +181,10 @@ def mesh_eval_velocity(E, id, face, u, v):
 
 def mesh_get(E, id):
     return mesh_arg(E, id)[0]
+
+
+def mesh_get_bvh(E, id):
+    return mesh_arg(E, id)[0].fields["bvh"]
 
 
 DOCS = {
@@ -152,21 +204,38 @@ DOCS = {
                                             "not used)",
     "mesh_query_ray": "mesh_query_ray(mesh, start, dir, max_t) -> the first hit at 0 <= t < max_t (.result, .face, "
                       ".t, .u, .v, .normal, .sign: Warp's determinant, negative from behind the face)",
+    "mesh_query_furthest_point_no_sign": "mesh_query_furthest_point_no_sign(mesh, point, min_dist) -> the point of "
+                                         "the mesh farthest from point, farther than min_dist (.result, .face, "
+                                         ".u, .v: a corner of the face); Warp's form (mesh, point, min_dist, "
+                                         "face, u, v) -> bool assigns those locals",
+    "mesh_query_ray_anyhit": "mesh_query_ray_anyhit(mesh, start, dir, max_t) -> bool: whether the ray hits a face "
+                             "at 0 <= t < max_t (t in multiples of |dir|)",
     "mesh_query_aabb": "mesh_query_aabb(mesh, low, high) -> a query over the triangles whose bounds overlap "
-                       "[low, high]; iterate with mesh_query_aabb_next(query, index) or `for index in query:`",
-    "mesh_query_aabb_next": "mesh_query_aabb_next(query, index) -> bool: assigns the next triangle to `index`",
+                       "[low, high]; iterate with mesh_query_next(query, index) or `for index in query:`",
+    "mesh_query_sphere": "mesh_query_sphere(mesh, center, radius) -> a query over the triangles whose closest point "
+                         "to center lies within radius (a negative radius counts as 0); iterate it as "
+                         "mesh_query_aabb's",
+    "mesh_query_next": "mesh_query_next(query, index) -> bool: assigns the next triangle of a mesh_query_aabb or "
+                       "mesh_query_sphere query to `index`",
+    "mesh_query_aabb_next": "mesh_query_aabb_next(query, index) -> bool: mesh_query_next (Warp's older name)",
     "mesh_eval_position": "mesh_eval_position(mesh, face, u, v) -> u * p0 + v * p1 + (1 - u - v) * p2 of the face",
     "mesh_eval_velocity": "mesh_eval_velocity(mesh, face, u, v) -> the velocities interpolated as positions (0 if "
                           "the mesh has none)",
     "mesh_get": "mesh_get(id) -> the mesh's struct: .points, .velocities, .indices, .num_tris, .num_points",
+    "mesh_get_bvh": "mesh_get_bvh(id) -> the BVH over the mesh's triangles' bounds, for bvh_query_aabb / ray / "
+                    "sphere / capsule (the items are the faces)",
 }
 
 # the argument positions Warp's out-argument forms assign (present only when those forms are used)
 for _fn, _assigns in ((mesh_query_point, (3, 4, 5, 6)), (mesh_query_point_no_sign, (3, 4, 5)),
                       (mesh_query_point_sign_normal, (3, 4, 5, 6)), (mesh_query_point_sign_winding_number, (3, 4, 5, 6)),
-                      (mesh_query_ray, (4, 5, 6, 7, 8, 9)), (mesh_query_aabb, ()),
-                      (mesh_query_aabb_next, (0, 1)), (mesh_eval_position, ()), (mesh_eval_velocity, ()),
-                      (mesh_get, ())):
+                      (mesh_query_furthest_point_no_sign, (3, 4, 5)), (mesh_query_ray, (4, 5, 6, 7, 8, 9)),
+                      (mesh_query_ray_anyhit, ()), (mesh_query_aabb, ()), (mesh_query_sphere, ()),
+                      (mesh_query_next, (0, 1)), (mesh_query_aabb_next, (0, 1)), (mesh_eval_position, ()),
+                      (mesh_eval_velocity, ()), (mesh_get, ()), (mesh_get_bvh, ())):
     _fn.__doc__ = DOCS[_fn.__name__]
     _fn.assigns = _assigns
     LangFunction(_fn.__name__, "macro", macro=_fn, host=kernel_only(_fn.__name__)).define()
+
+for _q in (MeshQuery, MeshQuery64):
+    _q._gk_iter_next = NAMES["mesh_query_next"]      # `for index in query:` (core/frontend/loops.py)

@@ -248,11 +248,9 @@ MISSING = (
     "float16", "int8", "int16", "uint8", "uint16", "bfloat16", "address", "view", "array_store",
     "indexedarray", "fabricarray", "fixedarray", "Texture", "Texture1D", "Texture2D", "Texture3D",
     "volume_sample_f", "volume_lookup_f", "volume_sample_v", "volume_sample_grad_f",
-    # geometry queries: spheres and capsules, grouped BVHs, tiled queries, sampled parity signs
-    "bvh_query_sphere", "bvh_query_capsule", "bvh_get_group_root", "bvh_query_aabb_tiled", "bvh_query_ray_tiled",
-    "bvh_query_next_tiled", "mesh_query_sphere", "mesh_query_next", "mesh_get_bvh", "mesh_get_group_root",
-    "mesh_query_aabb_tiled", "mesh_query_aabb_next_tiled", "mesh_query_furthest_point_no_sign",
-    "mesh_query_point_sign_parity", "mesh_query_ray_anyhit",
+    # geometry queries: grouped BVHs, tiled queries, sampled parity signs
+    "bvh_get_group_root", "bvh_query_aabb_tiled", "bvh_query_ray_tiled", "bvh_query_next_tiled",
+    "mesh_get_group_root", "mesh_query_aabb_tiled", "mesh_query_aabb_next_tiled", "mesh_query_point_sign_parity",
 )
 
 

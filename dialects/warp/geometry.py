@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..core.library.bvh import BvhQuery  # noqa: F401  (Warp's names for the query types)
 from ..core.library.hash_grid import HashGridQuery  # noqa: F401
-from ..core.library.mesh import MeshQueryPoint, MeshQueryRay  # noqa: F401
+from ..core.library.mesh import MeshQuery, MeshQueryPoint, MeshQueryRay  # noqa: F401
 from ..geometry.bvh import Bvh as _GkBvh
 from ..geometry.bvh import host_vec3 as _host_vec3
 from ..geometry.mesh import Mesh as _GkMesh
@@ -53,7 +53,7 @@ class HashGridSizeError(RuntimeError, ValueError):
     """Too many cells: Warp's RuntimeError, and gradkit's ValueError."""
 
 
-MeshQueryAABB = BvhQuery        # mesh_query_aabb's query is a BVH query over the triangles' bounds
+MeshQueryAABB = MeshQuery       # mesh_query_aabb's and mesh_query_sphere's query (float32 meshes), Warp's MeshQuery
 
 
 def _no_groups(what: str, groups) -> None:

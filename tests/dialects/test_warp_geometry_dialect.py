@@ -2,7 +2,7 @@
 device: wp.mesh_query_ray_count_intersections against a float64 NumPy count over every triangle;
 HashGrid.build and Bvh.rebuild inside wp.ScopedCapture run at each capture_launch on the data as it is then
 (against brute-force NumPy neighbour and overlap counts); wp.Mesh's input errors are Warp's RuntimeError and
-gradkit's TypeError / ValueError; grouped geometry and sphere queries are named errors."""
+gradkit's TypeError / ValueError; grouped geometry is a named error."""
 
 from __future__ import annotations
 
@@ -126,7 +126,8 @@ def test_mesh_errors_are_warps_and_gradkits(device):
         wp.Mesh(points=pts, indices=wp.array([0.0, 1.0, 2.0], dtype=float, device=device))
 
 
-def test_grouped_and_sphere_queries_are_named(device):
+def test_grouped_queries_are_named(device):
+    """(bvh_query_sphere, once named here as missing, is gradkit's now: tests/geometry/test_mesh_more_queries.py.)"""
     pts = wp.array(np.eye(3), dtype=wp.vec3, device=device)
     idx = wp.array([0, 1, 2], dtype=int, device=device)
     groups = wp.zeros(1, dtype=int, device=device)
@@ -134,17 +135,6 @@ def test_grouped_and_sphere_queries_are_named(device):
         wp.Mesh(points=pts, indices=idx, groups=groups)
     with pytest.raises(wp.WarpFeatureMissing, match=r"Bvh\(groups=\)"):
         wp.Bvh(pts, pts, groups=groups)
-
-    @wp.kernel
-    def sphere(bvh: wp.uint64, out: wp.array(dtype=int)):
-        n = int(0)
-        for _j in wp.bvh_query_sphere(bvh, wp.vec3(0.0, 0.0, 0.0), 1.0):
-            n += 1
-        out[0] = n
-
-    with pytest.raises(wp.WarpFeatureMissing, match=r"wp\.bvh_query_sphere"):
-        wp.launch(sphere, dim=1, inputs=[wp.Bvh(pts, pts).id, wp.zeros(1, dtype=int, device=device)],
-                  device=device)
 
 
 def _bad_kernel(x: wp.array(dtype=float)):

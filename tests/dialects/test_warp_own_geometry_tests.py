@@ -80,7 +80,6 @@ NOT_RUNNING: dict[tuple[str, str], tuple[type, str, str]] = {
         "host (runtime/arrays)"),
     ("test_hash_grid.py", "TestHashGrid.test_hashgrid_query_public_type_surface"): (
         AttributeError, r"has no attribute '_src'", "reads Warp's internals (wp._src.types, wp._src.context)"),
-    ("test_mesh_query_point.py", "test_mesh_query_furthest_point"): (WarpFeatureMissing, r"wp\.expect_eq", _EXPECT),
     ("test_mesh_query_point.py", "test_mesh_query_point"): (WarpFeatureMissing, r"wp\.expect_eq", _EXPECT),
     ("test_mesh_query_ray.py", "test_mesh_query_ray_grad"): (WarpFeatureMissing, r"wp\.expect_near", _EXPECT),
     ("test_mesh.py", "test_mesh_query_point"): (WarpFeatureMissing, r"wp\.expect_eq", _EXPECT),

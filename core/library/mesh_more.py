@@ -1,0 +1,235 @@
+"""Warp's mesh queries beyond the closest point and the first hit, as library `@gk.func` code over the
+mesh structs of core/library/mesh_device.py (the language side is core/library/mesh.py):
+
+- the furthest point (`mesh_query_furthest_point_no_sign`): a BVH walk entering the nodes whose farthest
+  corner lies beyond the best distance so far; the furthest point of a triangle is one of its corners,
+  picked as Warp's furthest_point_to_triangle does (a first, then b, then c on ties);
+- any hit (`mesh_query_ray_anyhit`): the ray walk of the first-hit query, stopping at the first face hit
+  at 0 <= t < max_t;
+- the mesh query (`mesh_query_aabb` / `mesh_query_sphere`, advanced by `mesh_query_next`): the struct
+  `MeshQuery` (or `MeshQuery64`), a BVH query over the triangles' bounds plus, for a sphere, Warp's narrow
+  phase (the closest point of the triangle within the radius; a zero-area face by its longest edge). The
+  kind is stored, so a local assigned both kinds in two branches iterates by the one it holds.
+
+The searches only select faces and answer yes / no: no derivative (Warp's have none either, except the
+furthest point's, whose adjoint applies the closest point's formula; here u, v are a corner's constant
+weights, so their derivative is 0 and the furthest position's gradient comes through
+mesh_eval_position)."""
+
+# (no `from __future__ import annotations`: the library functions below need evaluated annotations)
+
+from types import SimpleNamespace
+
+from .. import types as T
+from ..func import Func, func_grad
+from ..lang import NAMES
+from ..struct import struct
+from .bvh import BIG, BvhQuery
+from .bvh import _next as _bvh_next
+from .mesh_device import MeshData, MeshData64, MeshQueryPoint, MeshQueryPoint64, lib_for
+
+I32 = T.int32
+gk = SimpleNamespace(**NAMES)
+AABB, SPHERE = 0, 1             # MeshQuery.kind
+
+
+def _query_struct(s: T.ScalarType):
+    class MeshQuery:
+        mesh: MeshData if s is T.float32 else MeshData64
+        query: BvhQuery          # over the triangles' bounds (an AABB or a sphere query)
+        center: T.vector(3, s)
+        radius_sq: s
+        kind: I32                # AABB or SPHERE
+        found: I32
+        current: I32
+
+    MeshQuery.__name__ = MeshQuery.__qualname__ = "MeshQuery" + ("" if s is T.float32 else "64")
+    MeshQuery.__doc__ = ("mesh_query_aabb's and mesh_query_sphere's query (Warp's MeshQuery): a BVH query over "
+                         "the triangles' bounds, and the sphere a sphere query tests each face against.")
+    return struct(MeshQuery)
+
+
+MeshQuery = _query_struct(T.float32)
+MeshQuery64 = _query_struct(T.float64)
+QUERY_STRUCTS = {MeshQuery._gk_struct: T.float32, MeshQuery64._gk_struct: T.float64}
+
+
+def _precision(s: T.ScalarType) -> SimpleNamespace:
+    """The functions over meshes with points of scalar type `s`."""
+    V = T.vector(3, s)
+    V2 = T.vector(2, s)
+    big32 = T.float32(BIG)
+    M = MeshData if s is T.float32 else MeshData64
+    QP = MeshQueryPoint if s is T.float32 else MeshQueryPoint64
+    MQ = MeshQuery if s is T.float32 else MeshQuery64
+    base = lib_for(s)
+    lib = SimpleNamespace()
+
+    def _far_box_sq(p: V, lo: V, hi: V) -> s:
+        """The squared distance from p to the box's farthest corner (Warp's furthest_distance_to_aabb_sq)."""
+        a = gk.abs(p - lo)
+        b = gk.abs(p - hi)
+        d = V(gk.where(a[0] > b[0], a[0], b[0]), gk.where(a[1] > b[1], a[1], b[1]),
+              gk.where(a[2] > b[2], a[2], b[2]))
+        return gk.dot(d, d)
+
+    def _far_corner(a: V, b: V, c: V, p: V) -> V2:
+        """(u, v) of the corner of abc farthest from p: a if strictly farthest, else b if farther than c,
+        else c (Warp's furthest_point_to_triangle)."""
+        da = gk.length_sq(p - a)
+        db = gk.length_sq(p - b)
+        dc = gk.length_sq(p - c)
+        r = V2(s(0.0), s(0.0))
+        if da > db and da > dc:
+            r = V2(s(1.0), s(0.0))
+        elif db > dc:
+            r = V2(s(0.0), s(1.0))
+        return r
+
+    def _furthest_face(mesh: M, p: V, min_dist: s) -> I32:
+        """The face with the point farthest from p, farther than min_dist (strictly), -1 if none; slivers
+        skipped as in the closest-point search. A stackless walk entering the nodes whose farthest corner
+        is farther than the best so far."""
+        bvh = mesh.bvh
+        best = min_dist * min_dist
+        face = -1
+        node = -1
+        if bvh.num_items > 0:
+            node = 0
+        while node >= 0:
+            info = bvh.node_info[node]
+            nxt = info[1]
+            if lib.far_box_sq(p, V(bvh.node_lowers[node]), V(bvh.node_uppers[node])) > best:
+                if info[3] > 0:
+                    for k in range(info[2], info[2] + info[3]):
+                        f = bvh.prims[k]
+                        a = base.vertex(mesh, f, 0)
+                        b = base.vertex(mesh, f, 1)
+                        c = base.vertex(mesh, f, 2)
+                        if not base.sliver(a, b, c):
+                            d = base.bary_point(a, b, c, lib.far_corner(a, b, c, p)) - p
+                            dd = gk.dot(d, d)
+                            if dd > best:
+                                best = dd
+                                face = f
+                else:
+                    nxt = info[0]
+            node = nxt
+        return face
+
+    def _furthest(mesh: M, p: V, min_dist: s) -> QP:
+        r = QP()
+        face = lib.furthest_face(mesh, p, min_dist)
+        if face >= 0:
+            uv = lib.far_corner(base.vertex(mesh, face, 0), base.vertex(mesh, face, 1), base.vertex(mesh, face, 2), p)
+            r.result = True
+            r.face = face
+            r.u = uv[0]
+            r.v = uv[1]
+        return r
+
+    def _anyhit(mesh: M, start: V, dir: V, max_t: s) -> bool:
+        """Whether the ray hits a face at 0 <= t < max_t: the first-hit walk, stopping at the first hit."""
+        bvh = mesh.bvh
+        hit = False
+        node = -1
+        if bvh.num_items > 0:
+            node = 0
+        while node >= 0:
+            info = bvh.node_info[node]
+            nxt = info[1]
+            if base.ray_enters(start, dir, V(bvh.node_lowers[node]), V(bvh.node_uppers[node]), max_t):
+                if info[3] > 0:
+                    for k in range(info[2], info[2] + info[3]):
+                        f = bvh.prims[k]
+                        h = base.ray_tri(start, dir, base.vertex(mesh, f, 0), base.vertex(mesh, f, 1),
+                                         base.vertex(mesh, f, 2))
+                        if h[0] >= s(0.0) and h[0] < max_t:
+                            hit = True
+                    if hit:
+                        nxt = -1
+                else:
+                    nxt = info[0]
+            node = nxt
+        return hit
+
+    def _sphere_face(mesh: M, f: I32, center: V, radius_sq: s) -> bool:
+        """Face f's closest point to center lies within the radius (Warp's narrow phase; a zero-area face
+        is taken as its longest edge, whose closest point is clamped to the segment)."""
+        a = base.vertex(mesh, f, 0)
+        b = base.vertex(mesh, f, 1)
+        c = base.vertex(mesh, f, 2)
+        ab = b - a
+        ac = c - a
+        n = gk.cross(ab, ac)
+        cp = a
+        if gk.dot(n, n) == s(0.0):
+            bc = c - b
+            lab = gk.dot(ab, ab)
+            lac = gk.dot(ac, ac)
+            lbc = gk.dot(bc, bc)
+            p0 = b
+            p1 = c
+            if lab >= lac and lab >= lbc:
+                p0 = a
+                p1 = b
+            elif lac >= lbc:
+                p0 = a
+                p1 = c
+            e = p1 - p0
+            len2 = gk.dot(e, e)
+            t = s(0.0)
+            if len2 > s(0.0):
+                t = gk.clamp(gk.dot(center - p0, e) / len2, s(0.0), s(1.0))
+            cp = p0 + t * e
+        else:
+            cp = base.bary_point(a, b, c, base.closest_bary(a, b, c, center))
+        d = cp - center
+        return gk.dot(d, d) <= radius_sq
+
+    def _start(mesh: M, query: BvhQuery, center: V, radius_sq: s, kind: I32) -> MQ:
+        q = MQ(mesh=mesh, query=query)
+        q.center = center
+        q.radius_sq = radius_sq
+        q.kind = kind
+        return q
+
+    def _next(q: MQ) -> MQ:
+        """Advance to the next face the query reports: q.found = 1 and q.current its index, or 0."""
+        q.found = 0
+        more = True
+        while more:
+            q.query = _bvh_next(q.query, big32)
+            if q.query.found == 0:
+                more = False
+            elif q.kind == AABB or lib.sphere_face(q.mesh, q.query.current, q.center, q.radius_sq):
+                q.found = 1
+                q.current = q.query.current
+                more = False
+        return q
+
+    # searches and tests only select: AD does not enter them
+    def _furthest_face_adj(mesh: M, p: V, min_dist: s, adj_ret: I32):
+        pass
+
+    def _anyhit_adj(mesh: M, start: V, dir: V, max_t: s, adj_ret: bool):
+        pass
+
+    for py in (_far_box_sq, _far_corner, _furthest_face, _furthest, _anyhit, _sphere_face, _start, _next):
+        name = py.__name__[1:]
+        py.__name__ = py.__qualname__ = f"_mesh_{name}_{s.name}"
+        setattr(lib, name, Func(py))
+    for adj in (_furthest_face_adj, _anyhit_adj):
+        name = adj.__name__[1:-4]
+        adj.__name__ = adj.__qualname__ = f"_mesh_{name}_{s.name}_adj"
+        func_grad(getattr(lib, name))(adj)
+    return lib
+
+
+_BY_PRECISION: dict = {}
+
+
+def more_for(s: T.ScalarType) -> SimpleNamespace:
+    if s not in _BY_PRECISION:
+        _BY_PRECISION[s] = _precision(s)
+    return _BY_PRECISION[s]
