@@ -149,10 +149,12 @@ class Lowerer(LoweringContext, ExprLowering, CallLowering, StmtLowering, LoopLow
     def generic_arg_types(self, func, generic: tuple, args: list, node) -> tuple:
         """((name, type), ...) of a @gk.func's generic parameters at this call, from the arguments' types
         (a Python float literal float32, an int int32, as Warp infers them); the call's specialisation."""
+        n_params = len(inspect.signature(func.pyfunc).parameters)
+        if len(args) != n_params:
+            raise self.error(node, f"{func.__name__}() takes {n_params} argument"
+                                   f"{'s' * (n_params != 1)}, got {len(args)}")
         out = []
         for k, name, ann in generic:
-            if k >= len(args):
-                continue            # the argument count is checked against the callee
             a = args[k]
             t = (a.arr.stype if isinstance(a, StructElement) else T.bool_ if isinstance(a, bool) else T.int32 if isinstance(a, int) else
                  T.float32 if isinstance(a, float) else getattr(a, "type", None))
