@@ -61,6 +61,26 @@ def host_type(value) -> T.Type | None:
     return struct if isinstance(struct, T.StructType) else None
 
 
+def _fast_key(args: list, positions: tuple) -> tuple | None:
+    """What decides the generic parameters' types, cheaply: an array's (dtype, ndim) (dtypes are interned,
+    so their id), a scalar's class; None where an argument needs the full inference (vectors, matrices,
+    structs: resolved at each launch)."""
+    key = []
+    for k in positions:
+        a = args[k]
+        cls = type(a)
+        if cls in _SCALAR_CLASSES:
+            key.append(cls)
+        elif isinstance(a, _GkArray):
+            key.append((id(a.dtype), a.ndim))
+        else:
+            return None
+    return tuple(key)
+
+
+_SCALAR_CLASSES = frozenset((bool, int, float, *_NUMPY_SCALARS))
+
+
 def annotations(pyfunc) -> list[tuple[str, object]]:
     """(name, annotation) of each parameter, string annotations evaluated where they can be."""
     try:
@@ -97,6 +117,8 @@ class GenericKernel:
         self._anns = annotations(self.pyfunc)
         self._generic = tuple((k, name, ann) for k, (name, ann) in enumerate(self._anns) if is_generic(ann))
         self.overloads: dict[tuple, object] = {}
+        self._positions = tuple(k for k, _, _ in self._generic)
+        self._by_key: dict[tuple, object] = {}     # launch fast path: _fast_key(args) -> specialisation
         self._lock = threading.Lock()
 
     def specialised(self, types: tuple):
@@ -114,6 +136,15 @@ class GenericKernel:
     def resolve(self, args: list):
         """The specialised kernel for a launch's arguments (inputs then outputs); a TypeError naming the
         parameter whose argument matches no specialisation."""
+        key = _fast_key(args, self._positions) if len(args) == len(self._anns) else None
+        k = self._by_key.get(key) if key is not None else None
+        if k is None:
+            k = self._resolve(args)
+            if key is not None:
+                self._by_key[key] = k
+        return k
+
+    def _resolve(self, args: list):
         if len(args) != len(self._anns):
             raise TypeError(f"kernel '{self.key}' takes {len(self._anns)} arguments, got {len(args)}")
         types = []

@@ -349,3 +349,34 @@ def test_errors(device):
 
     with pytest.raises(CompileError, match="parameter 's' is generic"):
         gk.launch(plain, N, inputs=[a, 1.0], device=device)
+
+
+def _structs(wp, x, device):
+    @wp.struct
+    class Params:
+        a: float
+        v: wp.vec3
+
+    @wp.kernel
+    def k(p: Any, m: Any, v: Any, x: wp.array(dtype=Any), out: wp.array(dtype=float)):
+        i = wp.tid()
+        out[i] = p.a * wp.dot(p.v, x[i]) + wp.dot(m * v, x[i])
+
+    p = Params()
+    p.a, p.v = 1.5, wp.vec3(0.5, -1.0, 2.0)
+    m = wp.mat33(1.0, 0.5, 0.0, 0.0, 2.0, -1.0, 0.25, 0.0, 3.0)
+    xa = wp.array(x, dtype=wp.vec3, device=device)
+    out = wp.zeros(N, dtype=float, device=device)
+    wp.launch(k, N, inputs=[p, m, wp.vec3(1.0, -2.0, 0.5), xa], outputs=[out], device=device)
+    return out.numpy().astype(np.float64)
+
+
+def test_struct_vector_and_matrix_arguments(device, rng):
+    """Any parameters given a struct instance, a mat33 and a vec3 (gradkit's host vectors and matrices are
+    NumPy arrays: typed by their shape and dtype) specialise to those types."""
+    x = _data(rng, "vec3")
+    got = _structs(gwp, x, device)
+    m = np.array([[1.0, 0.5, 0.0], [0.0, 2.0, -1.0], [0.25, 0.0, 3.0]])
+    ref = 1.5 * x.astype(np.float64) @ np.array([0.5, -1.0, 2.0]) + x.astype(np.float64) @ (m @ [1.0, -2.0, 0.5])
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, _structs(_warp(), x, "cpu"), rtol=1e-6, atol=1e-6)
