@@ -280,13 +280,14 @@ class Bvh:
     Args:
         lowers: a gk.array of vec3 (or vec3d): each box's lower corner.
         uppers: a gk.array of the same shape: each box's upper corner.
-        constructor: Warp's choice of build algorithm ("sah", "median", "lbvh"); accepted for Warp's
-            signature, gradkit builds one kind of tree.
+        constructor: Warp's choice of build algorithm: "lbvh" (Warp's GPU builder) asks for the device
+            build where device_build is None and the boxes allow it, "sah" and "median" for the host's
+            median split; None: chosen by device_build.
         leaf_size: Warp's leaf size; accepted for Warp's signature, unused.
-        device_build: build with kernels on the boxes' device (True; float32 boxes) or with NumPy on the
-            host (False); None: on the device for float32 boxes where its memory is not the host's (OpenCL,
-            most plugins), on the host otherwise (cpu, c, numpy; float64 boxes). The trees differ, every
-            query's result is the same."""
+        device_build: build with kernels on the boxes' device (True; float32 boxes, a linear BVH) or with
+            NumPy on the host (False; a median split); None: on the device for float32 boxes where its
+            memory is not the host's (OpenCL, most plugins), on the host otherwise (cpu, c, numpy; float64
+            boxes). The trees differ, every query's result is the same."""
 
     _gk_struct = BvhData._gk_struct        # `bvh: gk.Bvh` annotates a kernel parameter
 
@@ -306,7 +307,7 @@ class Bvh:
         if device_build and not on_device:
             raise ValueError("Bvh: a device build takes float32 boxes (vec3), at least one, outside forward mode")
         if device_build is None:
-            device_build = on_device and lowers._host is None
+            device_build = on_device and (lowers._host is None if constructor is None else constructor == "lbvh")
         if device_build:
             self._arrays.build_device(lowers, uppers)
         else:

@@ -47,7 +47,8 @@ class Mesh(metaclass=_MeshType):
         velocities: per-vertex velocities (same dtype and shape as `points`) for `mesh_eval_velocity`; None:
             none.
         support_winding_number: Warp's switch for winding-number queries; accepted for Warp's signature.
-        bvh_constructor: Warp's BVH build algorithm; accepted for Warp's signature, unused.
+        bvh_constructor: Warp's BVH build algorithm: "lbvh" asks for the device build where device_build is
+            None and the points allow it, "sah" and "median" for the host's; None: chosen by device_build.
         bvh_leaf_size: Warp's BVH leaf size; accepted for Warp's signature, unused.
         device_build: build the BVH with kernels on the mesh's device (True; float32 points) or with NumPy
             on the host (False); None: on the device for float32 points where its memory is not the host's
@@ -87,7 +88,8 @@ class Mesh(metaclass=_MeshType):
             raise ValueError("Mesh: a device build takes float32 points and at least one triangle, outside "
                              "forward mode")
         if device_build is None:
-            device_build = on_device and points._host is None
+            device_build = on_device and (points._host is None if bvh_constructor is None
+                                          else bvh_constructor == "lbvh")
         if device_build:
             self._build_on_device()
         else:

@@ -226,13 +226,22 @@ def test_two_builds_from_two_threads(device, rng):
 
 
 def test_default_is_the_device_build_where_memory_is_not_the_hosts(device, rng):
+    """device_build=None: the device build where the memory is not the host's, or as Warp's constructor asks
+    ("lbvh": the device's; "sah", "median": the host's); a device-built tree has no host copy until a refit
+    reads it back."""
     lo, hi = boxes(rng, 200)
-    bvh = make(device, lo, hi, None)
-    on_device = gk.array(lo, dtype=gk.vec3, device=device)._host is None
-    assert (bvh._arrays._tree is None) == on_device
-    host = build_tree(lo, hi)
-    if not on_device:                                # the host build's tree itself
-        assert np.array_equal(bvh._arrays.tree.prims, host.prims)
+    L, H = gk.array(lo, dtype=gk.vec3, device=device), gk.array(hi, dtype=gk.vec3, device=device)
+    on_device = L._host is None
+    assert (gk.Bvh(L, H)._arrays._tree is None) == on_device
+    assert gk.Bvh(L, H, constructor="lbvh")._arrays._tree is None
+    for constructor in ("sah", "median"):           # the host build's tree itself
+        assert np.array_equal(gk.Bvh(L, H, constructor=constructor)._arrays._tree.prims, build_tree(lo, hi).prims)
+    pts, tris = uv_sphere(6, 0.0, rng)
+    P = gk.array(pts.astype(np.float32), dtype=gk.vec3, device=device)
+    indices = gk.array(tris.reshape(-1), dtype=gk.int32, device=device)
+    assert (gk.Mesh(P, indices)._bvh._tree is None) == on_device
+    assert gk.Mesh(P, indices, bvh_constructor="lbvh")._bvh._tree is None
+    assert gk.Mesh(P, indices, bvh_constructor="sah")._bvh._tree is not None
     lo64 = lo.astype(np.float64)
     with pytest.raises(ValueError, match="device build"):
         gk.Bvh(gk.array(lo64, dtype=gk.vec3d, device=device), gk.array(lo64 + 1, dtype=gk.vec3d, device=device),
