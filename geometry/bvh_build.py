@@ -31,13 +31,11 @@ not recorded on a tape (a build is not differentiated, as in Warp)."""
 import threading
 from types import SimpleNamespace
 
-import numpy as np
-
 from ..core import types as T
 from ..core.func import Func
 from ..core.lang import NAMES
 from ..core.library.bvh import LEAF_SIZE
-from ..runtime.arrays.array import array as _array
+from ..runtime.arrays.creation import zeros as _zeros
 from . import hash_grid_build
 
 BLOCK = 64              # boxes one thread of the centres' bounds reduces
@@ -421,11 +419,12 @@ class _Scan:
 
 
 def _ints(n: int, device):
-    return _array(np.zeros(max(n, 1), np.int32), dtype=T.int32, device=device)
+    """A zero-filled int32 array of max(n, 1) on the device (allocated there: nothing uploaded)."""
+    return _zeros(max(n, 1), dtype=T.int32, device=device)
 
 
 def _vecs(n: int, device):
-    return _array(np.zeros((max(n, 1), 3), np.float32), dtype=T.vec3, device=device)
+    return _zeros(max(n, 1), dtype=T.vec3, device=device)
 
 
 def build(lowers, uppers, device) -> dict:
@@ -450,8 +449,7 @@ def build(lowers, uppers, device) -> dict:
     if bad._read()[0]:
         raise ValueError("Bvh lowers and uppers must be finite")
     if n <= LEAF_SIZE:
-        out.update(node_info=_array(np.zeros((1, 4), np.int32), dtype=T.vec4i, device=device),
-                   ray_order=_array(np.zeros((8, 2), np.int32), dtype=T.vec2i, device=device),
+        out.update(node_info=_zeros(1, dtype=T.vec4i, device=device), ray_order=_zeros(8, dtype=T.vec2i, device=device),
                    prims=_ints(n, device), node_lowers=_vecs(1, device), node_uppers=_vecs(1, device))
         go(k["morton"], n, lowers, uppers, scene, out["item_lowers"], out["item_uppers"], _ints(n, device),
            _ints(n, device), _ints(n, device))
@@ -478,8 +476,8 @@ def build(lowers, uppers, device) -> dict:
     leaves = _ints(1, device)
     go(k["leaf_total"], 1, lrank, flags, n, leaves)
     nodes = 2 * int(leaves._read()[0]) - 1
-    info = _array(np.zeros((nodes, 4), np.int32), dtype=T.vec4i, device=device)
-    ray_order = _array(np.zeros((8 * nodes, 2), np.int32), dtype=T.vec2i, device=device)
+    info = _zeros(nodes, dtype=T.vec4i, device=device)
+    ray_order = _zeros(8 * nodes, dtype=T.vec2i, device=device)
     node_lowers, node_uppers = _vecs(nodes, device), _vecs(nodes, device)
     go(k["emit"], total, n, kleft, kfirst, klast, kparent, lrank, outid, info)
     go(k["links"], total, n, kleft, kfirst, klast, kparent, kaxis, outid, nodes, info, ray_order)
