@@ -412,3 +412,33 @@ def test_capture_and_adjoint_launch(device, rng):
     np.testing.assert_allclose(g, wg, rtol=1e-12)
     k = gwp.Kernel(func=_program(gwp)["smooth"].pyfunc)
     assert isinstance(k, gwp.Kernel) and k.is_generic and not k.overloads
+
+
+def _row_sums(wp, x, dtype, device):
+    @wp.func
+    def row_sum(r: wp.array(dtype=Any), n: int):
+        s = r[0]
+        for j in range(1, n):
+            s += r[j]
+        return s
+
+    @wp.kernel
+    def sums(a: wp.array2d(dtype=Any), out: wp.array(dtype=Any)):
+        i = wp.tid()
+        out[i] = row_sum(a[i], a.shape[1])
+
+    a = wp.array(x, dtype=dtype, device=device)
+    out = wp.zeros(x.shape[0], dtype=dtype, device=device)
+    wp.launch(sums, x.shape[0], inputs=[a], outputs=[out], device=device)
+    return out.numpy()
+
+
+@pytest.mark.parametrize("name", ["float32", "float64", "int32"])
+def test_generic_func_takes_a_sub_array_view(device, rng, name):
+    """A row `a[i]` of a 2-D array passed to a generic array parameter of a @wp.func: the view variant and the
+    generic specialisation together (the parameter is the view's 1-D type)."""
+    x = (rng.integers(-9, 9, (4, 5)) if name == "int32" else rng.standard_normal((4, 5))).astype(
+        {"float32": np.float32, "float64": np.float64, "int32": np.int32}[name])
+    got = _row_sums(gwp, x, getattr(gwp, name), device)
+    np.testing.assert_allclose(got, x.astype(np.float64).sum(axis=1), rtol=1e-6, atol=1e-5)
+    np.testing.assert_allclose(got, _row_sums(_warp(), x, getattr(_warp(), name), "cpu"), rtol=1e-6, atol=1e-6)
