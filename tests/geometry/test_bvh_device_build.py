@@ -193,6 +193,15 @@ def test_refit_after_a_device_build(device, rng):
     assert (seen == want).all() and (hits == want_ray).all()
 
 
+def test_host_refit_of_a_device_built_tree(device, rng):
+    """The host refit (NumPy, over the tree read back from the device) gives the device-built tree's bounds."""
+    lo, hi = boxes(rng, 1500)
+    bvh = make(device, lo, hi, True)
+    shift = rng.normal(size=(1500, 3)).astype(np.float32)
+    bvh._arrays.refit(lo + shift, hi + shift)
+    check_tree(bvh, lo + shift, hi + shift)
+
+
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
 def test_non_finite_boxes_are_refused_as_by_the_host_build(device, rng, bad):
     lo, hi = boxes(rng, 100)
