@@ -26,7 +26,7 @@ from .dispatch import direct_caller
 from .layout import HEADER, layout_of
 from .memory import HostBuffer, HostMemory
 from .packing import make_packer
-from .schedule import CHUNK_MAX, CHUNK_MAX_LOOPS, Pool, chunk_bounds, loop_chunk, run_chunks, split_chunks
+from .schedule import CHUNK_MAX, CHUNK_MAX_LOOPS, CHUNK_NS, Pool, chunk_bounds, loop_chunk, run_chunks, split_chunks
 
 KERNEL_T = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 WHOLE_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -54,7 +54,7 @@ TRIES = 2                   # timed launches of each way per size before choosin
 # launches (~0.24 ms inline) take 0.26-0.29 ms at the median and up to 3 ms pooled. Every PROBE_EVERY-th
 # launch so chosen runs pooled again, so that freed cores are noticed; each probe that finds the pool no
 # faster doubles the interval, up to PROBE_MAX (a probe on a busy machine costs milliseconds).
-SMALL_LOOP_NS = 8_000_000
+SMALL_LOOP_NS = CHUNK_NS     # one chunk's work: longer launches (W3's n-body, 1.2 and 3.2 ms) stay pooled
 POOL_WEIGHT = 0.25
 INLINE_WEIGHT = 0.125
 RATIO_CAP = 4.0
@@ -126,7 +126,8 @@ class CompiledKernel:
         self.direct_below = 0 if loops else INLINE_BELOW   # launch() calls entry_all below this at once
         self.choose_below = INLINE_BELOW_LOOPS if loops else CHOOSE_BELOW
         self.ways: dict[int, list] = {}     # log2 size -> [pooled ns/thread, pooled tries, inline ns, tries]
-        self.thread_ns: float | None = None     # kernels with loops: one thread's last measured time, one core
+        self.thread_ns: float | None = None     # kernels with loops: one thread's last measured CPU time, one core
+        self.wall_ns: float | None = None       # ... and its wall time as the launch saw it (chunk sizes: below)
         # kernels with loops: moving averages of small pooled launches' wall / (n * thread_ns), the count of
         # those, and the same average for inline ones above the inline bound (None: none measured)
         self.pool_ratio: float | None = None
@@ -479,17 +480,23 @@ class CPUBackend(HostMemory, Backend):
                         compiled.probe = 0
                         inline, probe = False, True
             t0 = time.perf_counter_ns()
-            if inline:
+            if inline and (pool is None or (compiled.thread_ns is not None and n * compiled.thread_ns < saving / 4)):
+                compiled.entry_all(ptr)         # a tiny launch: its wall time (a thread's CPU clock costs ~2 us)
+                compiled.thread_ns = compiled.wall_ns = (time.perf_counter_ns() - t0) / n
+            elif inline:
                 c0 = time.thread_time_ns()
                 compiled.entry_all(ptr)
                 compiled.thread_ns = (time.thread_time_ns() - c0) / n
-                if pool is not None:
-                    compiled.took(n, time.perf_counter_ns() - t0, False)
+                took = time.perf_counter_ns() - t0
+                compiled.wall_ns = took / n
+                compiled.took(n, took, False)
             else:
                 workers, own, own_ns = self._pooled(compiled, n, dim, args, pool)
                 took = time.perf_counter_ns() - t0
-                # one core's CPU time per thread: the calling thread's own chunks (it always takes the first)
-                compiled.thread_ns = own_ns / own if own else max(took - pool.wake_ns, 0) * workers / n
+                # pooled time ~ wake-up + n * wall_ns / workers
+                compiled.wall_ns = max(took - pool.wake_ns, 0) * workers / n
+                # one core's CPU time per thread: the calling thread's first chunk (it always takes one)
+                compiled.thread_ns = own_ns / own if own else compiled.wall_ns
                 compiled.took(n, took, True, probe)
             return
         if n < compiled.inline_below:
@@ -518,7 +525,12 @@ class CPUBackend(HostMemory, Backend):
             margin = local_margin(compiled.local_shifts, dim)
             entry = split_chunks(compiled.entry, compiled.entry_local, margin)
         if compiled.loops:      # chunks of about CHUNK_NS, long enough for a middle past the margins
-            cap = loop_chunk(compiled.thread_ns, 8 * margin if compiled.entry_local is not None else 0)
+            # by the wall time per thread where it is longer: on a busy machine smaller chunks, so that a worker
+            # the OS pauses mid-chunk holds less of the launch (W3's adjoint: 3.3 ms at best, 7 by CPU time)
+            per = compiled.thread_ns
+            if per is not None and compiled.wall_ns is not None and compiled.wall_ns > per:
+                per = compiled.wall_ns
+            cap = loop_chunk(per, 8 * margin if compiled.entry_local is not None else 0)
         bounds = chunk_bounds(n, self._nworkers, cap)
         workers = min(self._nworkers, len(bounds) - 1)
         ptr = compiled.ptr

@@ -128,27 +128,27 @@ def _nothing(ptr) -> None:
 
 def run_chunks(entry, bounds: list[int], ptrs: list[int], pool: Pool) -> tuple[int, int]:
     """entry(lo, hi, ptr) over every chunk; worker w passes ptrs[w] (its own argument block), ptrs[0] is the
-    calling thread's, which works too and so notices Ctrl-C between its chunks. Returns the threads the
-    calling thread ran and the CPU nanoseconds its chunks took (its own CPU time, not wall time: a thread the
-    OS paused mid-chunk on a busy machine would make the kernel look many times costlier than it is); the
-    cost model of kernels with loops."""
+    calling thread's, which works too and so notices Ctrl-C between its chunks. Returns the threads of the
+    calling thread's first chunk and the CPU nanoseconds it took (its own CPU time, not wall time: a thread the
+    OS paused mid-chunk on a busy machine would make the kernel look many times costlier than it is; one chunk
+    only, as reading a thread's CPU clock costs ~2 us on a VM); the cost model of kernels with loops."""
     count = len(bounds) - 1
     taken = itertools.count()       # next() on a count is atomic under the GIL
     stopped = []
-    own = [0, 0]                    # the calling thread's threads and nanoseconds
+    own = [0, 0]                    # the calling thread's first chunk: threads and CPU nanoseconds
 
     def work(ptr, own=None) -> None:
         while not stopped:
             k = next(taken)
             if k >= count:
                 return
-            if own is None:
+            if own is None or own[0]:
                 entry(bounds[k], bounds[k + 1], ptr)
             else:
                 t0 = time.thread_time_ns()
                 entry(bounds[k], bounds[k + 1], ptr)
-                own[1] += time.thread_time_ns() - t0
-                own[0] += bounds[k + 1] - bounds[k]
+                own[1] = time.thread_time_ns() - t0
+                own[0] = bounds[k + 1] - bounds[k]
 
     borrowed = []
     try:

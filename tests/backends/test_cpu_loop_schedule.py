@@ -35,7 +35,7 @@ def _spin(ns: int) -> None:
         pass
 
 
-def test_run_chunks_reports_the_callers_threads_and_cpu_time_not_its_pauses():
+def test_run_chunks_reports_the_callers_first_chunk_and_its_cpu_time_not_its_pauses():
     pool = gk.get_device("cpu").impl._executor()
     mine = []
 
@@ -46,8 +46,8 @@ def test_run_chunks_reports_the_callers_threads_and_cpu_time_not_its_pauses():
             time.sleep(0.02)            # and 20 ms asleep, as a thread the OS paused
     bounds = schedule.chunk_bounds(40, 2, 10)
     own, own_ns = schedule.run_chunks(entry, bounds, [0, 1], pool)
-    assert own == sum(mine) and mine
-    assert 2_000_000 * len(mine) <= own_ns < 2_000_000 * len(mine) + 15_000_000 * len(mine)
+    assert mine and own == mine[0]                      # its first chunk's threads
+    assert 2_000_000 <= own_ns < 12_000_000             # and CPU time: 2 ms spun, not the 20 ms asleep
 
 
 def _compiled(x, y, m):
@@ -93,15 +93,13 @@ def test_took_averages_and_probes_back_off_while_the_pool_loses():
     assert c.pool_count == count
 
 
-def test_small_launches_run_inline_on_the_ratios_with_a_pooled_probe(rng):
+def test_small_launches_run_inline_on_the_ratios_with_a_pooled_probe(rng, monkeypatch):
     n, m = 256, 5
     x_np = rng.uniform(-1, 1, n).astype(np.float32)
     x, y = gk.array(x_np, device="cpu"), gk.zeros(n, device="cpu")
     c = _compiled(x, y, m)
-    pool_ns = gk.get_device("cpu").impl._pool_saving_ns(gk.get_device("cpu").impl._executor())
-    one_core = pool_ns == float("inf")       # one CPU: every launch inline (nothing to split over)
-    if one_core:
-        pool_ns = 1e5
+    pool_ns = SMALL_LOOP_NS / 8         # what waking the pool saves, fixed (measured, it follows the load)
+    monkeypatch.setattr(cpu_backend.CPUBackend, "_pool_saving_ns", lambda self, pool: pool_ns)
     whole = c.entry_all
     calls = []
     c.entry_all = lambda ptr: (calls.append(ptr), whole(ptr))
@@ -111,20 +109,19 @@ def test_small_launches_run_inline_on_the_ratios_with_a_pooled_probe(rng):
         c.pool_ratio, c.inline_ratio, c.pool_count, c.probe, c.probe_every = RATIO_CAP, 1.0, 2, 0, PROBE_EVERY
         ran = []
         for _ in range(PROBE_EVERY):
-            c.thread_ns = 4 * pool_ns / n                   # above the inline bound, far below SMALL_LOOP_NS
+            c.thread_ns = 4 * pool_ns / n                   # above the inline bound, below SMALL_LOOP_NS
             c.pool_ratio = RATIO_CAP
             calls.clear()
             y.zero_()
             gk.launch(windowed2, n, inputs=[x, m], outputs=[y], device="cpu")
             ran.append(bool(calls))
             np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)
-        probe = [True] * PROBE_EVERY if one_core else [True] * (PROBE_EVERY - 1) + [False]    # the last: a probe
-        assert ran == probe
+        assert ran == [True] * (PROBE_EVERY - 1) + [False]      # the last: a probe
         c.thread_ns, c.pool_ratio, c.inline_ratio, c.pool_count = 4 * pool_ns / n, 0.0, 1.0, 2
         calls.clear()
         y.zero_()
         gk.launch(windowed2, n, inputs=[x, m], outputs=[y], device="cpu")
-        assert bool(calls) is one_core                      # pooled: it measured faster
+        assert not calls                                    # pooled: it measured faster
         np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)
     finally:
         c.entry_all = whole
