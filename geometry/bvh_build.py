@@ -18,8 +18,11 @@ kernel language, so every backend runs it and no box travels to the host and bac
    (leaves before X's range) + (ancestors whose left subtree holds X), counted by walking up the parents.
 7. `links`: each node's miss link and its (first child, miss link) rows of the 8 ray-octant walks
    (Tree.ray_orders' layout), by walking up to the first ancestor below which it was the near child.
-8. `bounds`: each node's box as the min / max over its items' boxes (its range of the sorted items: no
-   atomics, the same numbers as the host's fold; n * depth loads, the root's thread reading all n).
+8. `bounds`: each node's box as the min / max over its items' boxes (no atomics; min and max of numbers in
+   any order, so the same numbers as the host's fold): a node of up to CUT items over its range of the sorted
+   items; such a node under a larger one is a part (the parts tile the sorted items), and each larger node
+   then takes the min / max over the parts in its range. A thread reads at most about CUT + n / (smallest
+   part) boxes, instead of the root's thread reading all n.
 
 The tree differs from the host build's median split (a Morton-order split), so queries visit other nodes,
 but every query's result is the same set of items and closest distances (they depend on the items' boxes,
@@ -42,6 +45,7 @@ BLOCK = 64              # boxes one thread of the centres' bounds reduces
 RADIX = 8               # key bits a sort pass
 SORT_BLOCK = 256        # keys one thread of a sort pass counts and scatters
 KEY_BITS = 30
+CUT = 256               # nodes of up to this many items take their box over their items, larger ones over parts
 
 I32 = T.int32
 gk = SimpleNamespace(**NAMES)       # the kernel language's names for the @gk.func code below
@@ -343,20 +347,41 @@ def _make_kernels() -> dict:
 
     @gk.kernel
     def bvh_bounds(n: int, kfirst: ints, klast: ints, kparent: ints, outid: ints, prims: ints,
-                   item_lowers: vecs, item_uppers: vecs, node_lowers: vecs, node_uppers: vecs):
+                   item_lowers: vecs, item_uppers: vecs, node_lowers: vecs, node_uppers: vecs,
+                   part_lo: vecs, part_hi: vecs, part_next: ints, phase: int):
+        # phase 0: nodes of up to CUT items over their items; those whose parent holds more (the parts: they
+        # tile the sorted items) also at their first item. Phase 1: larger nodes over their parts.
         y = gk.tid()
         if kept(n, kfirst, klast, kparent, y):
             first = _first(n, kfirst, y)
-            item = prims[first]
-            lo = item_lowers[item]
-            hi = item_uppers[item]
-            for k in range(first + 1, _last(n, klast, y) + 1):
-                item = prims[k]
-                lo = vmin(lo, item_lowers[item])
-                hi = vmax(hi, item_uppers[item])
-            out = outid[y]
-            node_lowers[out] = lo
-            node_uppers[out] = hi
+            last = _last(n, klast, y)
+            big = last - first + 1 > CUT
+            if phase == 0 and not big:
+                item = prims[first]
+                lo = item_lowers[item]
+                hi = item_uppers[item]
+                for k in range(first + 1, last + 1):
+                    item = prims[k]
+                    lo = vmin(lo, item_lowers[item])
+                    hi = vmax(hi, item_uppers[item])
+                node_lowers[outid[y]] = lo
+                node_uppers[outid[y]] = hi
+                if y != 0:
+                    p = kparent[y]
+                    if klast[p] - kfirst[p] + 1 > CUT:
+                        part_lo[first] = lo
+                        part_hi[first] = hi
+                        part_next[first] = last + 1
+            if phase == 1 and big:
+                lo = part_lo[first]
+                hi = part_hi[first]
+                k = part_next[first]
+                while k <= last:
+                    lo = vmin(lo, part_lo[k])
+                    hi = vmax(hi, part_hi[k])
+                    k = part_next[k]
+                node_lowers[outid[y]] = lo
+                node_uppers[outid[y]] = hi
 
     @gk.kernel
     def bvh_one_leaf(n: int, item_lowers: vecs, item_uppers: vecs, prims: ints, info: gk.array(dtype=gk.vec4i),
@@ -433,7 +458,7 @@ def build(lowers, uppers, device) -> dict:
     node_uppers, item_lowers, item_uppers). ValueError if a box is not finite."""
     from ..runtime.launch.launch import launch
     k = kernels()
-    n = lowers.shape[0]
+    n = lowers.size
     if lowers.ndim != 1:
         lowers, uppers = lowers.reshape(-1), uppers.reshape(-1)
 
@@ -481,7 +506,9 @@ def build(lowers, uppers, device) -> dict:
     node_lowers, node_uppers = _vecs(nodes, device), _vecs(nodes, device)
     go(k["emit"], total, n, kleft, kfirst, klast, kparent, lrank, outid, info)
     go(k["links"], total, n, kleft, kfirst, klast, kparent, kaxis, outid, nodes, info, ray_order)
-    go(k["bounds"], total, n, kfirst, klast, kparent, outid, vals, out["item_lowers"], out["item_uppers"],
-       node_lowers, node_uppers)
+    part_lo, part_hi, part_next = _vecs(n, device), _vecs(n, device), _ints(n, device)
+    for phase in (0, 1):
+        go(k["bounds"], total, n, kfirst, klast, kparent, outid, vals, out["item_lowers"], out["item_uppers"],
+           node_lowers, node_uppers, part_lo, part_hi, part_next, phase)
     out.update(node_info=info, ray_order=ray_order, prims=vals, node_lowers=node_lowers, node_uppers=node_uppers)
     return out
