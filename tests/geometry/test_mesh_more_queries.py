@@ -5,7 +5,8 @@ out-argument forms) and `mesh_query_ray_anyhit`, on every device: each against a
 every item or face (items within 1e-4 of a test's boundary, where float32 and float64 may disagree, are left
 out), against Warp 1.19 on the same inputs where it is installed, and the furthest point's squared distance
 differentiated with respect to the query points and the mesh points against central differences; a loss summed
-over the faces the sphere and AABB queries report differentiated with respect to the centers."""
+over the faces the sphere and AABB queries report differentiated with respect to the centers; and gradkit's
+float64 meshes (which Warp does not have) against the same brute force."""
 
 # (no `from __future__ import annotations`: Warp reads the kernels' annotations from their closures)
 
@@ -387,3 +388,36 @@ def test_gradients_through_query_loops(device, rng):
         gwp.launch(_sphere_sum, nq, inputs=[mesh.id, ca, loss], device=device)
     tape.backward(loss)
     np.testing.assert_allclose(ca.grad.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def test_float64_meshes(device, rng):
+    """gradkit's float64 meshes (Warp's are float32 only): the sphere query's narrow phase at float64 (faces
+    within the radius by the float64 brute force), the furthest point's squared distance (the farthest corner
+    of a face that is not a sliver), any hit."""
+    import gradkit as gk
+
+    @gk.kernel
+    def k(m: gk.Mesh[gk.float64], c: gk.array(dtype=gk.vec3d), r: float, n: int, flags: gk.array(dtype=int),
+          far: gk.array(dtype=gk.float64), hit: gk.array(dtype=int)):
+        i = gk.tid()
+        for f in gk.mesh_query_sphere(m, c[i], r):
+            flags[i * n + f] = flags[i * n + f] + 1
+        q = gk.mesh_query_furthest_point_no_sign(m, c[i], 0.0)
+        far[i] = gk.length_sq(gk.mesh_eval_position(m, q.face, q.u, q.v) - c[i])
+        hit[i] = gk.where(gk.mesh_query_ray_anyhit(m, c[i], gk.vec3d(0.0, 0.0, 1.0), 0.5), 1, 0)
+
+    verts = _soup(rng, n=60, spread=2.0).astype(np.float64)
+    nt, nq = len(verts), 12
+    c = rng.random((nq, 3)) * 2.0
+    mesh = gk.Mesh(gk.array(verts.reshape(-1, 3), dtype=gk.vec3d, device=device),
+                   gk.array(np.arange(3 * nt, dtype=np.int32), dtype=gk.int32, device=device))
+    flags, hit = gk.zeros(nq * nt, dtype=int, device=device), gk.zeros(nq, dtype=int, device=device)
+    far = gk.zeros(nq, dtype=gk.float64, device=device)
+    gk.launch(k, nq, [mesh, gk.array(c, dtype=gk.vec3d, device=device), 0.5, nt, flags, far, hit], device=device)
+    gaps = np.array([[np.linalg.norm(_closest_on_triangle(x, *t) - x) - 0.5 for t in verts] for x in c])
+    sure = np.abs(gaps) > 1e-9
+    np.testing.assert_array_equal(flags.numpy().reshape(nq, nt)[sure], (gaps <= 0)[sure].astype(int))
+    corners = verts[:-1].reshape(1, -1, 3)          # the zero-area last face is skipped, as Warp skips slivers
+    np.testing.assert_allclose(far.numpy(), ((c[:, None, :] - corners) ** 2).sum(-1).max(1), rtol=1e-12)
+    want = [(_ray_hits(x, np.array([0.0, 0.0, 1.0]), verts) < 0.5).any() for x in c]
+    np.testing.assert_array_equal(hit.numpy(), np.array(want, int))
