@@ -25,15 +25,6 @@ from .lang import METHODS, Matrix, Vector
 from .scope import Shared, _call, _literal, _loc, _name, _numbers
 
 
-_noted: set = set()
-
-
-def _note_once(msg: str) -> None:
-    if msg not in _noted:
-        _noted.add(msg)
-        runtime._note(msg)
-
-
 class Rewriter(CompileTimeRewrites, ast.NodeTransformer):
     """Taichi statements → gradkit kernel-language statements (see the module docstring)."""
 
@@ -179,9 +170,10 @@ class Rewriter(CompileTimeRewrites, ast.NodeTransformer):
             return self.atomic(atomics[callee], node)
         if callee is ti_lang.random:
             self.random = True
-        if callee is py_builtins.print:
-            _note_once("print() inside kernels is ignored")
-            return _loc(ast.Constant(value=None), node)
+        if callee is py_builtins.print:       # Taichi's print format (printing.py)
+            new = _call("__ti_print", [self.visit(a) for a in node.args], node)
+            new.keywords = [self.visit(k) for k in node.keywords]
+            return new
         if isinstance(node.func, ast.Attribute) and node.func.attr in METHODS and \
                 self.static(node.func.value) in (Vector, Matrix) and node.args:
             # ti.Vector.normalized(v, eps): a method called through the class, v its first argument

@@ -12,6 +12,7 @@ import gradkit as gk
 
 from .fields import Field
 from .lang import METHODS, Matrix, Vector
+from .printing import TI_PRINT
 from .macros import MACROS
 
 
@@ -70,7 +71,8 @@ class Shared:
         self.fields: dict[int, tuple[str, Field]] = {}      # id(field) -> (param name, field)
         self.inlines: dict[tuple, object] = {}              # (id(func), id(self)) -> rewrite.Inline
         self.helpers: dict[str, object] = {**MACROS, **{f"__ti_m_{k}": v for k, v in METHODS.items()},
-                                           "__ti_gk": gk, "__ti_Vector": Vector, "__ti_Matrix": Matrix}
+                                           "__ti_gk": gk, "__ti_Vector": Vector, "__ti_Matrix": Matrix,
+                                           "__ti_print": TI_PRINT}
         self.building: list = []
 
     def field_param(self, f: Field) -> str:

@@ -16,7 +16,8 @@ The statements are rewritten into gradkit's kernel language (rewrite.py):
   caller, as Taichi inlines; vector/matrix methods (`v.norm()`) become `__ti_m_<name>` macros (lang.py);
   field stores cast to the field's type, vector indices (`grid[base + offset]`), `ti.atomic_*` on field
   elements and Taichi's "a local keeps its first type" become the `__ti_*` macros of macros.py;
-- list literals become tuples (for `ti.Vector([...])`); `assert` and `print` are dropped (with a note).
+- list literals become tuples (for `ti.Vector([...])`); `assert` is dropped (with a note); `print` is
+  Taichi's print (printing.py).
 
 Top-level locals assigned in serial code are recomputed in the later launches that use them.
 Every generated node keeps the line and column of the Taichi source it came from, and the generated

@@ -291,3 +291,48 @@ def test_print_ir_is_one_instruction_kept_by_the_passes(what):
     assert text.count(f"native[native={what}('%{conv}\\n'; float32)#") == 2, text
     adjoint = k.ir(adjoint=True)           # after the passes: two identical prints stay two, in the replay
     assert adjoint.count("variant=replay") == 2 and adjoint.count("variant=adjoint") == 2, adjoint
+
+
+@gk.kernel
+def expect_kernel(n: gk.array(dtype=int), want: int):
+    wp.expect_eq(n[gk.tid()], want)
+
+
+def test_warp_check_output_fails_a_test_that_printed(device):
+    """tests/dialects/warp_test_utils.py's CheckOutput (Warp's check_output): a kernel's failed expectation
+    printed at the C level fails the test; a silent one passes."""
+    import unittest
+
+    pytest.importorskip("warp")
+    from tests.dialects.warp_test_utils import CheckOutput
+
+    test = unittest.TestCase()
+    n = gk.array(np.array([4, 4, 4], dtype=np.int32), device=device)
+    with CheckOutput(test):
+        gk.launch(expect_kernel, 3, inputs=[n, 4], device=device)
+    with pytest.raises(AssertionError, match=r"Unexpected output:\n'Error, expect_eq\(\) failed:\n\t Expected: 5"):
+        with CheckOutput(test):
+            gk.launch(expect_kernel, 3, inputs=[n, 5], device=device)
+
+
+def test_taichi_print_format(device, rng, capfd):
+    """gradkit.taichi's print: Taichi 1.7's text (floats %f, bools as integers, vectors [a, b] with ', ';
+    checked by hand against Taichi 1.7.4 on the cpu), one line per call."""
+    import gradkit.taichi as ti
+
+    ti.init(device=device)
+    vals = rng.normal(size=4).astype(np.float32)
+    x = ti.field(ti.f32, shape=4)
+    x.from_numpy(vals)
+
+    @ti.kernel
+    def show():
+        for i in range(4):
+            v = ti.Vector([x[i], 2.0])
+            print("x =", x[i], i, v, i > 1, 3, sep=" ", end="\n")
+
+    capfd.readouterr()
+    show()
+    gk.synchronize(device)
+    want = sorted(f"x = {float(vals[i]):f} {i} [{float(vals[i]):f}, 2.000000] {int(i > 1)} 3" for i in range(4))
+    assert _lines(capfd) == want

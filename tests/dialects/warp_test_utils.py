@@ -10,9 +10,11 @@ making unittest methods; `CheckOutput` fails a test that prints, as Warp's does.
 
 from __future__ import annotations
 
-import contextlib
+import ctypes
 import io
-import os  # noqa: F401  (Warp's test modules get os, np, unittest and wp through this module's `import *`)
+import os  # (Warp's test modules get os, np, unittest and wp through this module's `import *`)
+import sys
+import tempfile
 import unittest  # noqa: F401
 
 import numpy as np  # noqa: F401
@@ -20,6 +22,8 @@ import numpy as np  # noqa: F401
 from warp.tests.unittest_utils import assert_array_equal, assert_np_equal, sanitize_identifier  # noqa: F401
 
 import gradkit.warp as wp
+
+_LIBC = ctypes.CDLL(None)   # fflush(NULL): the C library's stdout buffer, where kernels' printf output waits
 
 USD_AVAILABLE = True      # the loader puts a stand-in `pxr` (warp_own_tests.stand_in_usd) in sys.modules
 pxr = True
@@ -62,20 +66,42 @@ def add_function_test(cls, name, func, devices=None, check_output=True, device_c
 
 
 class CheckOutput:
-    """Warp's rule: a test that prints to stdout fails (its kernels' wp.printf / expect_eq output)."""
+    """Warp's rule (its unittest_utils.CheckOutput): a test that prints to stdout fails, such as its kernels'
+    wp.printf or a failed wp.expect_eq. As Warp's StdOutCapture, file descriptor 1 is pointed at a temporary
+    file (the cpu, c and opencl backends print with the C library's printf) and sys.stdout with it (the numpy
+    backend prints from Python); after the test the device is synchronised and libc's buffers flushed. Lines
+    "Module ... load on device ..." are allowed, as Warp allows them; what was printed is shown again."""
 
     def __init__(self, test):
         self.test = test
 
     def __enter__(self):
-        self._buf = io.StringIO()
-        self._redirect = contextlib.redirect_stdout(self._buf)
-        self._redirect.__enter__()
+        sys.stdout.flush()
+        _LIBC.fflush(None)
+        self._file = tempfile.TemporaryFile(buffering=0)
+        self._fd = os.dup(1)
+        os.dup2(self._file.fileno(), 1)
+        self._sys = sys.stdout
+        sys.stdout = io.TextIOWrapper(os.fdopen(os.dup(self._file.fileno()), "wb", buffering=0),
+                                      encoding="utf-8", errors="replace", newline="", write_through=True)
+        return self
 
     def __exit__(self, exc_type, exc, tb):
-        self._redirect.__exit__(exc_type, exc, tb)
-        if exc_type is None:
-            wp.synchronize()
-        text = self._buf.getvalue()
-        if exc_type is None and text.strip():
-            self.test.fail(f"Unexpected output:\n{text.rstrip()}")
+        try:
+            if exc_type is None:
+                wp.synchronize()
+        finally:
+            sys.stdout.flush()
+            _LIBC.fflush(None)
+            os.dup2(self._fd, 1)
+            os.close(self._fd)
+            sys.stdout.close()
+            sys.stdout = self._sys
+            self._file.seek(0)
+            text = self._file.read().decode("utf-8", errors="replace")
+            self._file.close()
+        if text:
+            print(text.rstrip())
+        kept = [line for line in text.splitlines() if not (line.startswith("Module") and "load on device" in line)]
+        if exc_type is None and "\n".join(kept).strip():
+            self.test.fail(f"Unexpected output:\n'{text.rstrip()}'")
