@@ -1,8 +1,9 @@
 """Warp's mesh queries beyond the closest point and the first hit, as library `@gk.func` code over the
 mesh structs of core/library/mesh_device.py (the language side is core/library/mesh.py):
 
-- the furthest point (`mesh_query_furthest_point_no_sign`): a BVH walk entering the nodes whose farthest
-  corner lies beyond the best distance so far; the furthest point of a triangle is one of its corners,
+- the furthest point (`mesh_query_furthest_point_no_sign`): the faces of the leaf reached by entering the
+  child with the farther corner at each node, then a BVH walk entering the nodes whose farthest corner lies
+  beyond the best distance so far; the furthest point of a triangle is one of its corners,
   picked as Warp's furthest_point_to_triangle does (a first, then b, then c on ties);
 - any hit (`mesh_query_ray_anyhit`): the ray walk of the first-hit query, stopping at the first face hit
   at 0 <= t < max_t;
@@ -24,7 +25,7 @@ from .. import types as T
 from ..func import Func, func_grad
 from ..lang import NAMES
 from ..struct import struct
-from .bvh import BIG, BvhQuery
+from .bvh import BIG, BvhData, BvhQuery
 from .bvh import _next as _bvh_next
 from .mesh_device import MeshData, MeshData64, MeshQueryPoint, MeshQueryPoint64, lib_for
 
@@ -86,20 +87,43 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
             r = V2(s(0.0), s(1.0))
         return r
 
+    def _far_leaf(bvh: BvhData, p: V) -> I32:
+        """The leaf reached from the root by entering, at each inner node, the child whose farthest corner is
+        farther from p (the left one on a tie): its faces give the furthest search a best distance near the
+        final one at once, so the walk that follows prunes most nodes (Warp's stack walk pops the farther
+        child first for the same reason)."""
+        node = 0
+        info = bvh.node_info[0]
+        while info[3] <= 0 and info[0] >= 0:
+            left = info[0]
+            dl = lib.far_box_sq(p, V(bvh.node_lowers[left]), V(bvh.node_uppers[left]))
+            dr = lib.far_box_sq(p, V(bvh.node_lowers[left + 1]), V(bvh.node_uppers[left + 1]))
+            node = gk.where(dr > dl, left + 1, left)
+            info = bvh.node_info[node]
+        return node
+
     def _furthest_face(mesh: M, p: V, min_dist: s) -> I32:
         """The face with the point farthest from p, farther than min_dist (strictly), -1 if none; slivers
-        skipped as in the closest-point search. A stackless walk entering the nodes whose farthest corner
-        is farther than the best so far."""
+        skipped as in the closest-point search. The faces of the leaf _far_leaf reaches first, then a
+        stackless walk from the root (skipping that leaf) entering the nodes whose farthest corner is
+        farther than the best so far."""
         bvh = mesh.bvh
         best = min_dist * min_dist
         face = -1
         node = -1
+        first = -1
+        start = False
         if bvh.num_items > 0:
-            node = 0
+            first = lib.far_leaf(bvh, p)
+            start = True
+            node = first
         while node >= 0:
             info = bvh.node_info[node]
             nxt = info[1]
-            if lib.far_box_sq(p, V(bvh.node_lowers[node]), V(bvh.node_uppers[node])) > best:
+            if start:
+                nxt = 0                  # the far leaf done: the walk from the root
+            if (start or node != first) and \
+                    lib.far_box_sq(p, V(bvh.node_lowers[node]), V(bvh.node_uppers[node])) > best:
                 if info[3] > 0:
                     for k in range(info[2], info[2] + info[3]):
                         f = bvh.prims[k]
@@ -114,6 +138,7 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
                                 face = f
                 else:
                     nxt = info[0]
+            start = False
             node = nxt
         return face
 
@@ -215,7 +240,7 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
     def _anyhit_adj(mesh: M, start: V, dir: V, max_t: s, adj_ret: bool):
         pass
 
-    for py in (_far_box_sq, _far_corner, _furthest_face, _furthest, _anyhit, _sphere_face, _start, _next):
+    for py in (_far_box_sq, _far_corner, _far_leaf, _furthest_face, _furthest, _anyhit, _sphere_face, _start, _next):
         name = py.__name__[1:]
         py.__name__ = py.__qualname__ = f"_mesh_{name}_{s.name}"
         setattr(lib, name, Func(py))
