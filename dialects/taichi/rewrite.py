@@ -25,6 +25,15 @@ from .lang import METHODS, Matrix, Vector
 from .scope import Shared, _call, _literal, _loc, _name, _numbers
 
 
+_noted: set = set()
+
+
+def _note_once(msg: str) -> None:
+    if msg not in _noted:
+        _noted.add(msg)
+        runtime._note(msg)
+
+
 class Rewriter(CompileTimeRewrites, ast.NodeTransformer):
     """Taichi statements → gradkit kernel-language statements (see the module docstring)."""
 
@@ -171,6 +180,9 @@ class Rewriter(CompileTimeRewrites, ast.NodeTransformer):
         if callee is ti_lang.random:
             self.random = True
         if callee is py_builtins.print:       # Taichi's print format (printing.py)
+            if any(isinstance(a, ast.JoinedStr) for a in node.args):
+                _note_once("print() of an f-string inside kernels is ignored (print the values as arguments)")
+                return _loc(ast.Constant(value=None), node)
             new = _call("__ti_print", [self.visit(a) for a in node.args], node)
             new.keywords = [self.visit(k) for k in node.keywords]
             return new

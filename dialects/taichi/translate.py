@@ -17,7 +17,7 @@ The statements are rewritten into gradkit's kernel language (rewrite.py):
   field stores cast to the field's type, vector indices (`grid[base + offset]`), `ti.atomic_*` on field
   elements and Taichi's "a local keeps its first type" become the `__ti_*` macros of macros.py;
 - list literals become tuples (for `ti.Vector([...])`); `assert` is dropped (with a note); `print` is
-  Taichi's print (printing.py).
+  Taichi's print (printing.py), except of an f-string (dropped, with a note).
 
 Top-level locals assigned in serial code are recomputed in the later launches that use them.
 Every generated node keeps the line and column of the Taichi source it came from, and the generated
