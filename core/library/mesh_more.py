@@ -26,7 +26,7 @@ from ..func import Func, func_grad
 from ..lang import NAMES
 from ..struct import struct
 from .bvh import BIG, BvhData, BvhQuery
-from .bvh import _next as _bvh_next
+from .bvh import _test as _bvh_test
 from .mesh_device import MeshData, MeshData64, MeshQueryPoint, MeshQueryPoint64, lib_for
 
 I32 = T.int32
@@ -220,17 +220,33 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
         return q
 
     def _next(q: MQ) -> MQ:
-        """Advance to the next face the query reports: q.found = 1 and q.current its index, or 0."""
+        """Advance to the next face the query reports: q.found = 1 and q.current its index, or 0. The BVH
+        query's walk (core/library/bvh.py _next) with the sphere's narrow phase in its item step, one loop."""
+        b = q.query
         q.found = 0
         more = True
         while more:
-            q.query = _bvh_next(q.query, big32)
-            if q.query.found == 0:
+            if b.prim_cur < b.prim_end:
+                item = b.bvh.prims[b.prim_cur]
+                b.prim_cur += 1
+                if _bvh_test(b, b.bvh.item_lowers[item], b.bvh.item_uppers[item], big32):
+                    if q.kind == AABB or lib.sphere_face(q.mesh, item, q.center, q.radius_sq):
+                        q.current = item
+                        q.found = 1
+                        more = False
+            elif b.node < 0:
                 more = False
-            elif q.kind == AABB or lib.sphere_face(q.mesh, q.query.current, q.center, q.radius_sq):
-                q.found = 1
-                q.current = q.query.current
-                more = False
+            else:
+                node = b.node
+                info = b.bvh.node_info[node]
+                b.node = info[1]
+                if _bvh_test(b, b.bvh.node_lowers[node], b.bvh.node_uppers[node], big32):
+                    if info[3] > 0:
+                        b.prim_cur = info[2]
+                        b.prim_end = info[2] + info[3]
+                    else:
+                        b.node = info[0]
+        q.query = b
         return q
 
     # searches and tests only select: AD does not enter them
