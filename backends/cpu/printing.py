@@ -5,6 +5,8 @@ variants print nothing (core/builtins/printing.py)."""
 
 from __future__ import annotations
 
+import hashlib
+
 from llvmlite import ir
 
 from .lltypes import F32, F64, I8, I32
@@ -19,7 +21,7 @@ def _function(module, name: str, fnty):
 
 def _string(module, text: bytes, hint: str):
     """A private constant NUL-terminated string; one per distinct text in the module."""
-    name = f"gk_print_{hint}_{abs(hash(text)) & 0xFFFFFFFF:08x}_{len(text)}"
+    name = f"gk_print_{hint}_{hashlib.sha256(text).hexdigest()[:12]}"     # stable across processes
     g = module.globals.get(name)
     if g is None:
         data = bytearray(text + b"\0")
