@@ -336,3 +336,61 @@ def test_taichi_print_format(device, rng, capfd):
     gk.synchronize(device)
     want = sorted(f"x = {float(vals[i]):f} {i} [{float(vals[i]):f}, 2.000000] {int(i > 1)} 3" for i in range(4))
     assert _lines(capfd) == want
+
+
+_WARP_PROGRAM = '''
+import numpy as np
+import {module} as wp
+
+
+@wp.kernel
+def show(x: wp.array(dtype=float), n: int):
+    i = wp.tid()
+    wp.printf("i=%d x=%f n=%5d %s|\\n", i, x[i], n, "lit")
+    wp.expect_eq(i, 1)
+    wp.expect_near(x[i], 0.5, 0.1)
+    v = wp.vec3(x[i], 1.0, 2.0)
+    wp.expect_near(v, wp.vec3(0.0, 1.0, 2.0), 0.01)
+    wp.expect_eq(v, wp.vec3(0.5, 1.0, 2.0))
+    wp.expect_eq(wp.mat22(x[i], 1.0, 2.0, 3.0), wp.mat22(0.0, 1.0, 2.0, 3.0))
+    wp.expect_eq(i > 0, True)
+    wp.expect_eq(wp.int64(i), wp.int64(0))
+    print(x[i] * 2.0)
+    print(i)
+
+
+def run(values, device):
+    x = wp.array(np.asarray(values, dtype=np.float32), device=device)
+    wp.launch(show, len(values), inputs=[x, 3], device=device)
+    wp.synchronize()
+'''
+
+
+def _load(tmp_path, module: str):
+    import importlib.util
+
+    path = tmp_path / f"print_program_{module.replace('.', '_')}.py"
+    path.write_text(_WARP_PROGRAM.replace("{module}", module))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_warp_program_prints_what_warp_prints(device, rng, tmp_path, capfd):
+    """The same kernel source run by Warp 1.19 (cpu) and by gradkit.warp: the same lines (sorted: thread
+    order is not defined; each expectation's message is one print, so its lines stay together in Warp's
+    single-threaded cpu runs and in gradkit's)."""
+    warp = pytest.importorskip("warp")
+    warp.config.quiet = True
+    warp.init()                 # its banner, if any, before the capture
+    values = np.round(rng.uniform(-1.0, 1.0, size=5), 2).tolist() + [0.5]
+    theirs = _load(tmp_path, "warp")
+    ours = _load(tmp_path, "gradkit.warp")
+    capfd.readouterr()
+    theirs.run(values, "cpu")
+    want = [line for line in _lines(capfd) if not (line.startswith("Module") and "load on device" in line)]
+    ours.run(values, device)
+    gk.synchronize(device)
+    got = _lines(capfd)
+    assert len(want) > 20 and got == want
