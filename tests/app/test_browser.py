@@ -133,7 +133,9 @@ def test_launches_table_and_detail(page, server):
 
 
 def graph(page):
-    """The tape graph's interactive frame: (frame, its SVG, the viewport div)."""
+    """The tape graph's interactive frame: (frame, its SVG, the viewport div). A rerun under load can leave
+    the previous run's frame in the page a moment: wait until only the current one is there."""
+    expect(page.locator('iframe[title="st.iframe"]')).to_have_count(1)
     frame = page.frame_locator('iframe[title="st.iframe"]')
     svg = frame.locator("#view svg")
     expect(svg).to_be_visible()
@@ -199,6 +201,7 @@ def test_graph_search_and_collapsed_scopes(page, server):
     _, svg, _ = graph(page)
     expect(svg.locator('polygon[stroke="#ff7f0e"]').first).to_be_attached()    # the kick launch outlined
     expect(svg.locator('ellipse[stroke="#ff7f0e"]').first).to_be_attached()    # a kicked[...] array
+    expect(page.locator('iframe[title="st.iframe"]')).to_have_count(1)
     frame = page.frame_locator('iframe[title="st.iframe"]')
     expect(frame.locator("#facts")).to_contain_text("kick")                     # opened on the first match
     selected = frame.locator("g.node.gk-selected")

@@ -68,6 +68,9 @@ def _run(wp, device, pts, tris, q):
     qa = wp.array(q, dtype=wp.vec3, device=device, requires_grad=True)
     d, t = (wp.zeros(len(q), dtype=float, device=device, requires_grad=True) for _ in range(2))
     faces, signs = wp.zeros(len(q), dtype=int, device=device), wp.zeros(len(q), dtype=float, device=device)
+    if wp is warp:        # Warp 1.19's adjoint of this kernel reads garbage (NaN in some runs, a crash in
+        wp.launch(_kernel(wp), len(q), inputs=[mesh.id, qa, d, faces, signs, t], device=device)   # others)
+        return d.numpy(), faces.numpy(), signs.numpy(), t.numpy(), None
     tape = wp.Tape()
     with tape:
         wp.launch(_kernel(wp), len(q), inputs=[mesh.id, qa, d, faces, signs, t], device=device)
@@ -88,8 +91,7 @@ def test_out_argument_queries_match_warp_and_differences(device):
             assert ((g >= 0) & (g < len(tris))).all()
             continue
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
-    # (Warp 1.19's adjoint of this kernel is not reliable: NaN in some runs of the same inputs, so the
-    # gradient is checked against central differences only)
+    # (Warp's adjoint is not run: see _run; the gradient is checked against central differences)
     assert (want[1] >= 0).all() and (np.abs(want[2]) > 0).all() and np.abs(want[3]).max() > 0
     # the distances' gradient with respect to the query points, by central differences in float64 terms
     h, fd = 1e-3, np.zeros_like(q, dtype=np.float64)
