@@ -5,10 +5,16 @@ which print Warp 1.19's messages (its native builtin.h, vec.h, mat.h, quat.h) wh
 Warp writes a value as `print(x)` does in its native code: an integer `%d` (`%u` unsigned), a float `%g`, a
 bool True / False, a vector or matrix row its components as floats each followed by a space, a quaternion
 `%g %g %g %g`, each then a newline. Each message is one print (one printf), so the lines of one failure stay
-together; nothing prints in the adjoint kernel and no gradient flows through these calls.
+together; nothing prints in the adjoint kernel and no gradient flows through these calls. Called from
+Python, expect_eq / expect_neq / expect_near write the same text to sys.stdout (Warp exports them);
+printf and print raise Warp's RuntimeError (it exports neither).
 """
 
 from __future__ import annotations
+
+import sys
+
+import numpy as np
 
 from ..core import types as T
 from ..core.builtins.printing import Conv
@@ -120,13 +126,49 @@ def expect_near(E, a, b, tolerance=1.0e-6):
                                  "    Actual: ", a, label, diff], "expect_near")
 
 
-def _kernel_only(name: str):
-    def host(*args, **kwargs):
-        raise RuntimeError(f"wp.{name}() can only be called inside a @wp.kernel or @wp.func")
+# ---------------------------------------------------------------- called from Python (Warp exports them)
+
+def _host_text(x) -> str:
+    """Warp's native print of a host value: %d / %g / True, vector components each followed by a space."""
+    a = np.asarray(x)
+    if a.ndim == 0:
+        v = a.item()
+        return f"{v}\n" if isinstance(v, bool) else f"{v}\n" if isinstance(v, int) else "%g\n" % v
+    rows = a.reshape(1, -1) if a.ndim == 1 else a.reshape(a.shape[0], -1)
+    return "".join("".join("%g " % float(c) for c in row) + "\n" for row in rows)
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _undefined(name: str):
+    def host(*args, **kwargs):      # Warp 1.19's own error: it exports no host form of these
+        raise RuntimeError(f"Error calling function '{name}', function is undefined")
     return host
 
 
+def _host_expect_eq(a, b):
+    if not np.array_equal(np.asarray(a), np.asarray(b)):
+        _write(f"Error, expect_eq() failed:\n\t Expected: {_host_text(b)}\t Actual: {_host_text(a)}")
+
+
+def _host_expect_neq(a, b):
+    if np.array_equal(np.asarray(a), np.asarray(b)):
+        _write(f"Error, expect_neq() failed:\n\t Expected: {_host_text(b)}\t Actual: {_host_text(a)}")
+
+
+def _host_expect_near(a, b, tolerance=1.0e-6):
+    diff = np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64))
+    worst = diff.max() if diff.ndim else diff
+    if worst > tolerance:
+        label = "Absolute difference" if diff.ndim == 0 else "Max absolute difference"
+        _write(f"Error, expect_near() failed with tolerance {_host_text(tolerance)}    Expected: {_host_text(b)}"
+               f"    Actual: {_host_text(a)}    {label}: {_host_text(worst)}")
+
+
 # name -> (macro, host): merged into builtins.MACROS
-MACROS = {name: (fn, _kernel_only(name)) for name, fn in (
-    ("printf", printf), ("print", print_), ("expect_eq", expect_eq), ("expect_neq", expect_neq),
-    ("expect_near", expect_near))}
+MACROS = {"printf": (printf, _undefined("printf")), "print": (print_, _undefined("print")),
+          "expect_eq": (expect_eq, _host_expect_eq),
+          "expect_neq": (expect_neq, _host_expect_neq), "expect_near": (expect_near, _host_expect_near)}

@@ -394,3 +394,27 @@ def test_warp_program_prints_what_warp_prints(device, rng, tmp_path, capfd):
     gk.synchronize(device)
     got = _lines(capfd)
     assert len(want) > 20 and got == want
+
+
+def test_warp_expectations_from_python_print_what_warp_prints(rng, capfd):
+    """wp.expect_eq / expect_near called from Python (Warp exports them) write Warp 1.19's text; printf
+    raises Warp's RuntimeError (Warp has no host printf)."""
+    warp = pytest.importorskip("warp")
+    warp.config.quiet = True
+    warp.init()
+    a, b = np.round(rng.uniform(-2.0, 2.0, size=(2, 3)), 3).astype(np.float32)
+
+    def calls(w):
+        w.expect_eq(1, 2)
+        w.expect_eq(3, 3)
+        w.expect_eq(w.vec3(*a), w.vec3(*b))
+        w.expect_near(float(a[0]), float(b[0]), 0.001)
+        w.expect_near(w.vec3(*a), w.vec3(*b), 0.001)
+        w.expect_near(w.vec3(*a), w.vec3(*a), 0.001)
+    capfd.readouterr()
+    calls(warp)
+    want = capfd.readouterr().out
+    calls(wp)
+    assert want.count("Error") == 4 and capfd.readouterr().out == want
+    with pytest.raises(RuntimeError, match="Error calling function 'printf', function is undefined"):
+        wp.printf("%d\n", 1)
