@@ -102,6 +102,19 @@ def scalar_from_name(name: str) -> ScalarType:
     return SCALARS[name]
 
 
+class HostVector(np.ndarray):
+    """A vector made on the host (`gk.vec3(1, 2, 3)`): a NumPy array whose first four components also read
+    as `.x`, `.y`, `.z`, `.w`, as Warp's host vectors do."""
+
+    x = property(lambda self: self[0])
+    y = property(lambda self: self[1])
+    z = property(lambda self: self[2])
+    w = property(lambda self: self[3])
+
+    def __repr__(self) -> str:
+        return repr(self.view(np.ndarray))
+
+
 class VectorType(Type):
     """A fixed-length vector of a scalar type."""
 
@@ -131,7 +144,7 @@ class VectorType(Type):
             values = values * self.length
         if len(values) != self.length:
             raise ValueError(f"{self.name} takes {self.length} components, got {len(values)}")
-        return np.array(values, dtype=self.scalar.np_dtype)
+        return np.array(values, dtype=self.scalar.np_dtype).view(HostVector)
 
     def __repr__(self) -> str:
         return self.name

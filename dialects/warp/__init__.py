@@ -41,8 +41,8 @@ from .runtime import (Graph, ScopedCapture, ScopedTimer, Tape, array, array1d, a
                       empty_like, full_like, func, kernel, launch, ones_like, overload, zeros_like)
 from .types import (bool, float32, float64, int32, int64, matrix, quaternion, uint32,  # noqa: F401,A004
                     uint64, vector)
-from .geometry import (Bvh, BvhQuery, HashGrid, HashGridQuery, Mesh, MeshQueryAABB, MeshQueryPoint,  # noqa: F401
-                       MeshQueryRay)
+from .geometry import (Bvh, BvhQuery, HashGrid, HashGridQuery, Mesh, MeshQuery, MeshQueryAABB,  # noqa: F401
+                       MeshQueryPoint, MeshQueryRay)
 from .grad import grad  # noqa: F401  (wp.grad(f)(x) in kernels: Warp's semantics)
 
 __version__ = "1.19.0"      # the Warp version whose names this dialect follows
@@ -153,7 +153,7 @@ def __getattr__(name: str):
 
 # Warp 1.19 names with no gradkit counterpart (host side); reaching one raises WarpFeatureMissing
 _WARP_ONLY = frozenset((
-    "MeshQuery", "Stream",
+    "Stream",
     "Event", "Module", "ScopedMempool", "ScopedPeerAccess", "ScopedMemoryTracker", "ScopedCudaProfiler",
     "ScopedAllocator", "ScopedMempoolAccess", "ScopedLogger", "ScopedLogLevel", "Allocator", "Function",
     "Launch", "MemoryKind", "TimingResult", "RegisteredGLBuffer", "GLTextureResource", "jax_kernel",

@@ -192,10 +192,10 @@ class GenericWarpKernel(GenericKernel, WarpKernel):
 
 
 def _warp_builtins(fn):
-    """`fn` with Python's min / max / abs in its body meaning Warp's (fmin/fmax NaN rules, Warp's tie and
+    """`fn` with Python's min / max / abs / print in its body meaning Warp's (fmin/fmax NaN rules, Warp's tie and
     zero gradients), as in a Warp kernel, where they are Warp's builtins."""
     from .builtins import WARP_MACROS
-    fn.__gk_builtins__ = {name: WARP_MACROS[name] for name in ("min", "max", "abs")}
+    fn.__gk_builtins__ = {name: WARP_MACROS[name] for name in ("min", "max", "abs", "print")}
     return fn
 
 

@@ -357,6 +357,7 @@ def show(x: wp.array(dtype=float), n: int):
     wp.expect_eq(wp.int64(i), wp.int64(0))
     print(x[i] * 2.0)
     print(i)
+    print(v)
 
 
 def run(values, device):

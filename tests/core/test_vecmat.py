@@ -116,3 +116,15 @@ def test_dynamic_component_index(device, rng):
     gk.launch(dynamic_index, 40, inputs=[gk.array(v, dtype=gk.vec4, device=device), gk.array(k, device=device)],
               outputs=[out], device=device)
     np.testing.assert_array_equal(out.numpy(), v[np.arange(40), k])
+
+
+def test_host_vectors_read_components_by_name():
+    """`gk.vec3(...)` on the host is a NumPy array whose components also read as .x .y .z (.w), as Warp's
+    host vectors do; arithmetic keeps the names, the repr stays NumPy's, arrays take it as values."""
+    v = gk.vec3(1.0, -2.5, 4.0)
+    assert (v.x, v.y, v.z) == (1.0, -2.5, 4.0) and isinstance(v, np.ndarray)
+    w = v * 2.0 + gk.vec3(1.0)
+    assert (w.x, w.y, w.z) == (3.0, -4.0, 9.0)
+    assert gk.quat(0.1, 0.2, 0.3, 0.9).w == np.float32(0.9)
+    assert repr(v) == "array([ 1. , -2.5,  4. ], dtype=float32)"
+    np.testing.assert_array_equal(gk.array([v, w], dtype=gk.vec3).numpy(), np.stack([v, w]))

@@ -36,9 +36,6 @@ _HALF = "float16 (wp.float16, wp.vec3h): gradkit has no half-precision type (cor
 _GROUPED = ("grouped geometry (HashGrid.build(groups=), Bvh / Mesh(groups=), a root per group id): not in "
             "gradkit's geometry (geometry/hash_grid.py, geometry/bvh.py, core/library/bvh.py)")
 _TILES = "tiles (wp.launch_tiled, tile_*, *_tiled queries): not in gradkit"
-_MESH_QUERY = ("wp.MeshQuery (the kind-erased mesh query type, as a @wp.func parameter annotation): "
-               "dialects/warp/__init__.py lists it in _WARP_ONLY; geometry.py has it (MeshQuery, the type "
-               "mesh_query_aabb and mesh_query_sphere return). Fix: import it from geometry there")
 _NEW_DEL = ("Warp's destructor of a native handle called on an uninitialised object: gradkit's geometry owns no "
             "native handle and has no __del__")
 _NATIVE = "mocks Warp's native library (wp._src, runtime.core): gradkit has none"
@@ -81,17 +78,12 @@ NOT_RUNNING: dict[tuple[str, str], tuple[type, str, str]] = {
         WarpFeatureMissing, r"wp\.mesh_query_point_sign_parity",
         "mesh_query_point_sign_parity (the sign by ray-parity sampling) is not in gradkit's mesh queries "
         "(core/library/mesh.py); the test stops at its kernel that calls it"),
-    ("test_mesh.py", "test_mesh_refit"): (
-        AttributeError, r"'numpy\.ndarray' object has no attribute 'x'",
-        "host-side vectors: wp.vec3(...) outside a kernel is a NumPy array in gradkit, without Warp's .x / .y / .z"),
     ("test_mesh_query_ray.py", "test_mesh_query_ray_and_groups"): (WarpFeatureMissing, r"Mesh\(groups=\)",
                                                                    _GROUPED),
     **{("test_mesh_query_aabb.py", t): (WarpFeatureMissing, r"wp\.launch_tiled", _TILES)
        for t in ("test_tile_mesh_query_aabb", "test_tile_mesh_query_aabb_large", "test_mesh_query_aabb_tiled",
                  "test_tile_mesh_query_aabb_cpu_blocks", "test_tile_mesh_query_aabb_large_cpu_blocks",
                  "test_mesh_query_aabb_tiled_cpu_blocks")},
-    ("test_mesh_query_aabb.py", "test_mesh_query_erased_func_param"): (
-        CompileError, r"parameter 'query': unsupported dtype .*MeshQuery", _MESH_QUERY),
     **{("test_bvh.py", t): (WarpFeatureMissing, r"wp\.launch_tiled", _TILES)
        for t in ("test_tile_bvh_query_aabb", "test_tile_bvh_query_ray", "test_bvh_query_aabb_tiled",
                  "test_bvh_query_ray_tiled", "test_tile_bvh_query_aabb_cpu_blocks",
