@@ -40,6 +40,7 @@ from ..core.lang import NAMES
 from ..core.library.bvh import LEAF_SIZE
 from ..runtime.arrays.creation import zeros as _zeros
 from . import hash_grid_build
+from .refit import min_max_funcs
 
 BLOCK = 64              # boxes one thread of the centres' bounds reduces
 RADIX = 8               # key bits a sort pass
@@ -126,17 +127,7 @@ def _make_kernels() -> dict:
     ints = gk.array(dtype=gk.int32)
     vecs = gk.array(dtype=gk.vec3)
     BIG = 3.4028234663852886e38        # float32's largest number  # noqa: N806
-
-    @gk.func
-    def vmin(a: gk.vec3, b: gk.vec3) -> gk.vec3:
-        """np.minimum(a, b) of numbers: a compare and a select a component."""
-        return gk.vec3(gk.where(a[0] < b[0], a[0], b[0]), gk.where(a[1] < b[1], a[1], b[1]),
-                       gk.where(a[2] < b[2], a[2], b[2]))
-
-    @gk.func
-    def vmax(a: gk.vec3, b: gk.vec3) -> gk.vec3:
-        return gk.vec3(gk.where(a[0] > b[0], a[0], b[0]), gk.where(a[1] > b[1], a[1], b[1]),
-                       gk.where(a[2] > b[2], a[2], b[2]))
+    vmin, vmax = min_max_funcs()
 
     @gk.kernel
     def bvh_centre_blocks(lowers: vecs, uppers: vecs, n: int, block_lo: vecs, block_hi: vecs, block_bad: ints):

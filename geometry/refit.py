@@ -28,22 +28,31 @@ import numpy as np
 
 
 @functools.lru_cache(maxsize=None)
-def kernels():
-    """(triangle_bounds, box_bounds, node_walk, leaf_bounds, inner_bounds, mesh_walk), compiled on first use."""
+def min_max_funcs():
+    """(vmin, vmax): np.minimum / np.maximum of two vec3 of numbers (b where equal) as @gk.func, a compare and
+    a select per component (gk.min / gk.max are IEEE's, several instructions a component on CPUs); the
+    refits here and the device BVH build (bvh_build.py) share them."""
     import gradkit as gk
-    FLT_MAX = 3.4028234663852886e38        # float32's largest number  # noqa: N806
 
     @gk.func
     def vmin(a: gk.vec3, b: gk.vec3) -> gk.vec3:
-        """np.minimum(a, b) of numbers (b where equal): a compare and a select per component."""
         return gk.vec3(gk.where(a[0] < b[0], a[0], b[0]), gk.where(a[1] < b[1], a[1], b[1]),
                        gk.where(a[2] < b[2], a[2], b[2]))
 
     @gk.func
     def vmax(a: gk.vec3, b: gk.vec3) -> gk.vec3:
-        """np.maximum(a, b) of numbers (b where equal)."""
         return gk.vec3(gk.where(a[0] > b[0], a[0], b[0]), gk.where(a[1] > b[1], a[1], b[1]),
                        gk.where(a[2] > b[2], a[2], b[2]))
+
+    return vmin, vmax
+
+
+@functools.lru_cache(maxsize=None)
+def kernels():
+    """(triangle_bounds, box_bounds, node_walk, leaf_bounds, inner_bounds, mesh_walk), compiled on first use."""
+    import gradkit as gk
+    FLT_MAX = 3.4028234663852886e38        # float32's largest number  # noqa: N806
+    vmin, vmax = min_max_funcs()
 
     @gk.kernel
     def triangle_bounds(points: gk.array(dtype=gk.vec3), indices: gk.array(dtype=gk.int32),

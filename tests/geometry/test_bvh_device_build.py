@@ -15,6 +15,7 @@ from gradkit.core.library.bvh import LEAF_SIZE
 from gradkit.geometry.bvh import build_tree
 from gradkit.warp.examples import uv_sphere
 
+from tests.geometry.test_bvh import boxes, overlap_ref, ray_pairs, ray_ref
 from tests.geometry.test_mesh import closest_on_triangles
 
 
@@ -24,36 +25,6 @@ def aabb_pairs(bvh: gk.Bvh, lo: gk.array(dtype=gk.vec3), hi: gk.array(dtype=gk.v
     i = gk.tid()
     for j in gk.bvh_query_aabb(bvh, lo[i], hi[i]):
         gk.atomic_add(seen, i, j, 1)
-
-
-@gk.kernel
-def ray_pairs(bvh: gk.Bvh, s: gk.array(dtype=gk.vec3), d: gk.array(dtype=gk.vec3), max_t: float,
-              seen: gk.array2d(dtype=gk.int32)):
-    i = gk.tid()
-    q = gk.bvh_query_ray(bvh, s[i], d[i])
-    j = int(0)
-    while gk.bvh_query_next(q, j, max_t):
-        gk.atomic_add(seen, i, j, 1)
-
-
-def boxes(rng, n, spread=10.0, size=1.0):
-    c = rng.uniform(0, spread, (n, 3))
-    h = rng.uniform(0.05, size, (n, 3))
-    return (c - h).astype(np.float32), (c + h).astype(np.float32)
-
-
-def overlap_ref(lo, hi, qlo, qhi):
-    return ((lo[None] <= qhi[:, None]) & (hi[None] >= qlo[:, None])).all(-1)
-
-
-def ray_ref(lo, hi, s, d, max_t=np.inf):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        inv = 1.0 / d.astype(np.float64)
-        t0 = (lo[None] - s[:, None]) * inv[:, None]
-        t1 = (hi[None] - s[:, None]) * inv[:, None]
-        near = np.nan_to_num(np.minimum(t0, t1), nan=-np.inf).max(-1)
-        far = np.nan_to_num(np.maximum(t0, t1), nan=np.inf).min(-1)
-    return (far >= np.maximum(near, 0.0)) & (near < max_t)
 
 
 def make(device, lo, hi, device_build):
