@@ -4,14 +4,11 @@ program and system that gave no result becomes an error row."""
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
 import subprocess
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-_SPEC = importlib.util.spec_from_file_location("gk_bench_dialect_programs", ROOT / "benchmarks" / "dialect_programs.py")
-dialect_programs = importlib.util.module_from_spec(_SPEC)       # under a name of its own, as test_gpu_check.py
-_SPEC.loader.exec_module(dialect_programs)
+from tests.benchmarks.bench_modules import load
+
+dialect_programs = load("dialect_programs")
 
 
 def test_own_program_workers_run_without_difftaichis_folder(monkeypatch):

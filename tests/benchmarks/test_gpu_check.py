@@ -4,7 +4,6 @@ with program sources given as small modules (one working, one failing, one missi
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import pathlib
@@ -13,17 +12,14 @@ import sys
 
 import pytest
 
+from tests.benchmarks.bench_modules import load
 from tests.conftest import DEVICES
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _module(name: str):
-    """benchmarks/<name>.py under a name of its own (no benchmarks/ on sys.path for the other tests)."""
-    spec = importlib.util.spec_from_file_location(f"gk_bench_{name}", ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load(name)
 
 
 gpu_check = _module("gpu_check")

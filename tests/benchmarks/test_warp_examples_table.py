@@ -6,7 +6,6 @@ Warp's CPU device with gradkit.warp's."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import pathlib
@@ -14,16 +13,13 @@ import pathlib
 import numpy as np
 import pytest
 
+from tests.benchmarks.bench_modules import load
+
 pytest.importorskip("warp")
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _module(name: str):
-    """benchmarks/<name>.py under a name of its own (no benchmarks/ on sys.path for the other tests)."""
-    spec = importlib.util.spec_from_file_location(f"gk_bench_{name}", ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load(name)
 
 
 table = _module("warp_examples_table")

@@ -6,20 +6,16 @@ them again)."""
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
 
 import pytest
 
+from tests.benchmarks.bench_modules import load
+
 pytest.importorskip("warp")
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("gk_bench_warp_programs_k", ROOT / "benchmarks" / "warp_programs.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("warp_programs", "warp_programs_k")
 
 
 def test_kernel_times_rows_and_table():
