@@ -27,11 +27,12 @@ import operator
 import numpy as np
 
 from ..core import types as T
-from ..core.library.hash_grid import _LIMIT, HashGridData
+from ..core.library.hash_grid import HashGridData
 from ..runtime.arrays.array import array as _array
 from ..runtime.launch.device import get_device
 from . import registry
 from .hash_grid_build import DeviceBuild
+from .hash_grid_host_build import HostBuild
 
 MAX_CELLS = 2 ** 31 - 1
 
@@ -73,6 +74,7 @@ class HashGrid:
         self.point_ids = _array(np.zeros(1, np.int32), **ints)
         self._data = None
         self._device_build = None                # the device build's scratch arrays, made on its first use
+        self._host_build = None                  # the host build's scratch arrays, likewise
 
     def reserve(self, num_points: int) -> None:
         """Size the point arrays for builds of up to `num_points` points (builds grow them as needed).
@@ -130,63 +132,42 @@ class HashGrid:
         self._data = None
 
     def _build_on_host(self, points, radius: float) -> None:
-        """The build with NumPy: the points' cells, a stable radix sort, the cells' runs; copied to the device."""
+        """The build with NumPy (geometry/hash_grid_host_build.py): the points' cells, a stable radix sort, the
+        cells' runs; copied to the device where its memory is not the host's."""
         p = points._read().reshape(-1, 3)
         n = p.shape[0]
         inv = np.float32(1.0) / np.float32(radius)      # the kernel reads it as float32 (HashGridData)
-        cell = self._cells(p, inv)
-        order = _stable_order(cell, self.num_cells)
+        work = self._host_work()
+        cell = work.cells_of(p, inv)
+        order = work.order(cell)
         self.reserve(max(n, 1))
-        self._write(self.point_ids, order.astype(np.int32), n)
-        # the occupied cells' [start, end) from the sorted cells' runs; every other cell is [0, 0): O(n) work
-        # besides clearing the two arrays (a 128^3 grid has 2M cells, a simulation often far fewer points)
-        sc = cell[order]
-        first = np.flatnonzero(np.r_[True, sc[1:] != sc[:-1]]) if n else np.zeros(0, np.int64)
-        occupied = sc[first]
-        last = np.r_[first[1:], n].astype(np.int32)
-        for arr, values in ((self.cell_starts, first.astype(np.int32)), (self.cell_ends, last)):
-            if arr._host is not None:             # host-memory devices: cleared and filled in place
-                arr._host.fill(0)
-                arr._host[occupied] = values
+        ids, starts, ends = self.point_ids, self.cell_starts, self.cell_ends
+        if ids._host is not None:                 # host-memory devices: filled in place
+            np.copyto(ids._host[:n], order, casting="unsafe")
+            work.ranges(cell, order, starts._host, ends._host)
+            for arr in (ids, starts, ends):
                 arr._bump()
-            else:
-                host = np.zeros(self.num_cells, np.int32)
-                host[occupied] = values
-                self._write(arr, host, self.num_cells)
+        else:
+            self._write(ids, order.astype(np.int32), n)
+            host = [np.empty(self.num_cells, np.int32) for _ in range(2)]
+            work.ranges(cell, order, *host)
+            self._write(starts, host[0], self.num_cells)
+            self._write(ends, host[1], self.num_cells)
         self.cell_width, self._inv, self.num_points = float(np.float32(radius)), inv, n
         self._data = None
 
+    def _host_work(self) -> HostBuild:
+        if self._host_build is None:
+            self._host_build = HostBuild((self.dim_x, self.dim_y, self.dim_z))
+        return self._host_build
+
     def _cells(self, p: np.ndarray, inv: np.float32) -> np.ndarray:
         """Each point's physical cell, as the kernel-side query computes it (core/library/hash_grid.py)."""
-        s = p.dtype.type
-        dims = (self.dim_x, self.dim_y, self.dim_z)
-        with np.errstate(invalid="ignore", over="ignore"):
-            c = np.floor(p * s(inv))
-        if not c.size:
-            return np.zeros(0, np.int32)
-        lo, hi = c.min(), c.max()                         # NaN anywhere makes both NaN
-        if not (lo >= -_LIMIT and hi <= _LIMIT):
-            return self._cells_clamped(c)
-        # the common case: every coordinate finite and in range, int32 all the way, and an axis whose cells
-        # all lie in [0, dim) needs no wrap (np.remainder is the slowest step; flat and per-column reductions
-        # here, as NumPy's axis=0 reduction of an (n, 3) array is ~50x slower); the cell index is below
-        # num_cells <= MAX_CELLS, and so is each partial sum
-        ci = c.astype(np.int32)
-        if lo < 0 or hi >= min(dims):
-            for a, d in enumerate(dims):
-                col = ci[:, a]
-                if col.min() < 0 or col.max() >= d:
-                    np.remainder(col, d, out=col)       # floored: non-negative, as the kernel's `%`
-        out = ci[:, 2] * np.int32(self.dim_x * self.dim_y)
-        out += ci[:, 1] * np.int32(self.dim_x)
-        out += ci[:, 0]
-        return out
+        return self._host_work().cells_of(p, inv).copy()
 
     def _cells_clamped(self, c: np.ndarray) -> np.ndarray:
         """_cells for floored coordinates with NaNs (cell 0) or beyond +-_LIMIT (clamped), as the query."""
-        c = np.where(np.isnan(c), 0, np.clip(c, -_LIMIT, _LIMIT)).astype(np.int64)
-        c %= np.array([self.dim_x, self.dim_y, self.dim_z], np.int64)
-        return (c[:, 2] * (self.dim_x * self.dim_y) + c[:, 1] * self.dim_x + c[:, 0]).astype(np.int32)
+        return self._host_work()._cells_clamped(c)
 
     @staticmethod
     def _write(arr, host: np.ndarray, n: int) -> None:
@@ -213,15 +194,6 @@ class HashGrid:
     def __repr__(self) -> str:
         return (f"HashGrid({self.dim_x}, {self.dim_y}, {self.dim_z}, device='{self.device.name}', "
                 f"points={self.num_points}, cell_width={self.cell_width})")
-
-
-def _stable_order(cell: np.ndarray, num_cells: int) -> np.ndarray:
-    """The permutation sorting `cell` stably: LSD radix sort over 16-bit digits (O(n) per digit)."""
-    order = np.argsort((cell & 0xFFFF).astype(np.uint16), kind="stable")
-    if num_cells > 0x10000:
-        high = (cell[order] >> 16).astype(np.uint16)
-        order = order[np.argsort(high, kind="stable")]
-    return order
 
 
 def _resolve(value):
