@@ -12,12 +12,14 @@ A build buckets the points in O(n + cells) one of two ways, with the same result
 (floor(p / width) per axis, wrapped modulo the dimensions, computed in the points' precision exactly as the
 query computes it), the points sorted stably by cell (within a cell they keep their index order, as Warp's
 radix sort keeps them, so neighbour loops add in Warp's order), each cell's [start, end) ([0, 0) if empty).
-- On the host with NumPy (cpu, c, numpy: devices whose memory is the host's): a two-pass LSD radix sort of
-  16-bit digits (`argsort(kind="stable")` on uint16 is NumPy's radix sort) and the sorted cells' runs.
-- On the device, as kernels (OpenCL and other devices with memory of their own; geometry/hash_grid_build.py):
-  a counting sort, so no point travels to the host and back every step.
-`build(..., device_build=)` forces either. The grid's arrays live on its device (`reserve(n)` sizes them
-ahead).
+- On the host with NumPy (geometry/hash_grid_host_build.py): a two-pass LSD radix sort of 16-bit digits
+  (`argsort(kind="stable")` on uint16 is NumPy's radix sort) and the sorted cells' runs.
+- On the device, as kernels (geometry/hash_grid_build.py): a counting sort, so no point travels to the host
+  and back every step.
+By default (`default_device_build`) a device whose memory is not the host's (OpenCL, most plugins) builds
+on the device, and one whose memory is the host's (cpu, c, numpy) on the host: there the host build was the
+faster at every size measured (below). `build(..., device_build=)` forces either. The grid's arrays live on
+its device (`reserve(n)` sizes them ahead).
 """
 
 from __future__ import annotations
@@ -35,6 +37,25 @@ from .hash_grid_build import DeviceBuild
 from .hash_grid_host_build import HostBuild
 
 MAX_CELLS = 2 ** 31 - 1
+
+
+def default_device_build(grid: HashGrid) -> bool:
+    """Whether `grid.build` runs as kernels on the grid's device unless told: where the device's memory is
+    not the host's (its arrays have no host view).
+
+    Where it is the host's, the host build was as fast or faster at every size measured on the cpu device
+    (2 cores, 2026-11-27, load 1.3-1.9, median of 5 builds; points uniform in the grid's box, or over twice
+    it so that cells wrap; 8,192 to 1M points in 16^3 to 128^3 cells): host / kernel time 0.28-1.03, the
+    1.03 within noise (62,500 uniform points in 48^3 cells, 1.18 / 1.14 ms), 0.72-0.86 at 250k-1M uniform
+    points in 64^3-128^3 cells; in their own processes sph's build (62,500 points, 25^3) 1.2 / 1.4 ms and
+    dem's (8,192, 128^3) 0.5 / 1.9 ms. Both builds are O(points + cells), the kernel build's costs per point
+    (a rank per point against its cell's others) and per cell (its scan) each the larger here, so there is
+    no crossover to model. The kernel build's launches use a second core where one is free: at load 1.0,
+    with the host build before its reused scratch, 1M points in 64^3 cells took 24.4 ms on the host and 17.3
+    as kernels, so on an idle machine the largest builds may favour the kernels; the default stays on the
+    host (the conservative choice: it never measured slower by more than noise). The c and numpy devices
+    run kernels slower still."""
+    return grid.cell_starts._host is None
 
 
 class HashGrid:
@@ -97,8 +118,7 @@ class HashGrid:
             points: the points, on the grid's device.
             radius: the cell width; queries find the points within this distance.
             device_build: build with kernels on the grid's device (True) or with NumPy on the host (False);
-                None: on the device where its memory is not the host's (OpenCL, most plugins), on the
-                host otherwise (cpu, c, numpy). Both give the same arrays."""
+                None: `default_device_build(grid)`. Both give the same arrays."""
         want = T.vector(3, self.dtype)
         if not isinstance(points, _array) or points.dtype is not want:
             got = points.dtype.name if isinstance(points, _array) else type(points).__name__
@@ -109,7 +129,7 @@ class HashGrid:
         if not radius > 0.0:
             raise ValueError(f"HashGrid.build: the cell width (radius) must be positive, got {radius}")
         if device_build is None:
-            device_build = self.cell_starts._host is None
+            device_build = default_device_build(self)
         if device_build:
             self._build_on_device(points, radius)
         else:

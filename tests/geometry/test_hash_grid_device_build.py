@@ -3,7 +3,8 @@ its sorted point ids and cell ranges equal the host build's exactly and a NumPy 
 order within a cell, as Warp's radix sort keeps them), for negative, wrapped, on-boundary, non-finite and float64
 points, empty and one-point grids, cells past the parallel-ranking size, rebuilds with other point counts and
 builds from two threads; queries after it find exactly the brute-force neighbours; the default is the device
-build where the device's memory is not the host's."""
+build where the device's memory is not the host's, the host build elsewhere (for few points, sparse and crowded
+grids)."""
 
 import threading
 
@@ -212,24 +213,39 @@ def test_two_threads_build_two_grids(device, rng):
     assert len(results) == 18
 
 
-def test_default_build_follows_the_device(device, rng, monkeypatch):
-    """Without device_build=, the device build runs where the grid's memory is not the host's (OpenCL), the
-    host build elsewhere (cpu, c, numpy); device_build= forces either; neither is recorded on a tape."""
+@pytest.mark.parametrize("n,dims,spread", [(100, (4, 4, 4), 1.0), (3000, (64, 64, 64), 8.0),
+                                           (20000, (10, 10, 10), 6.0)],
+                         ids=["small", "sparse-big-grid", "crowded-cells"])
+def test_default_build_follows_the_device(device, rng, monkeypatch, n, dims, spread):
+    """Without device_build=, the device build runs where the grid's memory is not the host's (OpenCL) and the
+    host build elsewhere (cpu, c, numpy: faster there at every size measured, geometry/hash_grid.py
+    `default_device_build`), for few points, a sparse 64^3 grid and cells of ~20 points (wrapped: the points
+    span twice the grid); device_build= forces either; all three builds equal the NumPy reference; none is
+    recorded on a tape."""
+    from gradkit.geometry import hash_grid_host_build
     calls = []
-    run = hash_grid_build.DeviceBuild.run
-    monkeypatch.setattr(hash_grid_build.DeviceBuild, "run", lambda self, *a: calls.append(1) or run(self, *a))
-    pts = rng.uniform(-1, 1, (100, 3)).astype(np.float32)
+    run, order = hash_grid_build.DeviceBuild.run, hash_grid_host_build.HostBuild.order
+    monkeypatch.setattr(hash_grid_build.DeviceBuild, "run", lambda self, *a: calls.append("device") or run(self, *a))
+    monkeypatch.setattr(hash_grid_host_build.HostBuild, "order", lambda self, *a: calls.append("host") or order(self, *a))
+    pts = rng.uniform(-spread, spread, (n, 3)).astype(np.float32)
     x = gk.array(pts, dtype=gk.vec3, device=device)
-    grid = gk.HashGrid(4, 4, 4, device=device)
+    grid = gk.HashGrid(*dims, device=device)
+    width = 2.0 * spread / (2 * dims[0])          # the points span twice the grid along each axis
+    want = reference(pts, dims, width)
+    on_device = grid.cell_starts._host is None
+    assert gk.geometry.hash_grid.default_device_build(grid) is on_device
     with gk.Tape() as tape:
-        grid.build(x, 0.5)
-    assert len(calls) == (grid.cell_starts._host is None)
+        grid.build(x, width)
+    assert calls == ["device" if on_device else "host"]
     assert not tape.launches
-    grid.build(x, 0.5, device_build=True)
-    grid.build(x, 0.5, device_build=False)
-    assert len(calls) == (grid.cell_starts._host is None) + 1
-    for got, want in zip(arrays(grid), reference(pts, (4, 4, 4), 0.5)):
-        np.testing.assert_array_equal(got, want)
+    for forced in (True, False):
+        got = [a.copy() for a in arrays(grid)]
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+        grid.build(x, width, device_build=forced)
+    assert calls[1:] == ["device", "host"]
+    for got, w in zip(arrays(grid), want):
+        np.testing.assert_array_equal(got, w)
 
 
 @pytest.mark.parametrize("crowd", [5, hash_grid_build.SMALL + 40], ids=["small-cells", "heap-sorted"])
