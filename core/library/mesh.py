@@ -1,5 +1,5 @@
 """Triangle-mesh queries in kernels (Warp's): `gk.mesh_query_point` (and `_no_sign`, `_sign_normal`,
-`_sign_winding_number`), `gk.mesh_query_furthest_point_no_sign`, `gk.mesh_query_ray`,
+`_sign_winding_number`, `_sign_parity`), `gk.mesh_query_furthest_point_no_sign`, `gk.mesh_query_ray`,
 `gk.mesh_query_ray_anyhit`, `gk.mesh_query_aabb` / `gk.mesh_query_sphere` with `mesh_query_next` (alias
 `mesh_query_aabb_next`), `gk.mesh_eval_position`, `gk.mesh_eval_velocity`, `gk.mesh_get` and
 `gk.mesh_get_bvh` (the mesh's BVH over its triangles, for the bvh_query_* functions).
@@ -32,6 +32,7 @@ from .bvh import _start as _bvh_start
 from .mesh_device import (MESH_STRUCTS, MeshData, MeshData64, MeshQueryPoint, MeshQueryPoint64,  # noqa: F401
                           MeshQueryRay, MeshQueryRay64, lib_for)
 from .mesh_more import AABB, QUERY_STRUCTS, SPHERE, MeshQuery, MeshQuery64, more_for
+from .mesh_parity import parity_for
 
 I32 = T.int32
 
@@ -107,6 +108,22 @@ def mesh_query_point_sign_winding_number(E, id, point, max_dist, *rest):
     q = E.call(lib_for(s).point, mesh, _vec(E, point, s, "point"), E.scalar(max_dist, s), E.const(3, I32),
                E.scalar(threshold, s))
     return _outs(E, "mesh_query_point_sign_winding_number", q, _POINT_OUTS, 3, outs) if outs else q
+
+
+def mesh_query_point_sign_parity(E, id, point, max_dist, *rest, n_sample=None, perturbation_scale=None):
+    # (id, point, max_dist[, n_sample[, perturbation_scale]]) or
+    # Warp's (id, point, max_dist, inside, face, u, v[, n_sample[, perturbation_scale]]); both by keyword too
+    outs, options = (rest[:4], rest[4:]) if len(rest) >= 4 else ((), rest)
+    options = list(options) + [None] * (2 - len(options))
+    if len(options) > 2:
+        E.fail("mesh_query_point_sign_parity() takes at most n_sample and perturbation_scale after its other "
+               "arguments")
+    n_sample = n_sample if n_sample is not None else (options[0] if options[0] is not None else 1)
+    scale = perturbation_scale if perturbation_scale is not None else (options[1] if options[1] is not None else 0.1)
+    mesh, s = mesh_arg(E, id)
+    q = E.call(parity_for(s).point, mesh, _vec(E, point, s, "point"), E.scalar(max_dist, s),
+               E.scalar(n_sample, I32), E.scalar(scale, T.float32))
+    return _outs(E, "mesh_query_point_sign_parity", q, _POINT_OUTS, 3, outs) if outs else q
 
 
 def mesh_query_ray(E, id, start, dir, max_t, *outs):
@@ -202,6 +219,10 @@ DOCS = {
                                             "threshold=0.5) -> as mesh_query_point, inside where the winding "
                                             "number exceeds threshold (summed over every triangle: accuracy is "
                                             "not used)",
+    "mesh_query_point_sign_parity": "mesh_query_point_sign_parity(mesh, point, max_dist, n_sample=1, "
+                                    "perturbation_scale=0.1) -> as mesh_query_point, inside where at least half "
+                                    "of n_sample rays along (1, 1, 1) perturbed by Warp's seeded draws cross an "
+                                    "odd number of faces (core/library/mesh_parity.py)",
     "mesh_query_ray": "mesh_query_ray(mesh, start, dir, max_t) -> the first hit at 0 <= t < max_t (.result, .face, "
                       ".t, .u, .v, .normal, .sign: Warp's determinant, negative from behind the face)",
     "mesh_query_furthest_point_no_sign": "mesh_query_furthest_point_no_sign(mesh, point, min_dist) -> the point of "
@@ -229,6 +250,7 @@ DOCS = {
 # the argument positions Warp's out-argument forms assign (present only when those forms are used)
 for _fn, _assigns in ((mesh_query_point, (3, 4, 5, 6)), (mesh_query_point_no_sign, (3, 4, 5)),
                       (mesh_query_point_sign_normal, (3, 4, 5, 6)), (mesh_query_point_sign_winding_number, (3, 4, 5, 6)),
+                      (mesh_query_point_sign_parity, (3, 4, 5, 6)),
                       (mesh_query_furthest_point_no_sign, (3, 4, 5)), (mesh_query_ray, (4, 5, 6, 7, 8, 9)),
                       (mesh_query_ray_anyhit, ()), (mesh_query_aabb, ()), (mesh_query_sphere, ()),
                       (mesh_query_next, (0, 1)), (mesh_query_aabb_next, (0, 1)), (mesh_eval_position, ()),

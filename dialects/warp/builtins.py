@@ -248,9 +248,9 @@ MISSING = (
     "float16", "int8", "int16", "uint8", "uint16", "bfloat16", "address", "view", "array_store",
     "indexedarray", "fabricarray", "fixedarray", "Texture", "Texture1D", "Texture2D", "Texture3D",
     "volume_sample_f", "volume_lookup_f", "volume_sample_v", "volume_sample_grad_f",
-    # geometry queries: grouped BVHs, tiled queries, sampled parity signs
+    # geometry queries: grouped BVHs, tiled queries
     "bvh_get_group_root", "bvh_query_aabb_tiled", "bvh_query_ray_tiled", "bvh_query_next_tiled",
-    "mesh_get_group_root", "mesh_query_aabb_tiled", "mesh_query_aabb_next_tiled", "mesh_query_point_sign_parity",
+    "mesh_get_group_root", "mesh_query_aabb_tiled", "mesh_query_aabb_next_tiled",
 )
 
 
