@@ -33,6 +33,8 @@ from . import types  # noqa: F401
 from .device import (Device, ScopedDevice, get_cuda_device_count, get_cuda_devices,  # noqa: F401
                      get_device, get_preferred_device, is_cuda_available, set_device, synchronize,
                      synchronize_device)
+from .device import (Event, ScopedStream, Stream, get_event_elapsed_time, get_stream,  # noqa: F401
+                     record_event, set_stream, synchronize_event, synchronize_stream, wait_event, wait_stream)
 from .errors import GEOMETRY, WarpFeatureMissing, missing
 from .tape import WarpGradientError  # noqa: F401
 from . import runtime as _runtime
@@ -128,19 +130,6 @@ def get_module_options(module=None) -> dict:
     return {"enable_backward": config.enable_backward, "max_unroll": config.max_unroll}
 
 
-class ScopedStream:
-    """Streams are one queue per device in gradkit: the block runs as it would without it."""
-
-    def __init__(self, stream=None, sync_enter=True, sync_exit=False):
-        self.stream = stream
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass
-
-
 def __getattr__(name: str):
     """A Warp name gradkit.warp does not provide: a named error, not an AttributeError, for Warp's own
     public names (geometry included); AttributeError for anything else."""
@@ -153,13 +142,12 @@ def __getattr__(name: str):
 
 # Warp 1.19 names with no gradkit counterpart (host side); reaching one raises WarpFeatureMissing
 _WARP_ONLY = frozenset((
-    "Stream",
-    "Event", "Module", "ScopedMempool", "ScopedPeerAccess", "ScopedMemoryTracker", "ScopedCudaProfiler",
+    "Module", "ScopedMempool", "ScopedPeerAccess", "ScopedMemoryTracker", "ScopedCudaProfiler",
     "ScopedAllocator", "ScopedMempoolAccess", "ScopedLogger", "ScopedLogLevel", "Allocator", "Function",
     "Launch", "MemoryKind", "TimingResult", "RegisteredGLBuffer", "GLTextureResource", "jax_kernel",
     "jax_callable", "from_ptr", "from_ipc_handle", "from_paddle", "to_paddle", "to_dlpack", "map",
     "compile_aot_module", "load_aot_module", "capture_save", "capture_load", "capture_if", "capture_while",
-    "record_event", "wait_event", "wait_stream", "get_stream", "set_stream", "stream_from_torch",
+    "stream_from_torch",
     "device_from_torch", "device_to_torch", "dtype_from_torch", "dtype_to_torch",
     "timing_begin", "timing_end", "timing_print",
     # half precision: gradkit has no float16 (builtins.MISSING), so none of its vectors and matrices either

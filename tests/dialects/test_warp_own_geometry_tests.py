@@ -31,7 +31,6 @@ PARAMS = [(rel, name) for rel, cases in _CASES.items() for name in cases]
 
 # Why a test does not pass, once per cause: the Warp feature gradkit lacks (or the difference), and where the
 # fix belongs
-_STREAMS = "CUDA streams (wp.Stream, launch(stream=)): gradkit launches in order on each device, with no streams"
 _HALF = "float16 (wp.float16, wp.vec3h): gradkit has no half-precision type (core/types.py)"
 _GROUPED = ("grouped geometry (HashGrid.build(groups=), Bvh / Mesh(groups=), a root per group id): not in "
             "gradkit's geometry (geometry/hash_grid.py, geometry/bvh.py, core/library/bvh.py)")
@@ -43,7 +42,6 @@ _NATIVE = "mocks Warp's native library (wp._src, runtime.core): gradkit has none
 # (module file, test) -> (error gradkit raises, pattern its message matches, why). Asserted: an entry that starts
 # passing, or fails otherwise, fails this test.
 NOT_RUNNING: dict[tuple[str, str], tuple[type, str, str]] = {
-    ("test_hash_grid.py", "test_hashgrid_multiple_streams"): (WarpFeatureMissing, r"wp\.Stream", _STREAMS),
     ("test_hash_grid.py", "test_hashgrid_inputs"): (
         TypeError, r"gk\.copy: dst must be a gk\.array, got ndarray",
         "strided array views (a[::2]): gradkit's arrays are contiguous and a stepped slice reads the values to the "
