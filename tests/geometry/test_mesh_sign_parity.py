@@ -1,8 +1,9 @@
-"""`mesh_query_point_sign_parity` (Warp 1.19's sampled ray-parity sign): the side of points about a closed,
-jittered sphere against float64 NumPy brute force that casts the same rays (Warp's seeded directions,
-regenerated here from the PCG hash) and counts every triangle crossed, the closest distance against brute
-force and its gradient against the analytic one, in the struct and out-argument forms, on every device;
-and the same queries through Warp 1.19 (the sign and the closest point, both forms)."""
+"""`mesh_query_point_sign_parity` (Warp 1.19's sampled ray-parity sign): the side of points about a jittered
+sphere with holes (so the sign depends on the exact ray directions) against float64 NumPy brute force that
+casts the same rays (Warp's seeded directions, regenerated here from the PCG hash) and counts every triangle
+crossed, the closest distance against brute force and its gradient against the analytic one, in the struct
+and out-argument forms, float32 and float64 meshes, on every device; and the same queries through Warp 1.19
+(the sign and the closest point, both forms)."""
 
 # (no `from __future__ import annotations`: Warp reads the kernels' annotations from their closures)
 
@@ -87,10 +88,12 @@ def parity_sides(pts, tris, x, n_sample, scale):
     return np.where(2 * votes >= n_sample, -1.0, 1.0)
 
 
-def scene(rng, n=400):
-    """A closed jittered sphere (float32 points) and points inside and outside it, with their distance to the
-    mesh by float64 brute force."""
+def scene(rng, n=400, holes=0.0):
+    """A jittered sphere (float32 points) with a fraction `holes` of its triangles removed, and points inside
+    and outside it, with their distance to the mesh by float64 brute force. Through the holes, rays in
+    different directions cross different counts: the sign then depends on Warp's exact directions."""
     pts, tris = sphere(8, 0.1, rng)
+    tris = tris[rng.uniform(size=len(tris)) >= holes]
     pts = pts.astype(np.float32)
     r = rng.uniform(0.2, 1.8, n)
     d = rng.normal(size=(n, 3))
@@ -104,7 +107,7 @@ def scene(rng, n=400):
 @pytest.mark.parametrize("kernel", [parity_struct, parity_outs], ids=["struct", "outs"])
 @pytest.mark.parametrize("n_sample, scale", [(1, 0.1), (3, 0.1), (4, 0.3), (0, 0.1)])
 def test_sign_parity_matches_brute_force(device, rng, kernel, n_sample, scale):
-    pts, tris, x, ref = scene(rng)
+    pts, tris, x, ref = scene(rng, holes=0.15)
     mesh = gk.Mesh(gk.array(pts, dtype=gk.vec3, device=device),
                    gk.array(tris.reshape(-1), dtype=gk.int32, device=device))
     sign = gk.zeros(len(x), dtype=float, device=device)
@@ -113,6 +116,8 @@ def test_sign_parity_matches_brute_force(device, rng, kernel, n_sample, scale):
     want = parity_sides(pts.astype(np.float64), tris, x.astype(np.float64), n_sample, scale)
     if n_sample > 0:
         assert (want < 0).sum() > len(x) // 5 and (want > 0).sum() > len(x) // 5
+        # the directions matter here: unperturbed (1, 1, 1) rays classify some points otherwise
+        assert (want != parity_sides(pts.astype(np.float64), tris, x.astype(np.float64), 1, 0.0)).any()
     np.testing.assert_array_equal(sign.numpy(), want)
     np.testing.assert_allclose(dist.numpy(), ref, rtol=1e-5, atol=1e-6)
 
@@ -150,7 +155,7 @@ def test_signed_distance_gradient_is_the_analytic_one(device, rng):
 @pytest.mark.parametrize("n_sample", [1, 3, 5])
 def test_sign_parity_matches_warp(rng, n_sample):
     import gradkit.warp as gwp
-    pts, tris, x, _ = scene(rng, 200)
+    pts, tris, x, _ = scene(rng, 200, holes=0.15)
     got = {}
     for wp in (warp, gwp):
         @wp.kernel
@@ -177,3 +182,29 @@ def test_sign_parity_matches_warp(rng, n_sample):
     np.testing.assert_allclose(got[gwp][:, 1:], got[warp][:, 1:], atol=1e-5)
     np.testing.assert_array_equal(got[warp][:, 0], parity_sides(pts.astype(np.float64), tris,
                                                                x.astype(np.float64), n_sample, 0.2))
+
+
+@gk.kernel
+def parity_keywords64(mesh: gk.Mesh[gk.float64], x: gk.array(dtype=gk.vec3d), sign: gk.array(dtype=gk.float64),
+                      dist: gk.array(dtype=gk.float64)):
+    i = gk.tid()
+    q = gk.mesh_query_point_sign_parity(mesh, x[i], MAX_DIST, n_sample=5, perturbation_scale=0.25)
+    if q.result:
+        sign[i] = q.sign
+        dist[i] = gk.length(gk.mesh_eval_position(mesh, q.face, q.u, q.v) - x[i])
+
+
+def test_sign_parity_on_a_float64_mesh_by_keyword(device, rng):
+    """A float64 mesh, n_sample and perturbation_scale given by keyword: the same float32 directions, the
+    distance to float64 precision."""
+    pts, tris, x, _ = scene(rng, 200, holes=0.15)
+    p64, x64 = pts.astype(np.float64), x.astype(np.float64)
+    mesh = gk.Mesh(gk.array(p64, dtype=gk.vec3d, device=device),
+                   gk.array(tris.reshape(-1), dtype=gk.int32, device=device))
+    sign = gk.zeros(len(x), dtype=gk.float64, device=device)
+    dist = gk.zeros(len(x), dtype=gk.float64, device=device)
+    gk.launch(parity_keywords64, len(x), inputs=[mesh, gk.array(x64, dtype=gk.vec3d, device=device), sign, dist])
+    a, b, c = (p64[tris[:, k]] for k in range(3))
+    ref = np.linalg.norm(closest_on_triangles(a, b, c, x64) - x64[:, None], axis=-1).min(1)
+    np.testing.assert_array_equal(sign.numpy(), parity_sides(p64, tris, x64, 5, 0.25))
+    np.testing.assert_allclose(dist.numpy(), ref, rtol=1e-10, atol=1e-12)
