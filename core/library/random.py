@@ -58,7 +58,11 @@ def randf(E, state, lo=None, hi=None):
     f = _uniform(E, s)
     if (lo is None) != (hi is None):
         E.fail("give both lo and hi, or neither")
-    return Advance(f if lo is None else lo + (hi - lo) * f, s)
+    if lo is None:
+        return Advance(f, s)
+    t = E.type_of(f)            # the bounds as values of the draw's type: literals, or a kernel's own floats
+    lo, hi = E.scalar(lo, t), E.scalar(hi, t)
+    return Advance(lo + (hi - lo) * f, s)
 
 
 @macro("randi", "a random int32 (all 32 bits), or one in [lo, hi); advances `state`", advances_state=True)

@@ -64,6 +64,30 @@ def test_same_stream_on_every_device_as_the_model(device):
     assert gk.randf(gk.rand_init(1234, 0)) == np.float32(model_stream(1234, 0, 1)[1][0][0])
 
 
+@gk.kernel
+def bounded(lo: float, hi: float, seed: int, by_args: gk.array(dtype=gk.float32), by_literals: gk.array(dtype=gk.float32),
+            unit: gk.array(dtype=gk.float32)):
+    i = gk.tid()
+    a = gk.rand_init(seed, i)
+    by_args[i] = gk.randf(a, lo, hi)
+    b = gk.rand_init(seed, i)
+    by_literals[i] = gk.randf(b, -2.5, 4.0)
+    c = gk.rand_init(seed, i)
+    unit[i] = gk.randf(c)
+
+
+def test_randf_bounds_from_parameters_or_literals(device):
+    """randf(state, lo, hi) with the bounds a kernel's own float parameters (a TypeError before) or literals:
+    lo + (hi - lo) * randf(state), the same draws either way."""
+    n = 256
+    outs = [gk.zeros(n, dtype=gk.float32, device=device) for _ in range(3)]
+    gk.launch(bounded, n, inputs=[-2.5, 4.0, 99, *outs], device=device)
+    by_args, by_literals, unit = (o.numpy() for o in outs)
+    np.testing.assert_array_equal(by_args, by_literals)
+    np.testing.assert_allclose(by_args, np.float32(-2.5) + np.float32(6.5) * unit, rtol=1e-6, atol=1e-6)
+    assert by_args.min() >= -2.5 and by_args.max() < 4.0 and by_args.std() > 1.0
+
+
 def test_distributions(device):
     f, z, r, _ = _run(device, 7, 2000, 25)
     f, z, r = f.ravel().astype(np.float64), z.ravel().astype(np.float64), r.ravel()
