@@ -95,13 +95,14 @@ def test_out_argument_queries_match_warp_and_differences(device):
     assert (want[1] >= 0).all() and (np.abs(want[2]) > 0).all() and np.abs(want[3]).max() > 0
     # the distances' gradient with respect to the query points, by central differences in float64 terms
     h, fd = 1e-3, np.zeros_like(q, dtype=np.float64)
-    for k in range(0, len(q), 12):
+    every = 24 if device == "numpy" else 12      # the numpy interpreter: fewer points (each is 6 launches)
+    for k in range(0, len(q), every):
         for c in range(3):
             e = np.zeros_like(q)
             e[k, c] = h
             hi, lo = _run(gwp, device, pts, tris, q + e), _run(gwp, device, pts, tris, q - e)
             fd[k, c] = ((hi[0][k] + hi[3][k]) - (lo[0][k] + lo[3][k])) / (2 * h)
-    np.testing.assert_allclose(got[4][::12], fd[::12], rtol=2e-2, atol=2e-3)
+    np.testing.assert_allclose(got[4][::every], fd[::every], rtol=2e-2, atol=2e-3)
 
 
 def test_wrong_out_argument_count_is_a_named_error():

@@ -115,6 +115,10 @@ NEVER_RUN: dict[tuple[str, str], tuple[str, str]] = {
 
 # Heavy: run on the cpu device only (seconds there, tens of seconds on the numpy interpreter)
 CPU_ONLY: dict[tuple[str, str], str] = {
+    ("test_mesh_query_point.py", "test_mesh_query_furthest_point"): "brute-force furthest points checked per query "
+                                                                    "point: 33 s on the numpy device (the query is "
+                                                                    "tested on every device in "
+                                                                    "tests/geometry/test_mesh_more_queries.py)",
     ("test_mesh_query_point.py", "test_mesh_query_point"): "spiky.usd's points queried by five signs (parity by "
                                                            "sampled rays over the whole mesh) at 6-9 BVH builds "
                                                            "and checked by brute force: 20 s on cpu, 30 s on c, "
