@@ -22,7 +22,7 @@ mesh_eval_position)."""
 from types import SimpleNamespace
 
 from .. import types as T
-from ..func import Func, func_grad
+from .lib_registry import install, per_precision
 from ..lang import NAMES
 from ..struct import struct
 from .bvh import BIG, BvhData, BvhQuery
@@ -256,21 +256,8 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
     def _anyhit_adj(mesh: M, start: V, dir: V, max_t: s, adj_ret: bool):
         pass
 
-    for py in (_far_box_sq, _far_corner, _far_leaf, _furthest_face, _furthest, _anyhit, _sphere_face, _start, _next):
-        name = py.__name__[1:]
-        py.__name__ = py.__qualname__ = f"_mesh_{name}_{s.name}"
-        setattr(lib, name, Func(py))
-    for adj in (_furthest_face_adj, _anyhit_adj):
-        name = adj.__name__[1:-4]
-        adj.__name__ = adj.__qualname__ = f"_mesh_{name}_{s.name}_adj"
-        func_grad(getattr(lib, name))(adj)
-    return lib
+    return install(lib, "_mesh", s, (_far_box_sq, _far_corner, _far_leaf, _furthest_face, _furthest, _anyhit,
+                                     _sphere_face, _start, _next), (_furthest_face_adj, _anyhit_adj))
 
 
-_BY_PRECISION: dict = {}
-
-
-def more_for(s: T.ScalarType) -> SimpleNamespace:
-    if s not in _BY_PRECISION:
-        _BY_PRECISION[s] = _precision(s)
-    return _BY_PRECISION[s]
+more_for = per_precision(_precision)

@@ -15,9 +15,9 @@ of the closest point are differentiated as mesh_query_point's are."""
 from types import SimpleNamespace
 
 from .. import types as T
-from ..func import Func, func_grad
 from ..lang import NAMES
 from .bvh import BIG
+from .lib_registry import install, per_precision
 from .mesh_device import MeshData, MeshData64, MeshQueryPoint, MeshQueryPoint64, lib_for
 
 I32 = T.int32
@@ -91,22 +91,8 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
     def _sign_adj(mesh: M, p: V, n_sample: I32, scale: F32, adj_ret: s):
         pass
 
-    for py in (_count, _sign, _point):
-        name = py.__name__[1:]
-        py.__name__ = py.__qualname__ = f"_mesh_parity_{name}_{s.name}"
-        setattr(lib, name, Func(py))
     # counting and voting only select: AD does not enter them
-    for adj in (_count_adj, _sign_adj):
-        name = adj.__name__[1:-4]
-        adj.__name__ = adj.__qualname__ = f"_mesh_parity_{name}_{s.name}_adj"
-        func_grad(getattr(lib, name))(adj)
-    return lib
+    return install(lib, "_mesh_parity", s, (_count, _sign, _point), (_count_adj, _sign_adj))
 
 
-_BY_PRECISION: dict = {}
-
-
-def parity_for(s: T.ScalarType) -> SimpleNamespace:
-    if s not in _BY_PRECISION:
-        _BY_PRECISION[s] = _precision(s)
-    return _BY_PRECISION[s]
+parity_for = per_precision(_precision)
