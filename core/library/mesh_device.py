@@ -1,7 +1,7 @@
-"""The mesh as kernels see it, and the library functions over it (core/library/mesh.py's queries call
-them): the structs `MeshData` / `MeshData64` and the query results, then per point precision the
-`@gk.func` code of a query's two parts — the BVH search that picks a face (no derivative) and the
-continuous outputs recomputed from that face's vertices (differentiated as plain code)."""
+"""The library functions over the mesh (core/library/mesh.py's queries call them), per point precision:
+the `@gk.func` code of a query's two parts — the BVH search that picks a face (no derivative) and the
+continuous outputs recomputed from that face's vertices (differentiated as plain code). The structs they
+take and return are in core/library/mesh_structs.py (re-exported here for the modules importing them)."""
 
 # (no `from __future__ import annotations`: the library functions below need evaluated annotations)
 
@@ -11,57 +11,12 @@ from types import SimpleNamespace
 from .. import types as T
 from ..func import Func, func_grad
 from ..lang import NAMES, LangFunction
-from ..struct import struct
-from .bvh import BIG, BvhData, BvhQuery, as_vec3
+from .bvh import BIG, BvhData
+from .mesh_structs import (MESH_STRUCTS, MeshData, MeshData64, MeshQueryPoint,  # noqa: F401
+                           MeshQueryPoint64, MeshQueryRay, MeshQueryRay64)
 
 I32 = T.int32
 gk = SimpleNamespace(**NAMES, stop_gradient=LangFunction("stop_gradient", "prim"))
-
-def _mesh_struct(s: T.ScalarType):
-    V = T.array_type(T.vector(3, s))
-
-    class MeshData:
-        points: V
-        velocities: V
-        indices: T.array_type(I32)
-        num_tris: I32
-        num_points: I32
-        has_velocities: I32
-        average_edge_length: T.float32
-        bvh: BvhData
-
-    class MeshQueryPoint:
-        result: T.bool_
-        sign: s
-        face: I32
-        u: s
-        v: s
-
-    class MeshQueryRay:
-        result: T.bool_
-        sign: s
-        face: I32
-        t: s
-        u: s
-        v: s
-        normal: T.vector(3, s)
-
-    suffix = "" if s is T.float32 else "64"
-    out = []
-    for cls in (MeshData, MeshQueryPoint, MeshQueryRay):
-        cls.__name__ = cls.__qualname__ = cls.__name__ + suffix
-        cls.__doc__ = {"MeshData": "What a kernel sees of a gk.Mesh: its arrays and the BVH over its triangles.",
-                       "MeshQueryPoint": "mesh_query_point's result (Warp's): result, sign, face, u, v.",
-                       "MeshQueryRay": "mesh_query_ray's result (Warp's): result, sign (> 0 from the front), face, t, u, v, "
-                                        "normal."
-                       }[cls.__name__.rstrip("64")]
-        out.append(struct(cls))
-    return out
-
-
-MeshData, MeshQueryPoint, MeshQueryRay = _mesh_struct(T.float32)
-MeshData64, MeshQueryPoint64, MeshQueryRay64 = _mesh_struct(T.float64)
-MESH_STRUCTS = {MeshData._gk_struct: T.float32, MeshData64._gk_struct: T.float64}
 
 
 def _precision(s: T.ScalarType) -> SimpleNamespace:
