@@ -9,9 +9,9 @@ import math
 from types import SimpleNamespace
 
 from .. import types as T
-from ..func import Func, func_grad
 from ..lang import NAMES, LangFunction
 from .bvh import BIG, BvhData
+from .lib_registry import install, per_precision
 from .mesh_structs import (MESH_STRUCTS, MeshData, MeshData64, MeshQueryPoint,  # noqa: F401
                            MeshQueryPoint64, MeshQueryRay, MeshQueryRay64)
 
@@ -438,23 +438,11 @@ def _precision(s: T.ScalarType) -> SimpleNamespace:
     def _parity_adj(mesh: M, p: V, adj_ret: s):
         pass
 
-    for py in (_vertex, _closest_bary, _bary_point, _sliver, _box_dist_sq, _may_be_within, _near_leaf, _slab, _ray_enters, _ray_tri, _closest_face,
-               _ray_face, _corner_weight, _closest_signed, _winding, _ray_sign, _parity, _point, _ray, _eval_position,
-               _eval_velocity):
-        name = py.__name__[1:]
-        py.__name__ = py.__qualname__ = f"_mesh_{name}_{s.name}"
-        setattr(lib, name, Func(py))
-    for adj in (_closest_face_adj, _ray_face_adj, _closest_signed_adj, _winding_adj, _parity_adj):
-        name = adj.__name__[1:-4]
-        adj.__name__ = adj.__qualname__ = f"_mesh_{name}_{s.name}_adj"
-        func_grad(getattr(lib, name))(adj)
-    return lib
+    return install(lib, "_mesh", s,
+                   (_vertex, _closest_bary, _bary_point, _sliver, _box_dist_sq, _may_be_within, _near_leaf, _slab,
+                    _ray_enters, _ray_tri, _closest_face, _ray_face, _corner_weight, _closest_signed, _winding,
+                    _ray_sign, _parity, _point, _ray, _eval_position, _eval_velocity),
+                   (_closest_face_adj, _ray_face_adj, _closest_signed_adj, _winding_adj, _parity_adj))
 
 
-_BY_PRECISION: dict = {}
-
-
-def lib_for(s: T.ScalarType) -> SimpleNamespace:
-    if s not in _BY_PRECISION:
-        _BY_PRECISION[s] = _precision(s)
-    return _BY_PRECISION[s]
+lib_for = per_precision(_precision)
